@@ -1,0 +1,1 @@
+//! mockswap: a test double of a llama-swap proxy and a fake upstream model server.

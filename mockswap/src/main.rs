@@ -1,0 +1,3 @@
+//! The `mockswap` binary.
+
+fn main() {}

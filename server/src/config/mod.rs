@@ -1,0 +1,1 @@
+//! llama-swap configuration: parsing, macros, validation and resolved models.

@@ -1,0 +1,23 @@
+//! llama-swap-server: a priority-aware model-swapping proxy.
+//!
+//! It reads llama-swap's `config.yaml`, starts the upstream model server a request
+//! names, stops the ones in the way, and ranks the requests that must wait by
+//! priority (`X-Priority` header, floored by the model's configured priority).
+//!
+//! # Map of the crate
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | llama-swap YAML: parsing, macros, validation, resolved models |
+//! | [`scheduler`] | the pure state machine: queue, reservations, swaps, decisions |
+//! | [`policy`] | eviction policy: which running models must stop to run another |
+//! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
+//! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
+//! | [`priority`] | parsing of the `X-Priority` header |
+
+pub mod config;
+pub mod policy;
+pub mod priority;
+pub mod router;
+pub mod scheduler;
+pub mod upstream;

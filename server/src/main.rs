@@ -1,0 +1,3 @@
+//! The `llama-swap-server` binary.
+
+fn main() {}

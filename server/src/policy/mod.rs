@@ -1,0 +1,1 @@
+//! Eviction policy: which running models must stop so that another can run.

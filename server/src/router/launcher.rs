@@ -1,0 +1,97 @@
+//! The contract between the router actor and whatever runs upstream processes.
+//!
+//! The router decides *when* a model starts or stops; a [`Launcher`] does it. The
+//! real implementation is the process supervisor in [`crate::upstream`]; tests use
+//! channel-driven fakes. A launcher never makes policy decisions: it is told to
+//! make a model ready or to stop it, and it reports exits it did not cause through
+//! [`UpstreamEvent`]s sent on a channel the router listens to.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A boxed, sendable future, as returned by [`Launcher`] methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Starts and stops upstream model servers on the router's behalf.
+///
+/// Both methods return futures that own everything they need (`'static`), so the
+/// router can run them on tasks it owns and keep serving events meanwhile.
+pub trait Launcher: Send + Sync + 'static {
+    /// Brings `model` to the ready state.
+    ///
+    /// Resolves at once if it is already ready; starts it if stopped; if a stop is
+    /// in progress, waits for the stop to finish and then starts it (never decides
+    /// from a stale state snapshot). Resolves when the health check passes.
+    ///
+    /// # Errors
+    ///
+    /// A [`LaunchError`] saying why the model could not be made ready.
+    fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>>;
+
+    /// Stops `model`: graceful stop first, forced kill after `grace`, always reaped.
+    ///
+    /// Resolves once the process is gone. A model that is not running resolves at once.
+    fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()>;
+}
+
+/// Why a model could not be made ready.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The model is not one the launcher knows.
+    #[error("model {model} has no upstream process configured")]
+    UnknownModel {
+        /// The model ID.
+        model: String,
+    },
+    /// The command could not be spawned (bad command line, missing binary, ...).
+    #[error("failed to start upstream for {model}: {reason}")]
+    SpawnFailed {
+        /// The model ID.
+        model: String,
+        /// What went wrong, with the command that was tried.
+        reason: String,
+    },
+    /// The process exited before it became healthy.
+    #[error("upstream for {model} exited while starting ({status}); last output:\n{last_output}")]
+    ExitedDuringStart {
+        /// The model ID.
+        model: String,
+        /// The exit status, as text (`exit status: 1`, `signal: 9`).
+        status: String,
+        /// The last lines the process wrote, for the operator.
+        last_output: String,
+    },
+    /// The health check did not pass within `healthCheckTimeout`.
+    #[error("upstream for {model} did not become healthy within {timeout:?}")]
+    HealthCheckTimeout {
+        /// The model ID.
+        model: String,
+        /// The configured timeout.
+        timeout: Duration,
+    },
+    /// The start was aborted because the model was stopped or unloaded meanwhile.
+    #[error("start of {model} was aborted by a stop")]
+    Aborted {
+        /// The model ID.
+        model: String,
+    },
+    /// The server is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+/// Something the launcher tells the router on its own initiative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamEvent {
+    /// A ready model's process exited without being asked to; it is now stopped and
+    /// the next request for it starts it again.
+    Exited {
+        /// The model ID.
+        model: String,
+        /// The exit status, as text.
+        status: String,
+    },
+}

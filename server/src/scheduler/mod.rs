@@ -1,0 +1,1 @@
+//! The pure scheduling state machine.

@@ -1,0 +1,1 @@
+//! Upstream process supervision.
