@@ -58,9 +58,7 @@ impl HeaderPriority {
 /// only, within `i32`.
 pub fn parse_value(text: &str) -> Option<i32> {
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
-    let digits = trimmed
-        .strip_prefix(['+', '-'])
-        .unwrap_or(trimmed);
+    let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -123,7 +121,12 @@ mod tests {
             b"\xd9\xa3",
         ] {
             let p = HeaderPriority::from_headers(&headers(&[raw]));
-            assert_eq!(p, HeaderPriority::Invalid, "{}", String::from_utf8_lossy(raw));
+            assert_eq!(
+                p,
+                HeaderPriority::Invalid,
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
             assert_eq!(p.value(), 0);
         }
     }
