@@ -14,10 +14,14 @@
 //! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
 //! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
 //! | [`priority`] | parsing of the `X-Priority` header |
+//! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
+//! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
 
+pub mod api;
 pub mod config;
 pub mod policy;
 pub mod priority;
+pub mod proxy;
 pub mod router;
 pub mod scheduler;
 pub mod upstream;

@@ -1,0 +1,190 @@
+//! The streaming reverse proxy to upstream model servers.
+//!
+//! One pooled HTTP/1 client serves every upstream (connections are kept per
+//! host and port). Request and response bodies stream through frame by frame:
+//! nothing is buffered here, so each SSE chunk reaches the client as the
+//! upstream sends it. Dropping the response body (the client went away) drops
+//! the upstream response, which closes that upstream connection and so cancels
+//! the generation; the request's lease lives inside that body
+//! ([`LeasedBody`]).
+
+mod body;
+mod headers;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::api::ApiError;
+
+pub use body::{BoxError, LeasedBody};
+pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
+
+/// How long to wait for a TCP connection to an upstream (llama-swap's default).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an idle pooled connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A request on its way to an upstream.
+#[derive(Debug)]
+pub struct Outbound {
+    /// The method.
+    pub method: Method,
+    /// Path and query to append to the upstream's base URL, starting with `/`.
+    pub path_and_query: String,
+    /// The client's headers; hop-by-hop, `Host` and `X-Priority` are removed here,
+    /// credentials must already be stripped by the caller.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: OutboundBody,
+    /// The client's address, appended to `X-Forwarded-For`.
+    pub client_ip: Option<IpAddr>,
+}
+
+/// The body of an [`Outbound`] request.
+#[derive(Debug)]
+pub enum OutboundBody {
+    /// A body already read (and maybe rewritten); sent with its exact length.
+    Buffered(Bytes),
+    /// A body streamed from the client as it arrives.
+    Streaming(Body),
+}
+
+/// The pooled client that forwards requests to upstreams. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    client: Client<HttpConnector, Body>,
+}
+
+impl Default for Proxy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Proxy {
+    /// A proxy with a fresh connection pool.
+    pub fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(connector);
+        Self { client }
+    }
+
+    /// Sends `outbound` to the upstream at `base` (the model's `proxy` URL) and
+    /// returns its response, whose body streams through and holds `lease` until
+    /// it ends or is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`ApiError::UpstreamUnreachable`] when the upstream cannot be connected to
+    /// or fails before answering; [`ApiError::Internal`] for a base URL the proxy
+    /// cannot use (not `http://`).
+    pub async fn forward<L>(
+        &self,
+        model: &str,
+        base: &str,
+        outbound: Outbound,
+        lease: L,
+    ) -> Result<Response, ApiError>
+    where
+        L: Send + 'static,
+    {
+        let uri = upstream_uri(base, &outbound.path_and_query).ok_or_else(|| {
+            tracing::error!(%model, %base, "the model's proxy URL is not a usable http:// URL");
+            ApiError::Internal {
+                what: "the model's proxy URL is not a usable http:// URL",
+            }
+        })?;
+        let mut headers = outbound.headers;
+        request_headers_for_upstream(&mut headers);
+        if let Some(ip) = outbound.client_ip {
+            append_forwarded_for(&mut headers, ip);
+        }
+        let body = match outbound.body {
+            OutboundBody::Buffered(bytes) => {
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                Body::from(bytes)
+            }
+            OutboundBody::Streaming(body) => body,
+        };
+        let mut request = Request::new(body);
+        *request.method_mut() = outbound.method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+
+        let response = self.client.request(request).await.map_err(|error| {
+            tracing::warn!(%model, %error, "upstream request failed");
+            ApiError::UpstreamUnreachable {
+                model: model.to_owned(),
+            }
+        })?;
+
+        let (mut parts, incoming) = response.into_parts();
+        remove_hop_by_hop(&mut parts.headers);
+        let sse = is_event_stream(&parts.headers);
+        if sse {
+            // An error frame may be appended, and intermediaries must not buffer.
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.insert(
+                http::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            );
+        }
+        let body = LeasedBody::new(incoming, lease, model.to_owned(), sse);
+        Ok(Response::from_parts(parts, Body::new(body)))
+    }
+}
+
+/// True for a `text/event-stream` response.
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// Joins the base URL (which may carry a path prefix) and the request's path.
+fn upstream_uri(base: &str, path_and_query: &str) -> Option<Uri> {
+    let base: Uri = base.parse().ok()?;
+    if base.scheme_str() != Some("http") {
+        return None;
+    }
+    let authority = base.authority()?;
+    let prefix = base.path().trim_end_matches('/');
+    let tail = if path_and_query.is_empty() {
+        "/"
+    } else {
+        path_and_query
+    };
+    format!("http://{authority}{prefix}{tail}").parse().ok()
+}
+
+fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
+    let name = http::HeaderName::from_static("x-forwarded-for");
+    let value = match headers.get(&name).and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {ip}"),
+        None => ip.to_string(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(name, value);
+    }
+}
+
+#[cfg(test)]
+mod tests;
