@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod loading;
 pub mod upstream_path;
 
 pub use auth::ApiKeys;
