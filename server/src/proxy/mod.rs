@@ -46,6 +46,9 @@ pub struct Outbound {
     pub body: OutboundBody,
     /// The client's address, appended to `X-Forwarded-For`.
     pub client_ip: Option<IpAddr>,
+    /// The limit a [`OutboundBody::Streaming`] body is cut at, reported as 413
+    /// when the upstream request fails because of it.
+    pub body_limit: usize,
 }
 
 /// The body of an [`Outbound`] request.
@@ -124,7 +127,11 @@ impl Proxy {
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
 
+        let limit = outbound.body_limit;
         let response = self.client.request(request).await.map_err(|error| {
+            if caused_by_body_limit(&error) {
+                return ApiError::BodyTooLarge { limit };
+            }
             tracing::warn!(%model, %error, "upstream request failed");
             ApiError::UpstreamUnreachable {
                 model: model.to_owned(),
@@ -145,6 +152,18 @@ impl Proxy {
         let body = LeasedBody::new(incoming, lease, model.to_owned(), sse);
         Ok(Response::from_parts(parts, Body::new(body)))
     }
+}
+
+/// True when the request failed because its streamed body exceeded the limit.
+fn caused_by_body_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if error.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// True for a `text/event-stream` response.

@@ -125,6 +125,7 @@ fn outbound(method: Method, path: &str, headers: HeaderMap, body: OutboundBody) 
         headers,
         body,
         client_ip: Some("10.0.0.7".parse().unwrap()),
+        body_limit: 1024,
     }
 }
 
@@ -367,4 +368,30 @@ fn upstream_uri_joins_prefix_and_path() {
     assert_eq!(upstream_uri("http://h:1", "").unwrap(), "http://h:1/");
     assert!(upstream_uri("https://h:1", "/").is_none());
     assert!(upstream_uri("not a url", "/").is_none());
+}
+
+#[tokio::test]
+async fn streamed_body_over_the_limit_is_body_too_large() {
+    let upstream = start_upstream().await;
+    let parts: Vec<Result<Bytes, std::io::Error>> =
+        (0..4).map(|_| Ok(Bytes::from(vec![b'x'; 512]))).collect();
+    let body = Body::new(http_body_util::Limited::new(
+        Body::from_stream(futures_util::stream::iter(parts)),
+        1024,
+    ));
+    let error = Proxy::new()
+        .forward(
+            "m",
+            &upstream.base,
+            outbound(
+                Method::POST,
+                "/echo",
+                HeaderMap::new(),
+                OutboundBody::Streaming(body),
+            ),
+            (),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind().code, "body_too_large");
 }
