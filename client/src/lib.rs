@@ -1,1 +1,85 @@
-//! llama-swap-client: the SDK for llama-swap style proxies, with per-call priority.
+//! Rust SDK for llama-swap style model-swapping proxies, where every call can say how
+//! urgent it is.
+//!
+//! A [`Priority`] travels with each call as the `X-Priority` header: `Elevated` sends
+//! `10`, `Normal` sends nothing, `Low` sends `-10`. The proxy serves waiting requests
+//! in priority order, so interactive work is not stuck behind batch jobs.
+//!
+//! # Modules
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`priority`] | [`Priority`], [`PRIORITY_HEADER`], and the one function that writes the header |
+//! | `client` | [`Client`] (cheap to clone) and [`ClientBuilder`] |
+//! | `options` | [`CallOptions`] (per call), [`Timeouts`] (by phase), [`RetryPolicy`] |
+//! | `endpoints` | chat (plain and streaming), completions, embeddings, models, running, unload, health, `/upstream` ([`UpstreamRequest`]) |
+//! | [`stream`] | [`ChatStream`], [`StreamEvent`], [`ProxyStatus`]: typed events over SSE, `collect()` |
+//! | [`sse`] | the byte-level SSE decoder (chunk-boundary and UTF-8 safe, bounded) |
+//! | [`types`] | lenient wire types: chat, completions, embeddings, model lists |
+//! | [`error`] | [`Error`], [`ApiError`], [`TimeoutPhase`], [`InvalidArgument`] |
+//! | `provider` | [`ChatProvider`], the object-safe trait agent frameworks hold |
+//!
+//! # Example
+//!
+//! ```no_run
+//! use llama_swap_client::{CallOptions, ChatMessage, ChatRequest, Client, Priority, StreamEvent};
+//! use futures_util::StreamExt;
+//!
+//! # async fn run() -> Result<(), llama_swap_client::Error> {
+//! let client = Client::builder()
+//!     .base_url("http://127.0.0.1:8080")
+//!     .api_key("sk-local")
+//!     .build()?;
+//! let request = ChatRequest::new("qwen", vec![ChatMessage::user("Hello!")]);
+//!
+//! // A person is waiting: jump the queue.
+//! let answer = client
+//!     .chat(&request, &CallOptions::with_priority(Priority::Elevated))
+//!     .await?;
+//! println!("{}", answer.text());
+//!
+//! // Background work: stream it at low priority.
+//! let mut stream = client
+//!     .chat_stream(&request, &CallOptions::with_priority(Priority::Low))
+//!     .await?;
+//! while let Some(event) = stream.next().await {
+//!     match event? {
+//!         StreamEvent::Chunk(chunk) => print!("{}", chunk.content().unwrap_or_default()),
+//!         StreamEvent::Proxy(status) => eprintln!("proxy: {status:?}"),
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The crate README (its examples are doctested with the crate) covers
+//! errors, retries and timeouts in more depth.
+
+mod client;
+mod endpoints;
+pub mod error;
+mod options;
+pub mod priority;
+mod provider;
+mod retry;
+pub mod sse;
+pub mod stream;
+mod transport;
+pub mod types;
+
+pub use client::{Client, ClientBuilder, DEFAULT_MAX_EVENT_BYTES};
+pub use endpoints::UpstreamRequest;
+pub use error::{
+    ApiError, DecodeTarget, Error, ErrorEnvelope, InvalidArgument, StreamErrorFrame, TimeoutPhase,
+};
+pub use options::{CallOptions, RetryPolicy, Timeouts};
+pub use priority::{PRIORITY_HEADER, ParsePriorityError, Priority};
+pub use provider::ChatProvider;
+pub use stream::{ChatStream, ProxyStatus, StreamEvent};
+pub use types::*;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

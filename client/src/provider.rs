@@ -1,0 +1,73 @@
+//! The provider trait an agent framework holds.
+
+use async_trait::async_trait;
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::options::CallOptions;
+use crate::stream::ChatStream;
+use crate::types::{ChatRequest, ChatResponse};
+
+/// A chat backend that honours per-call options (priority above all).
+///
+/// Object safe: frameworks hold an `Arc<dyn ChatProvider>` and pass
+/// [`CallOptions`] with each call, so one agent run can mark single calls
+/// Elevated or Low without touching headers.
+///
+/// ```
+/// use std::sync::Arc;
+/// use llama_swap_client::{CallOptions, ChatMessage, ChatProvider, ChatRequest, Client, Priority};
+///
+/// async fn summarise(provider: &dyn ChatProvider) -> Result<String, llama_swap_client::Error> {
+///     let req = ChatRequest::new("qwen", vec![ChatMessage::user("Summarise the log")]);
+///     let resp = provider.chat(&req, &CallOptions::with_priority(Priority::Low)).await?;
+///     Ok(resp.text())
+/// }
+///
+/// let provider: Arc<dyn ChatProvider> = Arc::new(Client::new("http://127.0.0.1:8080").unwrap());
+/// # drop(provider);
+/// ```
+#[async_trait]
+pub trait ChatProvider: Send + Sync {
+    /// A non-streaming chat completion.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the backend reports; for [`Client`], see [`Client::chat`].
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        options: &CallOptions,
+    ) -> Result<ChatResponse, Error>;
+
+    /// A streaming chat completion.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the backend reports before the stream starts; for [`Client`], see
+    /// [`Client::chat_stream`].
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        options: &CallOptions,
+    ) -> Result<ChatStream, Error>;
+}
+
+#[async_trait]
+impl ChatProvider for Client {
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        options: &CallOptions,
+    ) -> Result<ChatResponse, Error> {
+        Client::chat(self, request, options).await
+    }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        options: &CallOptions,
+    ) -> Result<ChatStream, Error> {
+        Client::chat_stream(self, request, options).await
+    }
+}

@@ -1,0 +1,468 @@
+//! Streaming chat completions: typed events over SSE.
+//!
+//! [`ChatStream`] pulls bytes from the response only when the caller asks for the
+//! next event (no background task, no channel), so memory stays bounded and
+//! dropping the stream closes the connection, which cancels the request.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::error::{DecodeTarget, Error, ErrorEnvelope, StreamErrorFrame};
+use crate::sse::{SseDecoder, SseEvent};
+use crate::transport::{Deadlines, until};
+use crate::types::{
+    ChatChoice, ChatChunk, ChatMessage, ChatResponse, FinishReason, MessageContent, Role, ToolCall,
+    Usage,
+};
+
+/// One item of a chat stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// Model output.
+    Chunk(ChatChunk),
+    /// The proxy's own progress report (loading a model, queue position). Never
+    /// model content.
+    Proxy(ProxyStatus),
+}
+
+/// What the proxy says while a call waits for its model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxyStatus {
+    /// Waiting in the queue. Positions can go up as well as down: higher-priority
+    /// work that arrives later moves ahead.
+    Queued {
+        /// 1-based place in the queue.
+        position: u32,
+        /// The model waited for, when the frame names it.
+        model: Option<String>,
+    },
+    /// The model is being started.
+    Loading {
+        /// The model being loaded, when the frame names it.
+        model: Option<String>,
+    },
+    /// A typed status frame with a status this SDK does not know.
+    Other {
+        /// The `status` field.
+        status: String,
+        /// The `model` field, if any.
+        model: Option<String>,
+    },
+    /// Free progress text from llama-swap's loading stream (its rule lines, dots and
+    /// remarks; llama-swap types text out a few characters per frame).
+    Message(String),
+}
+
+/// A streaming chat completion: `Stream<Item = Result<StreamEvent, Error>>`.
+///
+/// The stream ends (`None`) after `[DONE]`. An `{"error": ...}` frame yields
+/// [`Error::InStream`] and ends it; a body that ends with neither `[DONE]` nor a
+/// finish reason yields [`Error::Truncated`]; a gap longer than the idle timeout
+/// yields [`Error::Timeout`]. A frame that is not valid JSON yields
+/// [`Error::Decode`] and the stream goes on.
+#[must_use = "a stream does nothing unless polled; dropping it cancels the request"]
+pub struct ChatStream {
+    inner: Pin<Box<dyn Stream<Item = Result<StreamEvent, Error>> + Send>>,
+}
+
+impl std::fmt::Debug for ChatStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStream").finish_non_exhaustive()
+    }
+}
+
+impl Stream for ChatStream {
+    type Item = Result<StreamEvent, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl ChatStream {
+    pub(crate) fn new(
+        response: reqwest::Response,
+        deadlines: Deadlines,
+        limit: usize,
+    ) -> ChatStream {
+        let source = BodySource {
+            response,
+            deadlines,
+        };
+        ChatStream::from_source(source, limit)
+    }
+
+    fn from_source<S: ByteSource>(source: S, limit: usize) -> ChatStream {
+        let state = StreamState {
+            source,
+            decoder: SseDecoder::new(limit),
+            eof: false,
+            finished: false,
+            saw_done: false,
+            saw_finish: false,
+            chunks: 0,
+        };
+        let inner = futures_util::stream::unfold(state, |mut state| async move {
+            let item = state.next_item().await?;
+            Some((item, state))
+        });
+        ChatStream {
+            inner: Box::pin(inner),
+        }
+    }
+
+    /// Reads the stream to its end and assembles the response a non-streaming call
+    /// would have returned: content, reasoning and tool calls concatenated per
+    /// choice, the last finish reason and usage. Proxy status events are skipped.
+    ///
+    /// # Errors
+    ///
+    /// The first error the stream yields.
+    pub async fn collect(mut self) -> Result<ChatResponse, Error> {
+        let mut acc = Aggregate::default();
+        while let Some(item) = self.next().await {
+            match item? {
+                StreamEvent::Chunk(chunk) => acc.add(chunk),
+                StreamEvent::Proxy(_) => {}
+            }
+        }
+        Ok(acc.finish())
+    }
+}
+
+/// Where stream bytes come from; a seam so the state machine is testable without
+/// sockets.
+trait ByteSource: Send + 'static {
+    /// The next piece, `Ok(None)` at the end of the body.
+    fn next_piece(&mut self) -> impl Future<Output = Result<Option<bytes::Bytes>, Error>> + Send;
+}
+
+struct BodySource {
+    response: reqwest::Response,
+    deadlines: Deadlines,
+}
+
+impl ByteSource for BodySource {
+    async fn next_piece(&mut self) -> Result<Option<bytes::Bytes>, Error> {
+        until(self.deadlines.body_deadline(), self.response.chunk())
+            .await?
+            .map_err(Error::Transport)
+    }
+}
+
+struct StreamState<S> {
+    source: S,
+    decoder: SseDecoder,
+    eof: bool,
+    finished: bool,
+    saw_done: bool,
+    saw_finish: bool,
+    chunks: usize,
+}
+
+/// What one SSE event means.
+enum Frame {
+    Skip,
+    Done,
+    Event(StreamEvent),
+    Fatal(Error),
+    Recoverable(Error),
+}
+
+impl<S: ByteSource> StreamState<S> {
+    async fn next_item(&mut self) -> Option<Result<StreamEvent, Error>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            match self.decoder.next_event() {
+                Err(too_large) => {
+                    self.finished = true;
+                    return Some(Err(Error::EventTooLarge {
+                        limit: too_large.limit,
+                    }));
+                }
+                Ok(Some(event)) => match self.interpret(event) {
+                    Frame::Skip => continue,
+                    Frame::Done => {
+                        self.saw_done = true;
+                        self.finished = true;
+                        return None;
+                    }
+                    Frame::Event(ev) => return Some(Ok(ev)),
+                    Frame::Recoverable(err) => return Some(Err(err)),
+                    Frame::Fatal(err) => {
+                        self.finished = true;
+                        return Some(Err(err));
+                    }
+                },
+                Ok(None) if self.eof => {
+                    self.finished = true;
+                    if self.saw_finish {
+                        return None;
+                    }
+                    return Some(Err(Error::Truncated {
+                        chunks: self.chunks,
+                    }));
+                }
+                Ok(None) => match self.source.next_piece().await {
+                    Ok(Some(piece)) => self.decoder.push(&piece),
+                    Ok(None) => {
+                        self.decoder.finish();
+                        self.eof = true;
+                    }
+                    Err(err) => {
+                        self.finished = true;
+                        return Some(Err(err));
+                    }
+                },
+            }
+        }
+    }
+
+    fn interpret(&mut self, event: SseEvent) -> Frame {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Frame::Skip;
+        }
+        if data == "[DONE]" {
+            return Frame::Done;
+        }
+        match event.event.as_deref() {
+            Some("ping" | "keepalive" | "keep-alive") => return Frame::Skip,
+            Some("error") => {
+                let envelope = serde_json::from_str::<Value>(data)
+                    .ok()
+                    .and_then(|v| ErrorEnvelope::from_json(&v))
+                    .unwrap_or_else(|| ErrorEnvelope {
+                        message: data.to_owned(),
+                        ..ErrorEnvelope::default()
+                    });
+                return Frame::Fatal(in_stream(envelope, data));
+            }
+            _ => {}
+        }
+        let value: Value = match serde_json::from_str(data) {
+            Ok(v) => v,
+            Err(source) => {
+                return Frame::Recoverable(Error::Decode {
+                    what: DecodeTarget::StreamFrame,
+                    raw: data.to_owned(),
+                    source,
+                });
+            }
+        };
+        if let Some(envelope) = ErrorEnvelope::from_json(&value) {
+            return Frame::Fatal(in_stream(envelope, data));
+        }
+        if let Some(status) = typed_status(&value).or_else(|| loading_frame(&value)) {
+            return Frame::Event(StreamEvent::Proxy(status));
+        }
+        match serde_json::from_value::<ChatChunk>(value) {
+            Ok(chunk) => {
+                self.chunks += 1;
+                if chunk.finish_reason().is_some() {
+                    self.saw_finish = true;
+                }
+                Frame::Event(StreamEvent::Chunk(chunk))
+            }
+            Err(source) => Frame::Recoverable(Error::Decode {
+                what: DecodeTarget::StreamFrame,
+                raw: data.to_owned(),
+                source,
+            }),
+        }
+    }
+}
+
+fn in_stream(envelope: ErrorEnvelope, raw: &str) -> Error {
+    Error::InStream(Box::new(StreamErrorFrame {
+        envelope,
+        raw: raw.to_owned(),
+    }))
+}
+
+/// `{"object":"proxy.status","status":"queued","position":3,"model":"X"}`.
+fn typed_status(value: &Value) -> Option<ProxyStatus> {
+    if value.get("object")?.as_str()? != "proxy.status" {
+        return None;
+    }
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let status = value
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let position = value
+        .get("position")
+        .and_then(Value::as_u64)
+        .and_then(|p| u32::try_from(p).ok());
+    Some(match (status, position) {
+        ("queued", Some(position)) => ProxyStatus::Queued { position, model },
+        ("loading", _) => ProxyStatus::Loading { model },
+        (other, _) => ProxyStatus::Other {
+            status: other.to_owned(),
+            model,
+        },
+    })
+}
+
+/// llama-swap's loading frames: `{"choices":[{"delta":{"reasoning_content":"..."}}]}`
+/// and nothing else. Real model chunks carry `id`, `object` or `model`, which is how
+/// the two are told apart.
+fn loading_frame(value: &Value) -> Option<ProxyStatus> {
+    let obj = value.as_object()?;
+    if obj.contains_key("id") || obj.contains_key("object") || obj.contains_key("model") {
+        return None;
+    }
+    let [choice] = obj.get("choices")?.as_array()?.as_slice() else {
+        return None;
+    };
+    let choice = choice.as_object()?;
+    if choice.get("finish_reason").is_some_and(|f| !f.is_null()) {
+        return None;
+    }
+    let delta = choice.get("delta")?.as_object()?;
+    if delta.len() != 1 {
+        return None;
+    }
+    let text = delta.get("reasoning_content")?.as_str()?;
+    Some(parse_loading_text(text))
+}
+
+fn parse_loading_text(text: &str) -> ProxyStatus {
+    let trimmed = text.trim();
+    if let Some(rest) = trimmed.strip_prefix("Queue position: #")
+        && let Ok(position) = rest.trim().parse::<u32>()
+    {
+        return ProxyStatus::Queued {
+            position,
+            model: None,
+        };
+    }
+    if let Some(model) = trimmed.strip_prefix("llama-swap loading model: ") {
+        return ProxyStatus::Loading {
+            model: Some(model.trim().to_owned()),
+        };
+    }
+    ProxyStatus::Message(text.to_owned())
+}
+
+#[derive(Default)]
+struct Aggregate {
+    id: String,
+    created: u64,
+    model: String,
+    choices: BTreeMap<u32, ChoiceAggregate>,
+    usage: Option<Usage>,
+}
+
+#[derive(Default)]
+struct ChoiceAggregate {
+    role: Option<Role>,
+    content: Option<String>,
+    reasoning: Option<String>,
+    tool_calls: BTreeMap<u32, ToolCall>,
+    finish_reason: Option<FinishReason>,
+}
+
+impl Aggregate {
+    fn add(&mut self, chunk: ChatChunk) {
+        if self.id.is_empty() {
+            self.id = chunk.id;
+        }
+        if self.model.is_empty() {
+            self.model = chunk.model;
+        }
+        if self.created == 0 {
+            self.created = chunk.created;
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        for choice in chunk.choices {
+            let acc = self.choices.entry(choice.index).or_default();
+            let delta = choice.delta;
+            if delta.role.is_some() {
+                acc.role = delta.role;
+            }
+            if let Some(text) = delta.content {
+                acc.content.get_or_insert_with(String::new).push_str(&text);
+            }
+            if let Some(text) = delta.reasoning_content {
+                acc.reasoning
+                    .get_or_insert_with(String::new)
+                    .push_str(&text);
+            }
+            for piece in delta.tool_calls {
+                let call = acc.tool_calls.entry(piece.index).or_default();
+                if let Some(id) = piece.id {
+                    call.id = id;
+                }
+                if let Some(kind) = piece.kind {
+                    call.kind = kind;
+                }
+                if let Some(function) = piece.function {
+                    if let Some(name) = function.name {
+                        call.function.name.push_str(&name);
+                    }
+                    if let Some(args) = function.arguments {
+                        call.function.arguments.push_str(&args);
+                    }
+                }
+            }
+            if choice.finish_reason.is_some() {
+                acc.finish_reason = choice.finish_reason;
+            }
+        }
+    }
+
+    fn finish(self) -> ChatResponse {
+        let choices = self
+            .choices
+            .into_iter()
+            .map(|(index, acc)| {
+                let tool_calls: Vec<ToolCall> = acc
+                    .tool_calls
+                    .into_values()
+                    .map(|mut call| {
+                        if call.kind.is_empty() {
+                            call.kind = "function".to_owned();
+                        }
+                        call
+                    })
+                    .collect();
+                ChatChoice {
+                    index,
+                    message: ChatMessage {
+                        role: acc.role.unwrap_or(Role::Assistant),
+                        content: acc.content.map(MessageContent::Text),
+                        reasoning_content: acc.reasoning,
+                        tool_calls,
+                        ..ChatMessage::default()
+                    },
+                    finish_reason: acc.finish_reason,
+                }
+            })
+            .collect();
+        ChatResponse {
+            id: self.id,
+            object: "chat.completion".to_owned(),
+            created: self.created,
+            model: self.model,
+            choices,
+            usage: self.usage,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
