@@ -106,6 +106,7 @@ impl ChatStream {
             finished: false,
             saw_done: false,
             saw_finish: false,
+            saw_typed_status: false,
             chunks: 0,
         };
         let inner = futures_util::stream::unfold(state, |mut state| async move {
@@ -163,6 +164,8 @@ struct StreamState<S> {
     finished: bool,
     saw_done: bool,
     saw_finish: bool,
+    /// The server sends typed `proxy.status` frames.
+    saw_typed_status: bool,
     chunks: usize,
 }
 
@@ -261,7 +264,18 @@ impl<S: ByteSource> StreamState<S> {
         if let Some(envelope) = ErrorEnvelope::from_json(&value) {
             return Frame::Fatal(in_stream(envelope, data));
         }
-        if let Some(status) = typed_status(&value).or_else(|| loading_frame(&value)) {
+        if let Some(status) = typed_status(&value) {
+            self.saw_typed_status = true;
+            return Frame::Event(StreamEvent::Proxy(status));
+        }
+        if let Some(text) = loading_frame(&value) {
+            // A server that sends typed frames repeats them as text for people; the
+            // typed frame already reported the state, so the text stays text.
+            let status = if self.saw_typed_status {
+                ProxyStatus::Message(text)
+            } else {
+                parse_loading_text(&text)
+            };
             return Frame::Event(StreamEvent::Proxy(status));
         }
         match serde_json::from_value::<ChatChunk>(value) {
@@ -315,12 +329,17 @@ fn typed_status(value: &Value) -> Option<ProxyStatus> {
     })
 }
 
-/// llama-swap's loading frames: `{"choices":[{"delta":{"reasoning_content":"..."}}]}`
-/// and nothing else. Real model chunks carry `id`, `object` or `model`, which is how
-/// the two are told apart.
-fn loading_frame(value: &Value) -> Option<ProxyStatus> {
+/// A loading frame: one choice whose delta holds only `reasoning_content`, no
+/// finish reason, and no completion `id`. llama-swap sends
+/// `{"choices":[{"delta":{"reasoning_content":"..."}}]}`; our server adds `object`
+/// and `model` but no `id`. Model servers (llama.cpp, vLLM) always send an `id`,
+/// which is how their reasoning stays model output.
+fn loading_frame(value: &Value) -> Option<String> {
     let obj = value.as_object()?;
-    if obj.contains_key("id") || obj.contains_key("object") || obj.contains_key("model") {
+    if obj
+        .get("id")
+        .is_some_and(|id| id.as_str().is_none_or(|s| !s.is_empty()))
+    {
         return None;
     }
     let [choice] = obj.get("choices")?.as_array()?.as_slice() else {
@@ -334,8 +353,7 @@ fn loading_frame(value: &Value) -> Option<ProxyStatus> {
     if delta.len() != 1 {
         return None;
     }
-    let text = delta.get("reasoning_content")?.as_str()?;
-    Some(parse_loading_text(text))
+    Some(delta.get("reasoning_content")?.as_str()?.to_owned())
 }
 
 fn parse_loading_text(text: &str) -> ProxyStatus {

@@ -280,6 +280,35 @@ fn loading_text_parser_recognises_position_and_model() {
     );
 }
 
+/// What our own server sends while a model loads: a typed frame, then the same
+/// state as text for people.
+const SERVER_LOADING: &str = concat!(
+    "data: {\"object\":\"proxy.status\",\"status\":\"queued\",\"position\":2,\"model\":\"m\"}\n\n",
+    "data: {\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"\\nQueue position: #2 \"},\"finish_reason\":null}]}\n\n",
+    "data: {\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\".\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+#[tokio::test]
+async fn server_loading_frames_without_id_are_proxy_events_reported_once() {
+    let got = items(stream_of(&[SERVER_LOADING.as_bytes()])).await;
+    let events: Vec<StreamEvent> = got.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        events[..3],
+        [
+            StreamEvent::Proxy(ProxyStatus::Queued {
+                position: 2,
+                model: Some("m".into())
+            }),
+            StreamEvent::Proxy(ProxyStatus::Message("\nQueue position: #2 ".into())),
+            StreamEvent::Proxy(ProxyStatus::Message(".".into())),
+        ]
+    );
+    assert!(matches!(&events[3], StreamEvent::Chunk(c) if c.content() == Some("hi")));
+    assert_eq!(events.len(), 4);
+}
+
 #[test]
 fn unknown_typed_status_is_kept() {
     let v: Value =
