@@ -2,4 +2,5 @@
 
 pub mod launcher;
 
+pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
 pub use launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};

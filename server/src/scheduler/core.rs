@@ -1,0 +1,646 @@
+//! The scheduler state and its event handlers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::drain::Queued;
+use super::{
+    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
+    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, StopModel, Tick,
+    WaitStatus,
+};
+use crate::policy::Groups;
+use crate::router::LaunchError;
+
+/// The pure scheduling state machine (see the module docs for the rules).
+///
+/// Every method takes the current [`Tick`] where time matters and appends what the
+/// router must do to `out`; nothing here performs I/O or reads a clock.
+#[derive(Debug)]
+pub struct Scheduler {
+    pub(super) kind: SchedulerKind,
+    pub(super) stop_grace: Duration,
+    pub(super) policy: Groups,
+    /// Sorted by ID; the index is the policy's model index.
+    pub(super) models: Vec<Model>,
+    /// Every ID and alias → model index.
+    pub(super) names: BTreeMap<String, usize>,
+    pub(super) requests: BTreeMap<RequestId, Request>,
+    /// Ranked queue: (rank desc, id asc).
+    pub(super) queue: Vec<Queued>,
+    /// Lowest queue index whose position may have changed since positions were last reported.
+    pub(super) dirty_from: Option<usize>,
+    pub(super) stops: BTreeMap<StopId, Vec<usize>>,
+    next_request: u64,
+    next_stop: u64,
+    pub(super) shutting_down: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct Model {
+    pub(super) id: String,
+    priority: i32,
+    limit: usize,
+    unload_timeout: Duration,
+    ttl: Option<Duration>,
+    /// Admitted, unfinished requests (queued + waiting on a swap + serving).
+    pub(super) reserved: usize,
+    /// Granted requests whose lease is not yet dropped.
+    pub(super) in_flight: usize,
+    /// Known ready (the last start succeeded and nothing stopped it since).
+    pub(super) ready: bool,
+    /// Stop operations (unload, TTL, shutdown) in progress.
+    pub(super) stopping: usize,
+    /// The swap whose target is this model.
+    pub(super) swap: Option<Swap>,
+    /// Target of the swap that is stopping this model.
+    pub(super) evicted_by: Option<usize>,
+    /// Effective priority → number of queued requests, for the drain fence.
+    pub(super) queued: BTreeMap<i32, usize>,
+    /// Since when the model is ready with no request admitted (for TTL).
+    idle_since: Option<Tick>,
+}
+
+#[derive(Debug)]
+pub(super) struct Swap {
+    pub(super) waiters: Vec<RequestId>,
+    pub(super) evict: Vec<usize>,
+    /// Unloaded or shut down meanwhile: the model is stopped once the start ends.
+    pub(super) cancelled: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct Request {
+    pub(super) model: usize,
+    requested: i32,
+    pub(super) effective: i32,
+    arrived: Tick,
+    pub(super) state: RequestState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RequestState {
+    Queued,
+    Joined,
+    Serving,
+}
+
+impl Scheduler {
+    /// Builds a scheduler from validated settings.
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`] when a model ID repeats, a name refers to two models, a limit
+    /// is 0, the serial scheduler is given priorities, or the groups are invalid.
+    pub fn new(settings: &SchedulerSettings) -> Result<Self, SettingsError> {
+        let mut sorted: Vec<_> = settings.models.iter().collect();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut names: BTreeMap<String, usize> = BTreeMap::new();
+        let mut models = Vec::with_capacity(sorted.len());
+        for (index, m) in sorted.iter().enumerate() {
+            if index > 0 && sorted[index - 1].id == m.id {
+                return Err(SettingsError::DuplicateModel {
+                    model: m.id.clone(),
+                });
+            }
+            if m.concurrency_limit == 0 {
+                return Err(SettingsError::ZeroConcurrencyLimit {
+                    model: m.id.clone(),
+                });
+            }
+            if settings.kind == SchedulerKind::Serial && m.priority != 0 {
+                return Err(SettingsError::PriorityWithSerial {
+                    model: m.id.clone(),
+                    priority: m.priority,
+                });
+            }
+            models.push(Model {
+                id: m.id.clone(),
+                priority: m.priority,
+                limit: m.concurrency_limit,
+                unload_timeout: m.unload_timeout,
+                ttl: m.ttl,
+                reserved: 0,
+                in_flight: 0,
+                ready: false,
+                stopping: 0,
+                swap: None,
+                evicted_by: None,
+                queued: BTreeMap::new(),
+                idle_since: None,
+            });
+        }
+        for (index, m) in sorted.iter().enumerate() {
+            for name in std::iter::once(&m.id).chain(&m.aliases) {
+                match names.get(name) {
+                    Some(&other) if other == index => {}
+                    Some(&other) => {
+                        return Err(SettingsError::AmbiguousName {
+                            name: name.clone(),
+                            first: models[other].id.clone(),
+                            second: m.id.clone(),
+                        });
+                    }
+                    None => {
+                        names.insert(name.clone(), index);
+                    }
+                }
+            }
+        }
+        let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
+        let policy = Groups::new(&ids, &settings.groups)?;
+        Ok(Self {
+            kind: settings.kind,
+            stop_grace: settings.stop_grace,
+            policy,
+            models,
+            names,
+            requests: BTreeMap::new(),
+            queue: Vec::new(),
+            dirty_from: None,
+            stops: BTreeMap::new(),
+            next_request: 0,
+            next_stop: 0,
+            shutting_down: false,
+        })
+    }
+
+    /// The model ID a request name (ID or alias) refers to.
+    pub fn resolve(&self, name: &str) -> Option<&str> {
+        self.names.get(name).map(|&m| self.models[m].id.as_str())
+    }
+
+    /// Admits a request for `model` (ID or alias) carrying header priority `priority`.
+    ///
+    /// On success the request is granted, joins a swap, starts one, or queues; the
+    /// effects say which. The caller must register the returned id before applying them.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::ShuttingDown`], [`RouteError::UnknownModel`],
+    /// [`RouteError::PriorityNotSupported`] (serial scheduler, non-zero priority) or
+    /// [`RouteError::ConcurrencyLimit`]; a rejected request leaves no trace.
+    pub fn submit(
+        &mut self,
+        now: Tick,
+        model: &str,
+        priority: i32,
+        out: &mut Vec<Effect>,
+    ) -> Result<Admitted, RouteError> {
+        if self.shutting_down {
+            return Err(RouteError::ShuttingDown);
+        }
+        let Some(&t) = self.names.get(model) else {
+            return Err(RouteError::UnknownModel {
+                model: model.to_owned(),
+            });
+        };
+        let serial = self.kind == SchedulerKind::Serial;
+        if serial && priority != 0 {
+            return Err(RouteError::PriorityNotSupported { priority });
+        }
+        let m = &mut self.models[t];
+        if m.reserved >= m.limit {
+            return Err(RouteError::ConcurrencyLimit {
+                model: m.id.clone(),
+                retry_after: CONCURRENCY_RETRY_AFTER,
+            });
+        }
+        m.reserved += 1;
+        m.idle_since = None;
+        let effective = m.priority.max(priority);
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.requests.insert(
+            id,
+            Request {
+                model: t,
+                requested: priority,
+                effective,
+                arrived: now,
+                state: RequestState::Queued,
+            },
+        );
+        if serial {
+            self.enqueue(id);
+            self.drain(out);
+        } else {
+            self.place(id, out);
+        }
+        self.flush_positions(out);
+        Ok(Admitted {
+            id,
+            model: self.models[t].id.clone(),
+            effective_priority: effective,
+        })
+    }
+
+    /// The request's client went away before it was granted: it is removed and will
+    /// never cause a load. A no-op for a granted or unknown request.
+    pub fn cancel(&mut self, now: Tick, id: RequestId, out: &mut Vec<Effect>) {
+        let Some(request) = self.requests.get(&id) else {
+            return;
+        };
+        let (t, state) = (request.model, request.state);
+        match state {
+            RequestState::Serving => return,
+            RequestState::Queued => self.dequeue(id),
+            RequestState::Joined => {
+                if let Some(swap) = self.models[t].swap.as_mut() {
+                    swap.waiters.retain(|w| *w != id);
+                }
+            }
+        }
+        self.finish(now, id);
+        if state == RequestState::Queued {
+            // The cancelled request may have been fencing others.
+            self.drain(out);
+        }
+        self.flush_positions(out);
+    }
+
+    /// A granted request ended (its lease was dropped).
+    pub fn serve_done(&mut self, now: Tick, id: RequestId, out: &mut Vec<Effect>) {
+        let Some(request) = self.requests.get(&id) else {
+            return;
+        };
+        if request.state != RequestState::Serving {
+            return;
+        }
+        let t = request.model;
+        self.models[t].in_flight -= 1;
+        self.finish(now, id);
+        if self.models[t].in_flight == 0 {
+            self.drain(out);
+            self.flush_positions(out);
+        }
+    }
+
+    /// The swap started for `model` ended: evicted models are stopped, and `model` is
+    /// ready (`Ok`) or not (`Err`, every waiter fails with it).
+    pub fn swap_done(
+        &mut self,
+        now: Tick,
+        model: &str,
+        result: Result<(), LaunchError>,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(t) = self.policy.index_of(model) else {
+            return;
+        };
+        let Some(swap) = self.models[t].swap.take() else {
+            return;
+        };
+        for &e in &swap.evict {
+            self.models[e].evicted_by = None;
+            self.models[e].ready = false;
+        }
+        if swap.cancelled {
+            self.models[t].ready = false;
+        } else {
+            match result {
+                Ok(()) => {
+                    self.models[t].ready = true;
+                    if self.models[t].reserved == 0 {
+                        self.models[t].idle_since = Some(now);
+                    }
+                    for id in swap.waiters {
+                        self.grant(id, out);
+                    }
+                }
+                Err(error) => {
+                    self.models[t].ready = false;
+                    for id in swap.waiters {
+                        self.fail(now, id, RouteError::StartFailed(error.clone()), out);
+                    }
+                }
+            }
+        }
+        self.drain(out);
+        self.flush_positions(out);
+    }
+
+    /// A stop operation issued with [`Effect::Stop`] finished: its models are stopped.
+    pub fn stop_done(&mut self, id: StopId, out: &mut Vec<Effect>) {
+        let Some(models) = self.stops.remove(&id) else {
+            return;
+        };
+        for m in models {
+            let model = &mut self.models[m];
+            model.stopping = model.stopping.saturating_sub(1);
+            model.ready = false;
+            model.idle_since = None;
+        }
+        self.drain(out);
+        self.flush_positions(out);
+    }
+
+    /// A ready model's process exited by itself: it is stopped, and the next request
+    /// for it starts it again. Ignored unless the model is ready (a start or stop in
+    /// progress reports its own outcome).
+    pub fn upstream_exited(&mut self, model: &str, out: &mut Vec<Effect>) {
+        let Some(t) = self.policy.index_of(model) else {
+            return;
+        };
+        if self.state_of(t) != ModelState::Ready {
+            return;
+        }
+        self.models[t].ready = false;
+        self.models[t].idle_since = None;
+        self.drain(out);
+        self.flush_positions(out);
+    }
+
+    /// Unloads `models` (IDs or aliases; `None` = every model): their waiters fail with
+    /// [`RouteError::Unloaded`] and the non-stopped ones are stopped with their
+    /// `unload_timeout`, smallest timeout first, equal timeouts in parallel.
+    ///
+    /// Returns the stop to wait for, or `None` when nothing was running.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::UnknownModel`] for a name that is not configured (nothing is
+    /// changed), [`RouteError::ShuttingDown`] during shutdown.
+    pub fn unload(
+        &mut self,
+        now: Tick,
+        models: Option<&[String]>,
+        out: &mut Vec<Effect>,
+    ) -> Result<Option<StopId>, RouteError> {
+        if self.shutting_down {
+            return Err(RouteError::ShuttingDown);
+        }
+        let mut targets: Vec<usize> = match models {
+            None => (0..self.models.len()).collect(),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    self.names
+                        .get(n)
+                        .copied()
+                        .ok_or_else(|| RouteError::UnknownModel { model: n.clone() })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        targets.sort_unstable();
+        targets.dedup();
+        let mut selected = vec![false; self.models.len()];
+        for &t in &targets {
+            selected[t] = true;
+        }
+        self.fail_waiters(now, out, |s, t| {
+            selected[t].then(|| RouteError::Unloaded {
+                model: s.models[t].id.clone(),
+            })
+        });
+        let mut running: Vec<usize> = targets
+            .into_iter()
+            .filter(|&t| self.state_of(t) != ModelState::Stopped)
+            .collect();
+        running.sort_by_key(|&t| (self.models[t].unload_timeout, t));
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        for t in running {
+            match batches.last_mut() {
+                Some(batch)
+                    if self.models[batch[0]].unload_timeout == self.models[t].unload_timeout =>
+                {
+                    batch.push(t);
+                }
+                _ => batches.push(vec![t]),
+            }
+        }
+        let stop = self.issue_stop(batches, out);
+        self.drain(out);
+        self.flush_positions(out);
+        Ok(stop)
+    }
+
+    /// Starts shutdown: every waiter fails with [`RouteError::ShuttingDown`], later
+    /// submits are refused, and every non-stopped model is stopped in parallel.
+    ///
+    /// Returns the stop to wait for; `None` when nothing runs or shutdown had already begun.
+    pub fn shutdown(&mut self, now: Tick, out: &mut Vec<Effect>) -> Option<StopId> {
+        if self.shutting_down {
+            return None;
+        }
+        self.fail_waiters(now, out, |_, _| Some(RouteError::ShuttingDown));
+        self.shutting_down = true;
+        let running: Vec<usize> = (0..self.models.len())
+            .filter(|&t| self.state_of(t) != ModelState::Stopped)
+            .collect();
+        let batches = if running.is_empty() {
+            Vec::new()
+        } else {
+            vec![running]
+        };
+        self.issue_stop(batches, out)
+    }
+
+    /// Stops models whose TTL expired at `now` (ready, nothing admitted, idle for `ttl`).
+    pub fn tick(&mut self, now: Tick, out: &mut Vec<Effect>) {
+        if self.shutting_down {
+            return;
+        }
+        let expired: Vec<usize> = (0..self.models.len())
+            .filter(|&t| self.ttl_deadline(t).is_some_and(|d| d <= now))
+            .collect();
+        for t in expired {
+            self.issue_stop(vec![vec![t]], out);
+        }
+    }
+
+    /// When [`Scheduler::tick`] next has work to do, if ever.
+    pub fn next_wake(&self) -> Option<Tick> {
+        if self.shutting_down {
+            return None;
+        }
+        (0..self.models.len())
+            .filter_map(|t| self.ttl_deadline(t))
+            .min()
+    }
+
+    /// Waiting requests in queue order, with their positions.
+    pub fn queue(&self, now: Tick) -> Vec<QueueEntry> {
+        self.queue
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| {
+                let r = self.requests.get(&q.id)?;
+                Some(QueueEntry {
+                    id: q.id,
+                    model: self.models[r.model].id.clone(),
+                    requested_priority: r.requested,
+                    effective_priority: r.effective,
+                    position: i + 1,
+                    waited: now.saturating_since(r.arrived),
+                })
+            })
+            .collect()
+    }
+
+    /// Every model that is not stopped, sorted by ID.
+    pub fn running(&self) -> Vec<RunningModel> {
+        (0..self.models.len())
+            .filter_map(|t| {
+                let state = self.state_of(t);
+                (state != ModelState::Stopped).then(|| RunningModel {
+                    model: self.models[t].id.clone(),
+                    state,
+                })
+            })
+            .collect()
+    }
+
+    /// The scheduler's view of `model` (ID or alias); `None` if unknown.
+    pub fn model_state(&self, model: &str) -> Option<ModelState> {
+        self.names.get(model).map(|&t| self.state_of(t))
+    }
+
+    /// Admitted, unfinished requests for `model` (queued, waiting on a start, serving).
+    pub fn reserved(&self, model: &str) -> usize {
+        self.names
+            .get(model)
+            .map_or(0, |&t| self.models[t].reserved)
+    }
+
+    /// Granted requests for `model` whose lease is still held.
+    pub fn in_flight(&self, model: &str) -> usize {
+        self.names
+            .get(model)
+            .map_or(0, |&t| self.models[t].in_flight)
+    }
+
+    /// Number of requests in the ranked queue.
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Number of admitted requests that have not ended.
+    pub fn pending(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    pub(super) fn state_of(&self, t: usize) -> ModelState {
+        let m = &self.models[t];
+        match &m.swap {
+            Some(swap) if !swap.cancelled => ModelState::Starting,
+            Some(_) => ModelState::Stopping,
+            None if m.stopping > 0 || m.evicted_by.is_some() => ModelState::Stopping,
+            None if m.ready => ModelState::Ready,
+            None => ModelState::Stopped,
+        }
+    }
+
+    fn ttl_deadline(&self, t: usize) -> Option<Tick> {
+        let m = &self.models[t];
+        let ttl = m.ttl?;
+        let idle = m.idle_since?;
+        (m.reserved == 0 && self.state_of(t) == ModelState::Ready).then_some(idle + ttl)
+    }
+
+    pub(super) fn grant(&mut self, id: RequestId, out: &mut Vec<Effect>) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.state = RequestState::Serving;
+        let t = request.model;
+        self.models[t].in_flight += 1;
+        out.push(Effect::Grant {
+            id,
+            model: self.models[t].id.clone(),
+        });
+    }
+
+    /// Ends a request that is not (or no longer) in the queue or a swap with `error`.
+    fn fail(&mut self, now: Tick, id: RequestId, error: RouteError, out: &mut Vec<Effect>) {
+        if self.finish(now, id) {
+            out.push(Effect::Fail { id, error });
+        }
+    }
+
+    /// Forgets a request and releases its reservation. Returns false if it was unknown.
+    fn finish(&mut self, now: Tick, id: RequestId) -> bool {
+        let Some(request) = self.requests.remove(&id) else {
+            return false;
+        };
+        let m = &mut self.models[request.model];
+        m.reserved -= 1;
+        if m.reserved == 0 && m.ready {
+            m.idle_since = Some(now);
+        }
+        true
+    }
+
+    /// Fails every queued and swap-waiting request of the models `error_for` names,
+    /// cancelling those models' swaps.
+    fn fail_waiters(
+        &mut self,
+        now: Tick,
+        out: &mut Vec<Effect>,
+        error_for: impl Fn(&Self, usize) -> Option<RouteError>,
+    ) {
+        let errors: Vec<Option<RouteError>> =
+            (0..self.models.len()).map(|t| error_for(self, t)).collect();
+        for (t, error) in errors.iter().enumerate() {
+            let Some(error) = error else { continue };
+            let Some(swap) = self.models[t].swap.as_mut() else {
+                continue;
+            };
+            swap.cancelled = true;
+            for id in std::mem::take(&mut swap.waiters) {
+                self.fail(now, id, error.clone(), out);
+            }
+        }
+        let removed = self.remove_queued(|q| errors[q.model].is_some());
+        for q in removed {
+            if let Some(error) = &errors[q.model] {
+                self.fail(now, q.id, error.clone(), out);
+            }
+        }
+    }
+
+    /// Emits a stop for `batches` of model indices (empty batches skipped).
+    fn issue_stop(&mut self, batches: Vec<Vec<usize>>, out: &mut Vec<Effect>) -> Option<StopId> {
+        let batches: Vec<Vec<usize>> = batches.into_iter().filter(|b| !b.is_empty()).collect();
+        if batches.is_empty() {
+            return None;
+        }
+        let id = StopId(self.next_stop);
+        self.next_stop += 1;
+        let mut all = Vec::new();
+        let mut effect_batches = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let mut effect_batch = Vec::with_capacity(batch.len());
+            for t in batch {
+                let m = &mut self.models[t];
+                m.stopping += 1;
+                m.ready = false;
+                m.idle_since = None;
+                if let Some(swap) = m.swap.as_mut() {
+                    swap.cancelled = true;
+                }
+                effect_batch.push(StopModel {
+                    model: m.id.clone(),
+                    grace: m.unload_timeout,
+                });
+                all.push(t);
+            }
+            effect_batches.push(effect_batch);
+        }
+        self.stops.insert(id, all);
+        out.push(Effect::Stop {
+            id,
+            batches: effect_batches,
+        });
+        Some(id)
+    }
+
+    pub(super) fn push_status(out: &mut Vec<Effect>, id: RequestId, status: WaitStatus) {
+        out.push(Effect::Status { id, status });
+    }
+}

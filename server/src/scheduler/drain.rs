@@ -1,0 +1,354 @@
+//! The decision tree, the ranked queue and the drain walk.
+
+use std::cmp::Reverse;
+
+use super::core::{RequestState, Scheduler, Swap};
+use super::{Effect, ModelState, RequestId, SchedulerKind, WaitStatus};
+
+/// One request in the ranked queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Queued {
+    pub(super) id: RequestId,
+    pub(super) model: usize,
+    /// Ranking priority: the effective priority (0 for every request under `serial`).
+    pub(super) rank: i32,
+    /// Last position reported to the request (0 = none yet).
+    reported: usize,
+}
+
+impl Queued {
+    fn key(&self) -> (Reverse<i32>, RequestId) {
+        (Reverse(self.rank), self.id)
+    }
+}
+
+/// What one request should do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Decision {
+    /// A swap of its model is in flight: wait with it.
+    Join,
+    /// The model is ready and evicts nothing: serve now (unless fenced).
+    Serve,
+    /// Stop `evict`, then start the model.
+    Start(Vec<usize>),
+    /// Something it needs is busy; `evict` are the models it needs stopped.
+    Wait(Vec<usize>),
+}
+
+impl Scheduler {
+    /// Whether an operation (swap or stop) touches model `t`.
+    fn is_busy(&self, t: usize) -> bool {
+        let m = &self.models[t];
+        m.swap.is_some() || m.stopping > 0 || m.evicted_by.is_some()
+    }
+
+    /// Running models that must stop before `t` can run.
+    fn evict_set(&self, t: usize) -> Vec<usize> {
+        (0..self.models.len())
+            .filter(|&r| {
+                r != t && self.policy.evicts(t, r) && self.state_of(r) != ModelState::Stopped
+            })
+            .collect()
+    }
+
+    /// The decision tree for a request for model `t`, before the drain fence.
+    fn decide(&self, t: usize) -> Decision {
+        let m = &self.models[t];
+        match &m.swap {
+            Some(swap) if !swap.cancelled => return Decision::Join,
+            Some(_) => return Decision::Wait(Vec::new()),
+            None => {}
+        }
+        if m.stopping > 0 || m.evicted_by.is_some() {
+            return Decision::Wait(Vec::new());
+        }
+        let evict = self.evict_set(t);
+        if m.ready && evict.is_empty() {
+            return Decision::Serve;
+        }
+        let blocked = evict
+            .iter()
+            .any(|&e| self.is_busy(e) || self.models[e].in_flight > 0);
+        if blocked {
+            Decision::Wait(evict)
+        } else {
+            Decision::Start(evict)
+        }
+    }
+
+    fn fence_enabled(&self) -> bool {
+        matches!(self.kind, SchedulerKind::Fifo { drain_fence: true })
+    }
+
+    /// Highest effective priority of a queued request that needs `t` stopped.
+    fn fence_level(&self, t: usize) -> Option<i32> {
+        let mut level = None;
+        for (u, m) in self.models.iter().enumerate() {
+            let Some((&best, _)) = m.queued.last_key_value() else {
+                continue;
+            };
+            if u == t || level.is_some_and(|l| l >= best) {
+                continue;
+            }
+            if let Decision::Wait(evict) = self.decide(u)
+                && evict.contains(&t)
+            {
+                level = Some(best);
+            }
+        }
+        level
+    }
+
+    /// Places a newly admitted request (FIFO scheduler): serve, join, start or queue.
+    pub(super) fn place(&mut self, id: RequestId, out: &mut Vec<Effect>) {
+        let Some(request) = self.requests.get(&id) else {
+            return;
+        };
+        let (t, effective) = (request.model, request.effective);
+        match self.decide(t) {
+            Decision::Join => self.join(id, t, out),
+            Decision::Serve => {
+                let fenced = self.fence_enabled()
+                    && self.fence_level(t).is_some_and(|level| level > effective);
+                if fenced {
+                    self.enqueue(id);
+                } else {
+                    self.grant(id, out);
+                }
+            }
+            Decision::Start(evict) => self.start_swap(t, evict, id, out),
+            Decision::Wait(_) => self.enqueue(id),
+        }
+    }
+
+    fn join(&mut self, id: RequestId, t: usize, out: &mut Vec<Effect>) {
+        if let Some(swap) = self.models[t].swap.as_mut() {
+            swap.waiters.push(id);
+        }
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.state = RequestState::Joined;
+        }
+        Self::push_status(out, id, WaitStatus::Starting);
+    }
+
+    fn start_swap(&mut self, t: usize, evict: Vec<usize>, id: RequestId, out: &mut Vec<Effect>) {
+        for &e in &evict {
+            self.models[e].evicted_by = Some(t);
+            self.models[e].ready = false;
+        }
+        let names = evict.iter().map(|&e| self.models[e].id.clone()).collect();
+        self.models[t].swap = Some(Swap {
+            waiters: Vec::new(),
+            evict,
+            cancelled: false,
+        });
+        out.push(Effect::StartSwap {
+            model: self.models[t].id.clone(),
+            evict: names,
+            grace: self.stop_grace,
+        });
+        self.join(id, t, out);
+    }
+
+    /// Inserts an admitted request at its rank (after every request of equal or higher rank).
+    pub(super) fn enqueue(&mut self, id: RequestId) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.state = RequestState::Queued;
+        let rank = if self.kind == SchedulerKind::Serial {
+            0
+        } else {
+            request.effective
+        };
+        let t = request.model;
+        let entry = Queued {
+            id,
+            model: t,
+            rank,
+            reported: 0,
+        };
+        let index = self.queue.partition_point(|q| q.key() < entry.key());
+        self.queue.insert(index, entry);
+        *self.models[t].queued.entry(rank).or_insert(0) += 1;
+        self.mark_dirty(index);
+    }
+
+    /// Removes one queued request (its reservation is the caller's business).
+    pub(super) fn dequeue(&mut self, id: RequestId) {
+        let Some(request) = self.requests.get(&id) else {
+            return;
+        };
+        let rank = if self.kind == SchedulerKind::Serial {
+            0
+        } else {
+            request.effective
+        };
+        let key = (Reverse(rank), id);
+        if let Ok(index) = self.queue.binary_search_by(|q| q.key().cmp(&key)) {
+            let q = self.queue.remove(index);
+            self.uncount(&q);
+            self.mark_dirty(index);
+        }
+    }
+
+    /// Removes every queued request matching `pred`, in queue order.
+    pub(super) fn remove_queued(&mut self, pred: impl Fn(&Queued) -> bool) -> Vec<Queued> {
+        let mut removed = Vec::new();
+        let mut kept = Vec::with_capacity(self.queue.len());
+        let mut first = None;
+        for q in std::mem::take(&mut self.queue) {
+            if pred(&q) {
+                first.get_or_insert(kept.len());
+                removed.push(q);
+            } else {
+                kept.push(q);
+            }
+        }
+        self.queue = kept;
+        for q in &removed {
+            self.uncount(q);
+        }
+        if let Some(index) = first {
+            self.mark_dirty(index);
+        }
+        removed
+    }
+
+    fn uncount(&mut self, q: &Queued) {
+        let counts = &mut self.models[q.model].queued;
+        if let Some(n) = counts.get_mut(&q.rank) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&q.rank);
+            }
+        }
+    }
+
+    fn mark_dirty(&mut self, index: usize) {
+        self.dirty_from = Some(self.dirty_from.map_or(index, |d| d.min(index)));
+    }
+
+    /// Reports the positions that changed since the last report.
+    pub(super) fn flush_positions(&mut self, out: &mut Vec<Effect>) {
+        let Some(from) = self.dirty_from.take() else {
+            return;
+        };
+        for (offset, q) in self.queue.iter_mut().enumerate().skip(from) {
+            let position = offset + 1;
+            if q.reported != position {
+                q.reported = position;
+                out.push(Effect::Status {
+                    id: q.id,
+                    status: WaitStatus::Queued { position },
+                });
+            }
+        }
+    }
+
+    /// Walks the queue in order and lets every request go that can.
+    pub(super) fn drain(&mut self, out: &mut Vec<Effect>) {
+        if self.shutting_down || self.queue.is_empty() {
+            return;
+        }
+        if self.kind == SchedulerKind::Serial {
+            self.drain_serial(out);
+            return;
+        }
+        let fence_on = self.fence_enabled();
+        // Highest rank of a request earlier in this walk that stays and needs a model stopped.
+        let mut fence: Vec<Option<i32>> = vec![None; self.models.len()];
+        // Decisions only change when a swap starts or a model gets its first request in
+        // flight; between those, requests for the same model decide alike.
+        let mut cache: Vec<Option<Decision>> = vec![None; self.models.len()];
+        let queue = std::mem::take(&mut self.queue);
+        let mut kept = Vec::with_capacity(queue.len());
+        let mut first_removed = None;
+        for q in queue {
+            let t = q.model;
+            let decision = match &cache[t] {
+                Some(d) => d.clone(),
+                None => {
+                    let d = self.decide(t);
+                    cache[t] = Some(d.clone());
+                    d
+                }
+            };
+            let leaves = match decision {
+                Decision::Join => {
+                    self.join(q.id, t, out);
+                    true
+                }
+                Decision::Serve => {
+                    if fence_on && fence[t].is_some_and(|level| level > q.rank) {
+                        false
+                    } else {
+                        let first_in_flight = self.models[t].in_flight == 0;
+                        self.grant(q.id, out);
+                        if first_in_flight {
+                            cache.iter_mut().for_each(|c| *c = None);
+                        }
+                        true
+                    }
+                }
+                Decision::Start(evict) => {
+                    self.start_swap(t, evict, q.id, out);
+                    cache.iter_mut().for_each(|c| *c = None);
+                    true
+                }
+                Decision::Wait(evict) => {
+                    for e in evict {
+                        fence[e] = Some(fence[e].map_or(q.rank, |l| l.max(q.rank)));
+                    }
+                    false
+                }
+            };
+            if leaves {
+                first_removed.get_or_insert(kept.len());
+                self.uncount(&q);
+            } else {
+                kept.push(q);
+            }
+        }
+        self.queue = kept;
+        if let Some(index) = first_removed {
+            self.mark_dirty(index);
+        }
+    }
+
+    /// Serial: one request in flight overall, strictly in arrival order.
+    fn drain_serial(&mut self, out: &mut Vec<Effect>) {
+        let busy = self
+            .models
+            .iter()
+            .any(|m| m.in_flight > 0 || m.swap.is_some() || m.stopping > 0);
+        if busy {
+            return;
+        }
+        let Some(&head) = self.queue.first() else {
+            return;
+        };
+        let decision = self.decide(head.model);
+        match decision {
+            Decision::Serve => {
+                self.pop_head();
+                self.grant(head.id, out);
+            }
+            Decision::Start(evict) => {
+                self.pop_head();
+                self.start_swap(head.model, evict, head.id, out);
+            }
+            // No swap runs and nothing is in flight, so a wait can only be a stop in progress.
+            Decision::Join | Decision::Wait(_) => {}
+        }
+    }
+
+    fn pop_head(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let q = self.queue.remove(0);
+        self.uncount(&q);
+        self.mark_dirty(0);
+    }
+}

@@ -1,0 +1,163 @@
+//! What the scheduler is configured with: models, groups and the scheduler kind.
+//!
+//! These structs are the contract between `crate::config` (which fills them from
+//! llama-swap's YAML) and the scheduler/router (which validate them at start).
+
+use std::time::Duration;
+
+use crate::policy::PolicyError;
+
+/// Concurrency limit of a model whose config does not set `concurrencyLimit`.
+pub const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
+
+/// Graceful stop timeout of a model whose config does not set `unloadTimeout`.
+pub const DEFAULT_UNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Grace given to models evicted by a swap when nothing else is configured
+/// (llama-swap uses `healthCheckTimeout`, 120 s by default).
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(120);
+
+/// Everything the scheduler needs to know, resolved from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerSettings {
+    /// Every configured model (local models only; order does not matter).
+    pub models: Vec<ModelSettings>,
+    /// Swap groups. Empty: every model is in the implicit `(default)` group, so one
+    /// model runs at a time. Models not listed in any group join `(default)` too.
+    pub groups: Vec<GroupSettings>,
+    /// Which scheduler orders the requests.
+    pub kind: SchedulerKind,
+    /// Grace for models stopped to make room for another (llama-swap: `healthCheckTimeout`).
+    pub stop_grace: Duration,
+}
+
+impl SchedulerSettings {
+    /// Settings for `models` in the default group, with the FIFO scheduler and the drain fence on.
+    pub fn new(models: Vec<ModelSettings>) -> Self {
+        Self {
+            models,
+            groups: Vec::new(),
+            kind: SchedulerKind::default(),
+            stop_grace: DEFAULT_STOP_GRACE,
+        }
+    }
+}
+
+/// One model as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// The model ID.
+    pub id: String,
+    /// Other names a request may use for this model.
+    pub aliases: Vec<String>,
+    /// Config floor of the effective priority (`routing.scheduler.settings.fifo.priority`,
+    /// keys resolved through aliases); 0 if absent.
+    pub priority: i32,
+    /// Most requests admitted at once (queued, waiting for a start, or being served).
+    pub concurrency_limit: usize,
+    /// Grace for stopping this model on unload, TTL expiry and shutdown.
+    pub unload_timeout: Duration,
+    /// Idle time after which the model is unloaded; `None` = never.
+    pub ttl: Option<Duration>,
+}
+
+impl ModelSettings {
+    /// A model with llama-swap's defaults: no alias, priority 0, limit 10, unload timeout 10 s, no TTL.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            aliases: Vec::new(),
+            priority: 0,
+            concurrency_limit: DEFAULT_CONCURRENCY_LIMIT,
+            unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
+            ttl: None,
+        }
+    }
+}
+
+/// A swap group (llama-swap `groups`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// The group name.
+    pub name: String,
+    /// Loading a member stops the other running members (llama-swap default: true).
+    pub swap: bool,
+    /// Loading a member stops running models of other, non-persistent groups (default: true).
+    pub exclusive: bool,
+    /// Members are never stopped to make room for another group (default: false).
+    pub persistent: bool,
+    /// Model IDs in this group.
+    pub members: Vec<String>,
+}
+
+impl GroupSettings {
+    /// A group with llama-swap's defaults: `swap: true`, `exclusive: true`, `persistent: false`.
+    pub fn new(name: impl Into<String>, members: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            swap: true,
+            exclusive: true,
+            persistent: false,
+            members,
+        }
+    }
+}
+
+/// Which scheduler orders waiting requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchedulerKind {
+    /// Priority queue: (effective priority desc, arrival asc), llama-swap's `fifo`.
+    Fifo {
+        /// Make fast-path requests for a ready model queue while a strictly higher
+        /// waiting request needs that model stopped (DESIGN section 2).
+        drain_fence: bool,
+    },
+    /// One request at a time overall, strict arrival order, no priorities.
+    Serial,
+}
+
+impl Default for SchedulerKind {
+    fn default() -> Self {
+        Self::Fifo { drain_fence: true }
+    }
+}
+
+/// Why [`SchedulerSettings`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// Two models share an ID.
+    #[error("model {model} is configured twice")]
+    DuplicateModel {
+        /// The model ID.
+        model: String,
+    },
+    /// A name (ID or alias) refers to two models.
+    #[error("name {name} is used by both {first} and {second}; aliases must be unique")]
+    AmbiguousName {
+        /// The alias or ID in question.
+        name: String,
+        /// The model that claimed it first.
+        first: String,
+        /// The other model.
+        second: String,
+    },
+    /// A model allows no request at all.
+    #[error("model {model} has concurrency limit 0; it must be at least 1")]
+    ZeroConcurrencyLimit {
+        /// The model ID.
+        model: String,
+    },
+    /// The `serial` scheduler does not rank, so priorities would be silently ignored.
+    #[error("model {model} has priority {priority}, but the serial scheduler has no priorities")]
+    PriorityWithSerial {
+        /// The model ID.
+        model: String,
+        /// Its configured priority.
+        priority: i32,
+    },
+    /// The groups are invalid.
+    #[error(transparent)]
+    Groups(#[from] PolicyError),
+}

@@ -1,0 +1,173 @@
+//! Values the scheduler takes and gives: time, identities, effects, snapshots.
+
+use std::ops::Add;
+use std::time::Duration;
+
+use super::RouteError;
+
+/// A point in scheduler time: the time since the router started.
+///
+/// The scheduler never reads a clock; the router passes the current `Tick` in, so
+/// tests write `Tick::from_millis(5_000)` and replay scripts exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Tick(Duration);
+
+impl Tick {
+    /// The start of time.
+    pub const ZERO: Self = Self(Duration::ZERO);
+
+    /// A tick `since_start` after the start.
+    pub const fn new(since_start: Duration) -> Self {
+        Self(since_start)
+    }
+
+    /// A tick `millis` milliseconds after the start.
+    pub const fn from_millis(millis: u64) -> Self {
+        Self(Duration::from_millis(millis))
+    }
+
+    /// Time since the start.
+    pub const fn since_start(self) -> Duration {
+        self.0
+    }
+
+    /// Time from `earlier` to `self`; zero if `earlier` is later.
+    pub fn saturating_since(self, earlier: Self) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl Add<Duration> for Tick {
+    type Output = Self;
+
+    fn add(self, rhs: Duration) -> Self {
+        Self(self.0.saturating_add(rhs))
+    }
+}
+
+/// Identity of one admitted request: its arrival sequence number (monotonic, never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+/// Identity of one stop operation (unload, TTL expiry, shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StopId(pub u64);
+
+/// One model to stop, with its grace before a forced kill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopModel {
+    /// The model ID.
+    pub model: String,
+    /// Graceful stop timeout.
+    pub grace: Duration,
+}
+
+/// Where an admitted request stands while it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitStatus {
+    /// Admitted; no decision yet.
+    Admitted,
+    /// Waiting in the ranked queue. 1-based; it may go up when higher-priority work arrives.
+    Queued {
+        /// 1 + the number of waiting requests ranked before this one.
+        position: usize,
+    },
+    /// Waiting for its model to start (joined or started a swap).
+    Starting,
+    /// Granted: the request may use the model.
+    Granted,
+}
+
+/// What the router must do as a result of a scheduler step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// The request may use `model` now; it reports back with `serve_done` when it ends.
+    Grant {
+        /// The request.
+        id: RequestId,
+        /// The resolved model ID.
+        model: String,
+    },
+    /// The request ends with `error` (it was never served).
+    Fail {
+        /// The request.
+        id: RequestId,
+        /// Why.
+        error: RouteError,
+    },
+    /// The waiting status of the request changed.
+    Status {
+        /// The request.
+        id: RequestId,
+        /// Its new status.
+        status: WaitStatus,
+    },
+    /// Stop every model of `evict` (in parallel, with `grace`), then make `model` ready;
+    /// report the result with `swap_done(model, ..)`.
+    StartSwap {
+        /// The model to make ready.
+        model: String,
+        /// Running models that must stop first, sorted.
+        evict: Vec<String>,
+        /// Graceful stop timeout for the evicted models.
+        grace: Duration,
+    },
+    /// Stop models: batches one after the other, the models of a batch in parallel;
+    /// report with `stop_done(id)` once every batch is done.
+    Stop {
+        /// The operation, for `stop_done`.
+        id: StopId,
+        /// The batches, in order.
+        batches: Vec<Vec<StopModel>>,
+    },
+}
+
+/// The scheduler's view of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ModelState {
+    /// Not running.
+    Stopped,
+    /// Being made ready (including stopping the models it evicts).
+    Starting,
+    /// Ready to serve.
+    Ready,
+    /// Being stopped (evicted, unloaded, TTL expiry or shutdown).
+    Stopping,
+}
+
+/// A model that is not stopped, for `GET /running`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningModel {
+    /// The model ID.
+    pub model: String,
+    /// Its state (never [`ModelState::Stopped`]).
+    pub state: ModelState,
+}
+
+/// One waiting request in the ranked queue, for `GET /api/queue`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// The request.
+    pub id: RequestId,
+    /// The resolved model ID.
+    pub model: String,
+    /// Priority the request asked for (parsed header, 0 if none).
+    pub requested_priority: i32,
+    /// `max(config floor, requested)`: what ranks it.
+    pub effective_priority: i32,
+    /// 1-based position in the queue.
+    pub position: usize,
+    /// Time since the request was admitted.
+    pub waited: Duration,
+}
+
+/// A request the scheduler admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// Its identity (arrival sequence).
+    pub id: RequestId,
+    /// The resolved model ID.
+    pub model: String,
+    /// Its effective priority.
+    pub effective_priority: i32,
+}

@@ -1,0 +1,270 @@
+//! A recording harness around the pure scheduler, shared by the scheduler test files.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use llama_swap_server::router::LaunchError;
+use llama_swap_server::scheduler::{
+    Effect, GroupSettings, ModelSettings, ModelState, RequestId, RouteError, Scheduler,
+    SchedulerKind, SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
+};
+
+/// How a request ended, as far as the scheduler said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Granted,
+    Failed(RouteError),
+}
+
+pub struct Harness {
+    pub s: Scheduler,
+    pub now: Tick,
+    /// Every effect, in order.
+    pub log: Vec<Effect>,
+    /// Effects since the last `take()`.
+    pending: Vec<Effect>,
+    pub outcomes: BTreeMap<RequestId, Outcome>,
+    pub status: BTreeMap<RequestId, WaitStatus>,
+    /// Grants in order.
+    pub grants: Vec<(RequestId, String)>,
+    /// Swaps started: (target, evict).
+    pub swaps: Vec<(String, Vec<String>)>,
+    /// Stops issued.
+    pub stops: Vec<(StopId, Vec<Vec<StopModel>>)>,
+}
+
+pub fn model(id: &str) -> ModelSettings {
+    ModelSettings::new(id)
+}
+
+pub fn models(ids: &[&str]) -> Vec<ModelSettings> {
+    ids.iter().map(|id| ModelSettings::new(*id)).collect()
+}
+
+pub fn group(
+    name: &str,
+    members: &[&str],
+    swap: bool,
+    exclusive: bool,
+    persistent: bool,
+) -> GroupSettings {
+    GroupSettings {
+        name: name.to_owned(),
+        swap,
+        exclusive,
+        persistent,
+        members: members.iter().map(|m| (*m).to_owned()).collect(),
+    }
+}
+
+pub fn settings(models: Vec<ModelSettings>) -> SchedulerSettings {
+    SchedulerSettings::new(models)
+}
+
+pub fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl Harness {
+    pub fn new(settings: SchedulerSettings) -> Self {
+        Self {
+            s: Scheduler::new(&settings).expect("valid settings"),
+            now: Tick::ZERO,
+            log: Vec::new(),
+            pending: Vec::new(),
+            outcomes: BTreeMap::new(),
+            status: BTreeMap::new(),
+            grants: Vec::new(),
+            swaps: Vec::new(),
+            stops: Vec::new(),
+        }
+    }
+
+    /// Default group, FIFO with the fence.
+    pub fn with_models(ids: &[&str]) -> Self {
+        Self::new(settings(models(ids)))
+    }
+
+    pub fn with_kind(mut settings: SchedulerSettings, kind: SchedulerKind) -> Self {
+        settings.kind = kind;
+        Self::new(settings)
+    }
+
+    pub fn advance(&mut self, by: Duration) {
+        self.now = self.now + by;
+    }
+
+    fn record(&mut self, effects: Vec<Effect>) {
+        for e in &effects {
+            match e {
+                Effect::Grant { id, model } => {
+                    assert!(
+                        self.outcomes.insert(*id, Outcome::Granted).is_none(),
+                        "request {id:?} ended twice"
+                    );
+                    self.status.insert(*id, WaitStatus::Granted);
+                    self.grants.push((*id, model.clone()));
+                }
+                Effect::Fail { id, error } => {
+                    assert!(
+                        self.outcomes
+                            .insert(*id, Outcome::Failed(error.clone()))
+                            .is_none(),
+                        "request {id:?} ended twice"
+                    );
+                }
+                Effect::Status { id, status } => {
+                    assert!(
+                        !self.outcomes.contains_key(id),
+                        "status after the end of {id:?}"
+                    );
+                    self.status.insert(*id, *status);
+                }
+                Effect::StartSwap { model, evict, .. } => {
+                    self.swaps.push((model.clone(), evict.clone()));
+                }
+                Effect::Stop { id, batches } => self.stops.push((*id, batches.clone())),
+            }
+        }
+        self.log.extend(effects.iter().cloned());
+        self.pending.extend(effects);
+    }
+
+    /// Effects since the last call.
+    pub fn take(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.pending)
+    }
+
+    pub fn try_submit(&mut self, model: &str, priority: i32) -> Result<RequestId, RouteError> {
+        let mut out = Vec::new();
+        let result = self.s.submit(self.now, model, priority, &mut out);
+        self.record(out);
+        result.map(|a| a.id)
+    }
+
+    pub fn submit(&mut self, model: &str, priority: i32) -> RequestId {
+        self.try_submit(model, priority).expect("admitted")
+    }
+
+    pub fn swap_ok(&mut self, model: &str) {
+        let mut out = Vec::new();
+        self.s.swap_done(self.now, model, Ok(()), &mut out);
+        self.record(out);
+    }
+
+    pub fn swap_err(&mut self, model: &str, error: LaunchError) {
+        let mut out = Vec::new();
+        self.s.swap_done(self.now, model, Err(error), &mut out);
+        self.record(out);
+    }
+
+    pub fn done(&mut self, id: RequestId) {
+        let mut out = Vec::new();
+        self.s.serve_done(self.now, id, &mut out);
+        self.record(out);
+    }
+
+    pub fn cancel(&mut self, id: RequestId) {
+        let mut out = Vec::new();
+        self.s.cancel(self.now, id, &mut out);
+        self.record(out);
+    }
+
+    pub fn exited(&mut self, model: &str) {
+        let mut out = Vec::new();
+        self.s.upstream_exited(model, &mut out);
+        self.record(out);
+    }
+
+    pub fn unload(&mut self, models: Option<&[&str]>) -> Result<Option<StopId>, RouteError> {
+        let list: Option<Vec<String>> = models.map(names);
+        let mut out = Vec::new();
+        let result = self.s.unload(self.now, list.as_deref(), &mut out);
+        self.record(out);
+        result
+    }
+
+    pub fn shutdown(&mut self) -> Option<StopId> {
+        let mut out = Vec::new();
+        let result = self.s.shutdown(self.now, &mut out);
+        self.record(out);
+        result
+    }
+
+    pub fn stop_done(&mut self, id: StopId) {
+        let mut out = Vec::new();
+        self.s.stop_done(id, &mut out);
+        self.record(out);
+    }
+
+    pub fn tick(&mut self) {
+        let mut out = Vec::new();
+        self.s.tick(self.now, &mut out);
+        self.record(out);
+    }
+
+    /// Loads `model` through a request that then ends; the model is left ready and idle.
+    pub fn make_ready(&mut self, model: &str) {
+        let id = self.submit(model, 0);
+        if self.s.model_state(model) == Some(ModelState::Starting) {
+            self.swap_ok(model);
+        }
+        assert!(self.granted(id), "{model} was not granted");
+        self.done(id);
+        assert_eq!(self.s.model_state(model), Some(ModelState::Ready));
+        self.take();
+    }
+
+    pub fn granted(&self, id: RequestId) -> bool {
+        self.outcomes.get(&id) == Some(&Outcome::Granted)
+    }
+
+    pub fn failed(&self, id: RequestId) -> Option<&RouteError> {
+        match self.outcomes.get(&id) {
+            Some(Outcome::Failed(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn ended(&self, id: RequestId) -> bool {
+        self.outcomes.contains_key(&id)
+    }
+
+    /// Grant order of the given requests, as indices into `ids`.
+    pub fn grant_order(&self, ids: &[RequestId]) -> Vec<RequestId> {
+        self.grants
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| ids.contains(id))
+            .collect()
+    }
+
+    pub fn swaps_of(&self, model: &str) -> usize {
+        self.swaps.iter().filter(|(m, _)| m == model).count()
+    }
+
+    pub fn grants_of(&self, model: &str) -> usize {
+        self.grants.iter().filter(|(_, m)| m == model).count()
+    }
+
+    /// Models stopped by evictions and stop operations, in order of issue.
+    pub fn evicted(&self) -> Vec<String> {
+        self.swaps
+            .iter()
+            .flat_map(|(_, e)| e.iter().cloned())
+            .collect()
+    }
+
+    pub fn position(&self, id: RequestId) -> Option<usize> {
+        match self.status.get(&id) {
+            Some(WaitStatus::Queued { position }) => Some(*position),
+            _ => None,
+        }
+    }
+
+    pub fn queue_ids(&self) -> Vec<RequestId> {
+        self.s.queue(self.now).into_iter().map(|e| e.id).collect()
+    }
+}
