@@ -1,1 +1,128 @@
 //! llama-swap configuration: parsing, macros, validation and resolved models.
+//!
+//! A user's existing llama-swap `config.yaml` loads unchanged. Loading goes:
+//! YAML → a generic, order-preserving tree (`node.rs`) → macro expansion (`macros.rs`)
+//! → typed reads that collect every problem with its key path (`fields.rs`, `load.rs`,
+//! `model.rs`, `routing.rs`) → a resolved [`Config`] (`types.rs`).
+//!
+//! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this server
+//!   does not implement yet (`peers`, `profiles`, `filters`, matrix routing, ...).
+//! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as
+//!   `file: key.path: reason`.
+//! - Differences from llama-swap, on purpose: priority keys that are aliases apply to
+//!   their model (llama-swap ignores them), unknown names in `hooks.on_startup.preload`
+//!   and in priority maps are errors (llama-swap drops them), fifo priorities under
+//!   `use: serial` are refused, and `routing.scheduler.settings.fifo.drainFence` is new.
+//!
+//! ```
+//! use llama_swap_server::config::Config;
+//!
+//! let yaml = r#"
+//! macros:
+//!   server: llama-server --port ${PORT}
+//! models:
+//!   qwen:
+//!     cmd: ${server} -m /models/${MODEL_ID}.gguf
+//!     aliases: [chat]
+//! routing:
+//!   scheduler:
+//!     settings:
+//!       fifo:
+//!         priority: { chat: 5 }
+//! "#;
+//! let env = |_: &str| None;
+//! let loaded = Config::from_yaml_str("config.yaml", yaml, &env)?;
+//! let qwen = loaded.config.model("qwen").unwrap();
+//! assert_eq!(qwen.cmd, "llama-server --port 5800 -m /models/qwen.gguf");
+//! assert_eq!(qwen.proxy, "http://localhost:5800");
+//! assert_eq!(loaded.config.priority("qwen"), 5);
+//! # Ok::<(), llama_swap_server::config::ConfigError>(())
+//! ```
+
+mod error;
+mod fields;
+mod load;
+mod macros;
+mod model;
+mod node;
+mod routing;
+mod types;
+
+use std::path::Path;
+
+pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
+pub use macros::EnvLookup;
+pub use types::{
+    ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, SchedulerConfig,
+};
+
+/// A configuration that loaded, with what was ignored or adjusted on the way.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Loaded {
+    /// The resolved configuration.
+    pub config: Config,
+    /// Unknown keys, unsupported keys and adjusted values, in document order.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+impl Config {
+    /// Loads a file, reading `${env.NAME}` from the process environment.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::Yaml`] if it is
+    /// not valid YAML (duplicate keys included), [`ConfigError::Invalid`] with every
+    /// invalid value otherwise.
+    pub fn load(path: impl AsRef<Path>) -> Result<Loaded, ConfigError> {
+        Self::load_with_env(path, &|name| std::env::var(name).ok())
+    }
+
+    /// Loads a file, looking environment variables up through `env`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load`].
+    pub fn load_with_env(
+        path: impl AsRef<Path>,
+        env: EnvLookup<'_>,
+    ) -> Result<Loaded, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml_str(&path.display().to_string(), &text, env)
+    }
+
+    /// Loads a configuration from YAML text. `file` names the source in messages.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Yaml`] or [`ConfigError::Invalid`], as [`Config::load`].
+    pub fn from_yaml_str(
+        file: &str,
+        yaml: &str,
+        env: EnvLookup<'_>,
+    ) -> Result<Loaded, ConfigError> {
+        let root: node::Node = if yaml.trim().is_empty() {
+            node::Node::Null
+        } else {
+            serde_saphyr::from_str(yaml).map_err(|source| ConfigError::Yaml {
+                file: file.to_owned(),
+                source: Box::new(source),
+            })?
+        };
+        let mut cx = fields::Cx::default();
+        match load::build(&root, env, &mut cx) {
+            Some(config) if cx.issues.is_empty() => Ok(Loaded {
+                config,
+                warnings: cx.warnings,
+            }),
+            _ => Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                issues: cx.issues,
+            }),
+        }
+    }
+}

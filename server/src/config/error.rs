@@ -1,0 +1,413 @@
+//! Errors and warnings of configuration loading, each tied to a key path.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where a value sits in the YAML document, e.g. `models.qwen.ttl` or
+/// `groups.chat.members[1]`.
+///
+/// Keys that contain characters which would make the path ambiguous (dots, brackets,
+/// spaces, quotes) are shown quoted: `models."qwen2.5-7b".ttl`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyPath(Vec<Segment>);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl KeyPath {
+    /// The document root.
+    #[must_use]
+    pub fn root() -> Self {
+        Self::default()
+    }
+
+    /// Builds a path from plain keys, e.g. `KeyPath::from_keys(["models", "qwen", "ttl"])`.
+    #[must_use]
+    pub fn from_keys<I, S>(keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self(keys.into_iter().map(|k| Segment::Key(k.into())).collect())
+    }
+
+    /// This path extended by a map key.
+    #[must_use]
+    pub fn key(&self, key: &str) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Segment::Key(key.to_owned()));
+        Self(segments)
+    }
+
+    /// This path extended by a list index.
+    #[must_use]
+    pub fn index(&self, index: usize) -> Self {
+        let mut segments = self.0.clone();
+        segments.push(Segment::Index(index));
+        Self(segments)
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("(top level)");
+        }
+        for (i, segment) in self.0.iter().enumerate() {
+            match segment {
+                Segment::Index(index) => write!(f, "[{index}]")?,
+                Segment::Key(key) => {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    let plain = !key.is_empty()
+                        && key.chars().all(|c| {
+                            !matches!(c, '.' | '[' | ']' | '"' | '\\') && !c.is_whitespace()
+                        });
+                    if plain {
+                        f.write_str(key)?;
+                    } else {
+                        write!(f, "{key:?}")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read the configuration: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not well-formed YAML (or has duplicate keys).
+    #[error("{file}: not valid YAML: {source}")]
+    Yaml {
+        /// The file, as given.
+        file: String,
+        /// The parser's error, with line and column.
+        #[source]
+        source: Box<serde_saphyr::Error>,
+    },
+    /// The YAML is well-formed but values are invalid. Every problem found is listed.
+    #[error("{}", render_issues(file, issues))]
+    Invalid {
+        /// The file, as given.
+        file: String,
+        /// Every problem found, in document order where possible. Never empty.
+        issues: Vec<Issue>,
+    },
+}
+
+impl ConfigError {
+    /// The problems with individual values, if that is what this error is about.
+    #[must_use]
+    pub fn issues(&self) -> &[Issue] {
+        match self {
+            ConfigError::Invalid { issues, .. } => issues,
+            ConfigError::Read { .. } | ConfigError::Yaml { .. } => &[],
+        }
+    }
+}
+
+fn render_issues(file: &str, issues: &[Issue]) -> String {
+    let lines: Vec<String> = issues.iter().map(|i| format!("{file}: {i}")).collect();
+    lines.join("\n")
+}
+
+/// One invalid value: where it is and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct Issue {
+    /// The key path of the offending value.
+    pub path: KeyPath,
+    /// What is wrong.
+    pub reason: Reason,
+}
+
+/// What is wrong with a value. Messages never include secret values (API keys,
+/// environment entries).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The value has the wrong YAML type.
+    #[error("expected {expected}, got {found}")]
+    WrongType {
+        /// What the key accepts.
+        expected: &'static str,
+        /// What was found (a kind, never the value).
+        found: &'static str,
+    },
+    /// A required key is absent.
+    #[error("is required")]
+    Missing,
+    /// A string or list that must have content is empty.
+    #[error("must not be empty")]
+    Empty,
+    /// A number below its minimum.
+    #[error("must be >= {min}, got {got}")]
+    TooSmall {
+        /// The smallest accepted value.
+        min: i64,
+        /// The value found.
+        got: i64,
+    },
+    /// A number outside its range.
+    #[error("must be between {min} and {max}, got {got}")]
+    OutOfRange {
+        /// The smallest accepted value.
+        min: i64,
+        /// The largest accepted value.
+        max: i64,
+        /// The value found.
+        got: i64,
+    },
+    /// A value outside a fixed set of words.
+    #[error("must be one of {}, got {got:?}", allowed.join(", "))]
+    NotOneOf {
+        /// The accepted words.
+        allowed: &'static [&'static str],
+        /// The value found.
+        got: String,
+    },
+    /// `${env.NAME}` names a variable that is not set.
+    #[error("environment variable {name} is not set (referenced as ${{env.{name}}})")]
+    EnvNotSet {
+        /// The variable.
+        name: String,
+    },
+    /// `${name}` names no macro.
+    #[error("unknown macro ${{{name}}}")]
+    UnknownMacro {
+        /// The name used.
+        name: String,
+    },
+    /// Macros refer to each other in a loop.
+    #[error("macro ${{{name}}} refers to itself (directly or through other macros)")]
+    MacroCycle {
+        /// The macro where the loop was detected.
+        name: String,
+    },
+    /// A macro name outside `[A-Za-z0-9_-]{1,63}`.
+    #[error("invalid macro name {name:?}: use 1 to 63 letters, digits, '_' or '-'")]
+    InvalidMacroName {
+        /// The name.
+        name: String,
+    },
+    /// A macro defined under a name the loader provides itself.
+    #[error("macro name {name} is reserved (PORT, MODEL_ID and PID are provided by the server)")]
+    ReservedMacroName {
+        /// The name.
+        name: String,
+    },
+    /// A macro whose value is a list or map.
+    #[error("a macro value must be a string, number or boolean, got {found}")]
+    MacroNotScalar {
+        /// What was found.
+        found: &'static str,
+    },
+    /// Macro expansion produced an absurdly long value (macros that double at every level).
+    #[error("macro expansion exceeds {limit} bytes")]
+    ExpansionTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A built-in macro used where it has no value.
+    #[error("${{{name}}} is only available {where_available}")]
+    MacroNotAvailable {
+        /// `PORT`, `PID` or `MODEL_ID`.
+        name: &'static str,
+        /// Where it can be used.
+        where_available: &'static str,
+    },
+    /// The proxy URL uses `${PORT}` but the command does not, so no port is allocated.
+    #[error(
+        "uses ${{PORT}} but cmd does not; a port is only allocated for models whose cmd uses ${{PORT}}"
+    )]
+    PortOnlyInProxy,
+    /// No `proxy` is set (so it defaults to `http://localhost:${PORT}`) but `cmd` does
+    /// not use `${PORT}`.
+    #[error(
+        "is required when cmd does not use ${{PORT}} (the default http://localhost:${{PORT}} needs a port)"
+    )]
+    ProxyNeedsPort,
+    /// `${PORT}` allocation ran past the last TCP port.
+    #[error(
+        "no port left to allocate: ${{PORT}} numbering from startPort {start_port} goes past 65535"
+    )]
+    PortsExhausted {
+        /// The configured `startPort`.
+        start_port: u16,
+    },
+    /// A proxy URL that is not `http(s)://host[:port][/path]`.
+    #[error("must be an http:// or https:// URL with a host, got {got:?}")]
+    InvalidUrl {
+        /// The value found.
+        got: String,
+    },
+    /// `checkEndpoint` that is neither a path nor `none`.
+    #[error("must be a path starting with '/' or the word none, got {got:?}")]
+    InvalidCheckEndpoint {
+        /// The value found.
+        got: String,
+    },
+    /// An `env` entry without `NAME=`.
+    #[error("must have the form NAME=value with a non-empty NAME")]
+    InvalidEnvEntry,
+    /// An API key containing whitespace.
+    #[error("an API key must not contain whitespace")]
+    ApiKeyWhitespace,
+    /// A command that is empty once comment lines are removed.
+    #[error("is empty once comment lines are removed")]
+    EmptyCommand,
+    /// A command whose quotes are not closed.
+    #[error("has an unterminated {quote} quote")]
+    UnterminatedQuote {
+        /// `single` or `double`.
+        quote: &'static str,
+    },
+    /// An alias already claimed by another model.
+    #[error("alias {alias:?} is already used by model {model:?}")]
+    DuplicateAlias {
+        /// The alias.
+        alias: String,
+        /// The model that claimed it first.
+        model: String,
+    },
+    /// An alias equal to a model ID.
+    #[error("alias {alias:?} is also a model ID")]
+    AliasIsModelId {
+        /// The alias.
+        alias: String,
+    },
+    /// The same entry twice in one list.
+    #[error("{item:?} is listed twice")]
+    Duplicate {
+        /// The entry.
+        item: String,
+    },
+    /// A name that is neither a model ID nor an alias.
+    #[error("{name:?} is neither a model ID nor an alias")]
+    UnknownModel {
+        /// The name.
+        name: String,
+    },
+    /// A model listed in two groups.
+    #[error(
+        "model {model:?} is already a member of group {group:?}; a model may be in one group only"
+    )]
+    InTwoGroups {
+        /// The model ID.
+        model: String,
+        /// The group it was first listed in.
+        group: String,
+    },
+    /// Two priority keys (an ID and an alias, or two aliases) naming the same model.
+    #[error("names model {model:?}, which already has a priority through key {first_key:?}")]
+    DuplicatePriority {
+        /// The model both keys resolve to.
+        model: String,
+        /// The key that set it first.
+        first_key: String,
+    },
+    /// Fifo priorities configured while the serial scheduler is selected.
+    #[error(
+        "fifo priorities are set but routing.scheduler.use is serial, which does not rank requests; remove them or use fifo"
+    )]
+    PriorityUnderSerial,
+    /// Two keys that exclude each other are both set.
+    #[error("cannot be used together with {other}")]
+    ConflictsWith {
+        /// The other key.
+        other: KeyPath,
+    },
+}
+
+/// Something in the configuration that was ignored or adjusted; loading continued.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {kind}")]
+pub struct ConfigWarning {
+    /// The key the warning is about.
+    pub path: KeyPath,
+    /// What happened.
+    pub kind: WarningKind,
+}
+
+/// What a [`ConfigWarning`] is about.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// A key llama-swap does not know either (often a typo).
+    #[error("unknown key, ignored")]
+    UnknownKey,
+    /// A llama-swap key this server does not implement yet.
+    #[error("not supported yet, ignored")]
+    NotSupported,
+    /// `routing.router.use: matrix`: matrix routing is not implemented, so every model
+    /// runs alone.
+    #[error("matrix routing is not supported yet; every model is run alone (one at a time)")]
+    MatrixNotSupported,
+    /// A value below its minimum that llama-swap raises silently.
+    #[error("{got} is below the minimum, {used} is used")]
+    Raised {
+        /// The configured value.
+        got: i64,
+        /// The value used instead.
+        used: i64,
+    },
+    /// A key that has no effect with the current settings.
+    #[error("has no effect when {because}")]
+    NoEffect {
+        /// The setting that makes it moot.
+        because: &'static str,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths_quote_ambiguous_keys() {
+        let path = KeyPath::from_keys(["models", "qwen2.5-7b", "aliases"]).index(2);
+        assert_eq!(path.to_string(), r#"models."qwen2.5-7b".aliases[2]"#);
+        assert_eq!(
+            KeyPath::from_keys(["models", "qwen", "ttl"]).to_string(),
+            "models.qwen.ttl"
+        );
+        assert_eq!(KeyPath::root().to_string(), "(top level)");
+    }
+
+    #[test]
+    fn invalid_error_lists_every_issue_with_the_file() {
+        let err = ConfigError::Invalid {
+            file: "config.yaml".into(),
+            issues: vec![
+                Issue {
+                    path: KeyPath::from_keys(["models", "qwen", "ttl"]),
+                    reason: Reason::TooSmall { min: 0, got: -5 },
+                },
+                Issue {
+                    path: KeyPath::from_keys(["startPort"]),
+                    reason: Reason::Missing,
+                },
+            ],
+        };
+        assert_eq!(
+            err.to_string(),
+            "config.yaml: models.qwen.ttl: must be >= 0, got -5\nconfig.yaml: startPort: is required"
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The top level of the document: global keys, then models, then what names models.
+
+use super::error::{KeyPath, Reason, WarningKind};
+use super::fields::{Cx, Fields, secs};
+use super::macros::{EnvLookup, Scope, read_macros};
+use super::model::{ModelDefaults, read_models};
+use super::node::Node;
+use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
+use super::types::{ApiKey, Config, Hooks, LogLevel, LogToStdout};
+
+const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
+const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
+const DEFAULT_UNLOAD_TIMEOUT: u64 = 10;
+const DEFAULT_START_PORT: u16 = 5800;
+
+/// Keys llama-swap has at the top level that this server does not implement yet.
+const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
+    "metricsMaxInMemory",
+    "captureBuffer",
+    "store",
+    "ui",
+    "performance",
+    "profiles",
+    "selectors",
+    "peers",
+    "upstream",
+];
+
+/// Builds a [`Config`] from a parsed document. Returns `None` when any issue was
+/// found; `cx` then holds them all.
+pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Config> {
+    let root_path = KeyPath::root();
+    let global_macros = match root.get("macros") {
+        Some(node) => read_macros(node, &KeyPath::from_keys(["macros"]), cx),
+        None => Vec::new(),
+    };
+    let global_scope = Scope {
+        env,
+        global_macros: &global_macros,
+        model_macros: &[],
+        model_id: None,
+    };
+    // Global macros apply to every top-level value except `models`, which expands
+    // per model with its own macros on top.
+    let expanded = match root {
+        Node::Map(entries) => Node::Map(
+            entries
+                .iter()
+                .map(|(k, v)| {
+                    let value = if k == "models" || k == "macros" {
+                        v.clone()
+                    } else {
+                        global_scope.expand(v, &root_path.key(k), false, cx)
+                    };
+                    (k.clone(), value)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    let mut fields = Fields::new(&expanded, root_path, cx)?;
+    fields.take("macros");
+
+    let health_check_timeout = match fields.take("healthCheckTimeout") {
+        None => DEFAULT_HEALTH_CHECK_TIMEOUT,
+        Some((node, path)) => match cx.int_min(node, &path, 0) {
+            Some(v) if v < MIN_HEALTH_CHECK_TIMEOUT => {
+                cx.warn(
+                    path,
+                    WarningKind::Raised {
+                        got: v,
+                        used: MIN_HEALTH_CHECK_TIMEOUT,
+                    },
+                );
+                MIN_HEALTH_CHECK_TIMEOUT
+            }
+            Some(v) => v,
+            None => DEFAULT_HEALTH_CHECK_TIMEOUT,
+        },
+    };
+    let log_level = match fields.take("logLevel") {
+        None => LogLevel::default(),
+        Some((node, path)) => match cx.word(node, &path, &["debug", "info", "warn", "error"]) {
+            Some("debug") => LogLevel::Debug,
+            Some("warn") => LogLevel::Warn,
+            Some("error") => LogLevel::Error,
+            _ => LogLevel::Info,
+        },
+    };
+    let log_to_stdout = match fields.take("logToStdout") {
+        None => LogToStdout::default(),
+        Some((node, path)) => match cx.word(node, &path, &["proxy", "upstream", "both", "none"]) {
+            Some("upstream") => LogToStdout::Upstream,
+            Some("both") => LogToStdout::Both,
+            Some("none") => LogToStdout::None,
+            _ => LogToStdout::Proxy,
+        },
+    };
+    let log_time_format = fields
+        .take("logTimeFormat")
+        .and_then(|(node, path)| cx.string(node, &path))
+        .filter(|s| !s.is_empty());
+    let log_requests = flag(&mut fields, "logRequests", cx);
+    let global_ttl = fields
+        .take("globalTTL")
+        .and_then(|(node, path)| cx.seconds(node, &path))
+        .filter(|s| *s > 0)
+        .map(secs);
+    let unload_timeout = fields
+        .take("unloadTimeout")
+        .and_then(|(node, path)| cx.seconds(node, &path))
+        .filter(|s| *s > 0)
+        .unwrap_or(DEFAULT_UNLOAD_TIMEOUT);
+    let start_port = fields
+        .take("startPort")
+        .and_then(|(node, path)| cx.int_range(node, &path, 1, i64::from(u16::MAX)))
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(DEFAULT_START_PORT);
+    let send_loading_state = flag(&mut fields, "sendLoadingState", cx);
+    let include_aliases_in_list = flag(&mut fields, "includeAliasesInList", cx);
+    let api_keys = match fields.take("apiKeys") {
+        Some((node, path)) => read_api_keys(node, &path, cx),
+        None => Vec::new(),
+    };
+    fields.unsupported(UNSUPPORTED_TOP_LEVEL, cx);
+
+    let models_node = fields.take("models");
+    let declared_ids: Vec<String> = match models_node {
+        Some((Node::Map(entries), _)) => entries.iter().map(|(k, _)| k.clone()).collect(),
+        _ => Vec::new(),
+    };
+    let defaults = ModelDefaults {
+        env,
+        global_macros: &global_macros,
+        global_ttl,
+        unload_timeout: secs(unload_timeout),
+        send_loading_state,
+        start_port,
+    };
+    let models = match models_node {
+        Some((node, path)) => read_models(node, &path, &defaults, cx),
+        None => Vec::new(),
+    };
+    let resolver = Resolver::new(declared_ids, &models);
+
+    let routing_keys = RoutingKeys {
+        routing: fields.take("routing"),
+        legacy_groups: fields.take("groups"),
+        legacy_matrix: fields.take("matrix"),
+    };
+    let (groups, scheduler) = read_routing(routing_keys, &resolver, cx);
+    let hooks = match fields.take("hooks") {
+        Some((node, path)) => read_hooks(node, path, &resolver, cx),
+        None => Hooks::default(),
+    };
+    fields.finish(cx);
+
+    if !cx.issues.is_empty() {
+        return None;
+    }
+    Some(Config {
+        models: models.into_iter().map(|m| m.config).collect(),
+        groups,
+        scheduler,
+        health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
+        global_ttl,
+        unload_timeout: secs(unload_timeout),
+        start_port,
+        send_loading_state,
+        include_aliases_in_list,
+        api_keys,
+        hooks,
+        log_level,
+        log_to_stdout,
+        log_time_format,
+        log_requests,
+    })
+}
+
+fn flag(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> bool {
+    fields
+        .take(key)
+        .and_then(|(node, path)| cx.bool(node, &path))
+        .unwrap_or(false)
+}
+
+/// Reads `apiKeys`. Problems are reported by position only; a key's text never
+/// appears in a message.
+fn read_api_keys(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<ApiKey> {
+    let Some(list) = cx.string_list(node, path) else {
+        return Vec::new();
+    };
+    let mut keys = Vec::with_capacity(list.len());
+    for (key, key_path) in list {
+        if key.chars().any(char::is_whitespace) {
+            cx.error(key_path, Reason::ApiKeyWhitespace);
+        } else {
+            keys.push(ApiKey::new(key));
+        }
+    }
+    keys
+}

@@ -1,0 +1,390 @@
+//! Macro expansion: `${env.NAME}`, user macros (global and per model), `${MODEL_ID}`,
+//! and the placeholders resolved later (`${PORT}` once ports are allocated, `${PID}`
+//! by the supervisor when it runs `cmdStop`).
+//!
+//! Unlike llama-swap, which substitutes environment variables textually in the raw
+//! YAML and runs macros once from last to first, expansion here works on values and
+//! resolves macro references recursively (with loop detection). Every config
+//! llama-swap accepts expands the same way; a macro may additionally refer to one
+//! declared after it.
+
+use super::error::{KeyPath, Reason};
+use super::fields::Cx;
+use super::node::Node;
+
+/// How the server looks up environment variables; injected so tests never touch the
+/// process environment.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The placeholder left in `cmd`/`proxy`/... until ports are allocated.
+pub(crate) const PORT_PLACEHOLDER: &str = "${PORT}";
+
+const RESERVED: [&str; 3] = ["PORT", "MODEL_ID", "PID"];
+const MAX_MACRO_NAME: usize = 63;
+/// Guards against macros that double in size at every level ("billion laughs").
+const MAX_EXPANDED_LEN: usize = 1 << 20;
+
+/// Reads and validates a `macros` block: names, scalar values, order kept.
+pub(crate) fn read_macros(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<(String, Node)> {
+    let entries = match node {
+        Node::Map(entries) => entries,
+        Node::Null => return Vec::new(),
+        other => {
+            cx.wrong_type::<()>(path, "a map of macro names to values", other);
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (name, value) in entries {
+        let entry_path = path.key(name);
+        if RESERVED.contains(&name.as_str()) {
+            cx.error(entry_path, Reason::ReservedMacroName { name: name.clone() });
+            continue;
+        }
+        let valid_name = !name.is_empty()
+            && name.len() <= MAX_MACRO_NAME
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_name {
+            cx.error(entry_path, Reason::InvalidMacroName { name: name.clone() });
+            continue;
+        }
+        if !value.is_scalar() {
+            cx.error(
+                entry_path,
+                Reason::MacroNotScalar {
+                    found: value.kind(),
+                },
+            );
+            continue;
+        }
+        out.push((name.clone(), value.clone()));
+    }
+    out
+}
+
+/// Everything a value can refer to at one place in the document.
+pub(crate) struct Scope<'a> {
+    pub(crate) env: EnvLookup<'a>,
+    pub(crate) global_macros: &'a [(String, Node)],
+    /// Empty outside `models`.
+    pub(crate) model_macros: &'a [(String, Node)],
+    /// `Some` inside `models.<id>`, where `${MODEL_ID}` and `${PORT}` exist.
+    pub(crate) model_id: Option<&'a str>,
+}
+
+enum Piece<'s> {
+    Text(&'s str),
+    Ref(&'s str),
+}
+
+/// Splits a string into literal text and `${name}` references. A `${` with no closing
+/// brace is literal text.
+fn pieces(s: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            break;
+        };
+        if start > 0 {
+            out.push(Piece::Text(&rest[..start]));
+        }
+        out.push(Piece::Ref(&after[..end]));
+        rest = &after[end + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest));
+    }
+    out
+}
+
+impl Scope<'_> {
+    /// Expands every string inside `node`. Problems are reported at the path of the
+    /// string they occur in; the unexpanded string is kept so reading can go on.
+    /// `${PID}` is accepted only when `pid_allowed` (the `cmdStop` value).
+    pub(crate) fn expand(
+        &self,
+        node: &Node,
+        path: &KeyPath,
+        pid_allowed: bool,
+        cx: &mut Cx,
+    ) -> Node {
+        match node {
+            Node::Str(s) => {
+                let mut stack = Vec::new();
+                match self.expand_str(s, pid_allowed, &mut stack) {
+                    Ok(expanded) => expanded,
+                    Err(reason) => {
+                        cx.error(path.clone(), reason);
+                        node.clone()
+                    }
+                }
+            }
+            Node::Seq(items) => Node::Seq(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| self.expand(item, &path.index(i), pid_allowed, cx))
+                    .collect(),
+            ),
+            Node::Map(entries) => Node::Map(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), self.expand(v, &path.key(k), pid_allowed, cx)))
+                    .collect(),
+            ),
+            Node::Null | Node::Bool(_) | Node::Int(_) | Node::Float(_) => node.clone(),
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Node> {
+        self.model_macros
+            .iter()
+            .chain(self.global_macros)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// Expands one string. A string that is exactly one reference takes the type of
+    /// what it refers to (`ttl: ${default_ttl}` stays an integer).
+    fn expand_str(
+        &self,
+        s: &str,
+        pid_allowed: bool,
+        stack: &mut Vec<String>,
+    ) -> Result<Node, Reason> {
+        let pieces = pieces(s);
+        if let [Piece::Ref(name)] = pieces.as_slice() {
+            return self.resolve(name, pid_allowed, stack);
+        }
+        let mut out = String::with_capacity(s.len());
+        for piece in &pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Ref(name) => {
+                    let value = self.resolve(name, pid_allowed, stack)?;
+                    // Macros are scalars by construction, so there is always text.
+                    out.push_str(&value.scalar_text().unwrap_or_default());
+                }
+            }
+            if out.len() > MAX_EXPANDED_LEN {
+                return Err(Reason::ExpansionTooLarge {
+                    limit: MAX_EXPANDED_LEN,
+                });
+            }
+        }
+        Ok(Node::Str(out))
+    }
+
+    fn resolve(
+        &self,
+        name: &str,
+        pid_allowed: bool,
+        stack: &mut Vec<String>,
+    ) -> Result<Node, Reason> {
+        if let Some(var) = name.strip_prefix("env.") {
+            return match (self.env)(var) {
+                Some(value) => Ok(Node::from_plain_text(&value)),
+                None => Err(Reason::EnvNotSet {
+                    name: var.to_owned(),
+                }),
+            };
+        }
+        match name {
+            "MODEL_ID" => {
+                return self.model_id.map(|id| Node::Str(id.to_owned())).ok_or(
+                    Reason::MacroNotAvailable {
+                        name: "MODEL_ID",
+                        where_available: "inside models",
+                    },
+                );
+            }
+            "PORT" if self.model_id.is_some() => return Ok(Node::Str(PORT_PLACEHOLDER.to_owned())),
+            "PORT" => {
+                return Err(Reason::MacroNotAvailable {
+                    name: "PORT",
+                    where_available: "inside models",
+                });
+            }
+            "PID" if pid_allowed => return Ok(Node::Str("${PID}".to_owned())),
+            "PID" => {
+                return Err(Reason::MacroNotAvailable {
+                    name: "PID",
+                    where_available: "in cmdStop",
+                });
+            }
+            _ => {}
+        }
+        let Some(value) = self.lookup(name) else {
+            return Err(Reason::UnknownMacro {
+                name: name.to_owned(),
+            });
+        };
+        if stack.iter().any(|n| n == name) {
+            return Err(Reason::MacroCycle {
+                name: name.to_owned(),
+            });
+        }
+        let Node::Str(text) = value else {
+            return Ok(value.clone());
+        };
+        stack.push(name.to_owned());
+        let expanded = self.expand_str(text, pid_allowed, stack);
+        stack.pop();
+        expanded
+    }
+}
+
+/// Replaces `${PORT}` everywhere in `node` with the allocated port; a value that is
+/// exactly `${PORT}` becomes an integer.
+pub(crate) fn substitute_port(node: &mut Node, port: u16) {
+    match node {
+        Node::Str(s) if s == PORT_PLACEHOLDER => *node = Node::Int(i64::from(port)),
+        Node::Str(s) => {
+            if s.contains(PORT_PLACEHOLDER) {
+                *s = s.replace(PORT_PLACEHOLDER, &port.to_string());
+            }
+        }
+        Node::Seq(items) => items
+            .iter_mut()
+            .for_each(|item| substitute_port(item, port)),
+        Node::Map(entries) => entries
+            .iter_mut()
+            .for_each(|(_, v)| substitute_port(v, port)),
+        Node::Null | Node::Bool(_) | Node::Int(_) | Node::Float(_) => {}
+    }
+}
+
+/// Paths of every string under `node` that still contains `${PORT}`.
+pub(crate) fn port_uses(node: &Node, path: &KeyPath, out: &mut Vec<KeyPath>) {
+    match node {
+        Node::Str(s) if s.contains(PORT_PLACEHOLDER) => out.push(path.clone()),
+        Node::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                port_uses(item, &path.index(i), out);
+            }
+        }
+        Node::Map(entries) => {
+            for (k, v) in entries {
+                port_uses(v, &path.key(k), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn scope<'a>(globals: &'a [(String, Node)], model: &'a [(String, Node)]) -> Scope<'a> {
+        Scope {
+            env: &no_env,
+            global_macros: globals,
+            model_macros: model,
+            model_id: Some("m1"),
+        }
+    }
+
+    fn s(v: &str) -> Node {
+        Node::Str(v.to_owned())
+    }
+
+    #[test]
+    fn model_macro_overrides_global_and_may_use_earlier_ones() {
+        let globals = vec![
+            ("bin".to_owned(), s("/usr/bin/llama-server")),
+            ("ctx".to_owned(), Node::Int(4096)),
+        ];
+        let model = vec![
+            ("ctx".to_owned(), Node::Int(8192)),
+            ("run".to_owned(), s("${bin} -c ${ctx}")),
+        ];
+        let mut cx = Cx::default();
+        let out = scope(&globals, &model).expand(
+            &s("${run} --alias ${MODEL_ID}"),
+            &KeyPath::root(),
+            false,
+            &mut cx,
+        );
+        assert!(cx.issues.is_empty(), "{:?}", cx.issues);
+        assert_eq!(out, s("/usr/bin/llama-server -c 8192 --alias m1"));
+    }
+
+    #[test]
+    fn whole_value_reference_keeps_the_macro_type() {
+        let globals = vec![("ttl".to_owned(), Node::Int(300))];
+        let mut cx = Cx::default();
+        let out = scope(&globals, &[]).expand(&s("${ttl}"), &KeyPath::root(), false, &mut cx);
+        assert_eq!(out, Node::Int(300));
+    }
+
+    #[test]
+    fn macro_loop_is_reported() {
+        let globals = vec![("a".to_owned(), s("x${b}")), ("b".to_owned(), s("y${a}"))];
+        let mut cx = Cx::default();
+        scope(&globals, &[]).expand(&s("${a}"), &KeyPath::from_keys(["cmd"]), false, &mut cx);
+        assert_eq!(cx.issues[0].reason, Reason::MacroCycle { name: "a".into() });
+    }
+
+    #[test]
+    fn exponential_macros_are_cut_off() {
+        let mut globals = vec![("m0".to_owned(), s("0123456789abcdef"))];
+        for i in 1..40 {
+            globals.push((
+                format!("m{i}"),
+                s(&format!("${{m{}}}${{m{}}}", i - 1, i - 1)),
+            ));
+        }
+        let mut cx = Cx::default();
+        scope(&globals, &[]).expand(&s("${m39}"), &KeyPath::root(), false, &mut cx);
+        assert_eq!(
+            cx.issues[0].reason,
+            Reason::ExpansionTooLarge {
+                limit: MAX_EXPANDED_LEN
+            }
+        );
+    }
+
+    #[test]
+    fn pid_is_kept_only_where_allowed() {
+        let mut cx = Cx::default();
+        let sc = scope(&[], &[]);
+        assert_eq!(
+            sc.expand(&s("kill ${PID}"), &KeyPath::root(), true, &mut cx),
+            s("kill ${PID}")
+        );
+        assert!(cx.issues.is_empty());
+        sc.expand(&s("kill ${PID}"), &KeyPath::root(), false, &mut cx);
+        assert!(matches!(
+            cx.issues[0].reason,
+            Reason::MacroNotAvailable { name: "PID", .. }
+        ));
+    }
+
+    #[test]
+    fn unterminated_reference_is_literal_text() {
+        let mut cx = Cx::default();
+        let out = scope(&[], &[]).expand(&s("echo ${oops"), &KeyPath::root(), false, &mut cx);
+        assert_eq!(out, s("echo ${oops"));
+        assert!(cx.issues.is_empty());
+    }
+
+    #[test]
+    fn port_substitution_types_a_whole_value() {
+        let mut node = Node::Map(vec![
+            ("cmd".to_owned(), s("srv --port ${PORT}")),
+            ("meta".to_owned(), s("${PORT}")),
+        ]);
+        substitute_port(&mut node, 5801);
+        assert_eq!(node.get("cmd"), Some(&s("srv --port 5801")));
+        assert_eq!(node.get("meta"), Some(&Node::Int(5801)));
+    }
+}

@@ -1,0 +1,385 @@
+//! One entry of `models`: macro expansion, `${PORT}` allocation, per-model keys.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::error::{KeyPath, Reason};
+use super::fields::{Cx, Fields, secs};
+use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
+use super::node::Node;
+use super::types::ModelConfig;
+
+/// llama-swap's default when `concurrencyLimit` is unset or 0.
+pub(crate) const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
+const DEFAULT_CHECK_ENDPOINT: &str = "/health";
+const DEFAULT_PROXY: &str = "http://localhost:${PORT}";
+
+/// Global values a model falls back to.
+pub(crate) struct ModelDefaults<'a> {
+    pub(crate) env: EnvLookup<'a>,
+    pub(crate) global_macros: &'a [(String, Node)],
+    pub(crate) global_ttl: Option<Duration>,
+    pub(crate) unload_timeout: Duration,
+    pub(crate) send_loading_state: bool,
+    pub(crate) start_port: u16,
+}
+
+/// A model plus where its aliases were written, for cross-model checks.
+pub(crate) struct ParsedModel {
+    pub(crate) config: ModelConfig,
+    pub(crate) alias_paths: Vec<KeyPath>,
+}
+
+/// Reads `models`. Models are handled in ID order, which is also the order `${PORT}`
+/// numbers are handed out in (as llama-swap does), so ports do not depend on the
+/// order of the file.
+pub(crate) fn read_models(
+    node: &Node,
+    path: &KeyPath,
+    defaults: &ModelDefaults<'_>,
+    cx: &mut Cx,
+) -> Vec<ParsedModel> {
+    let entries: BTreeMap<&str, &Node> = match node {
+        Node::Map(entries) => entries.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        Node::Null => BTreeMap::new(),
+        other => {
+            cx.wrong_type::<()>(path, "a map of model IDs to model settings", other);
+            return Vec::new();
+        }
+    };
+    let mut next_port = Some(defaults.start_port);
+    let mut models = Vec::with_capacity(entries.len());
+    for (id, model_node) in entries {
+        let model_path = path.key(id);
+        if id.trim().is_empty() {
+            cx.error(model_path, Reason::Empty);
+            continue;
+        }
+        if let Some(model) = read_model(id, model_node, &model_path, defaults, &mut next_port, cx) {
+            models.push(model);
+        }
+    }
+    check_aliases(&models, cx);
+    models
+}
+
+fn read_model(
+    id: &str,
+    node: &Node,
+    path: &KeyPath,
+    defaults: &ModelDefaults<'_>,
+    next_port: &mut Option<u16>,
+    cx: &mut Cx,
+) -> Option<ParsedModel> {
+    let Node::Map(raw) = node else {
+        return cx.wrong_type(path, "a map of model settings", node);
+    };
+    let model_macros = match node.get("macros") {
+        Some(m) => read_macros(m, &path.key("macros"), cx),
+        None => Vec::new(),
+    };
+    let scope = Scope {
+        env: defaults.env,
+        global_macros: defaults.global_macros,
+        model_macros: &model_macros,
+        model_id: Some(id),
+    };
+
+    let mut expanded = Vec::with_capacity(raw.len() + 1);
+    for (key, value) in raw {
+        if key == "macros" {
+            expanded.push((key.clone(), Node::Null));
+            continue;
+        }
+        let value = match (key.as_str(), value) {
+            // Comment lines go before expansion so a commented-out `${PORT}` does not
+            // allocate a port.
+            ("cmd" | "cmdStop", Node::Str(text)) => Node::Str(strip_comment_lines(text)),
+            _ => value.clone(),
+        };
+        let pid_allowed = key == "cmdStop";
+        expanded.push((
+            key.clone(),
+            scope.expand(&value, &path.key(key), pid_allowed, cx),
+        ));
+    }
+
+    let cmd_uses_port = matches!(
+        expanded.iter().find(|(k, _)| k == "cmd"),
+        Some((_, Node::Str(cmd))) if cmd.contains(PORT_PLACEHOLDER)
+    );
+    let proxy_is_default = !expanded
+        .iter()
+        .any(|(k, v)| k == "proxy" && !matches!(v, Node::Null));
+    if proxy_is_default {
+        expanded.retain(|(k, _)| k != "proxy");
+        expanded.push(("proxy".to_owned(), Node::Str(DEFAULT_PROXY.to_owned())));
+    }
+    let mut expanded = Node::Map(expanded);
+
+    let port = if cmd_uses_port {
+        match *next_port {
+            Some(port) => {
+                *next_port = port.checked_add(1);
+                substitute_port(&mut expanded, port);
+                Some(port)
+            }
+            None => {
+                cx.error(
+                    path.key("cmd"),
+                    Reason::PortsExhausted {
+                        start_port: defaults.start_port,
+                    },
+                );
+                return None;
+            }
+        }
+    } else {
+        let mut uses = Vec::new();
+        port_uses(&expanded, path, &mut uses);
+        let proxy_path = path.key("proxy");
+        for use_path in uses {
+            let reason = if use_path != proxy_path {
+                Reason::MacroNotAvailable {
+                    name: "PORT",
+                    where_available: "in models whose cmd uses ${PORT}",
+                }
+            } else if proxy_is_default {
+                Reason::ProxyNeedsPort
+            } else {
+                Reason::PortOnlyInProxy
+            };
+            cx.error(use_path, reason);
+        }
+        None
+    };
+
+    let mut fields = Fields::new(&expanded, path.clone(), cx)?;
+    fields.take("macros");
+    let cmd = match fields.take("cmd") {
+        Some((node, cmd_path)) => read_command(node, &cmd_path, cx),
+        None => {
+            cx.error(path.key("cmd"), Reason::Missing);
+            None
+        }
+    };
+    let cmd_stop = fields
+        .take("cmdStop")
+        .and_then(|(node, p)| read_command(node, &p, cx));
+    let proxy = fields
+        .take("proxy")
+        .and_then(|(node, p)| read_proxy(node, &p, cx));
+
+    let mut aliases = Vec::new();
+    let mut alias_paths = Vec::new();
+    if let Some((node, list_path)) = fields.take("aliases")
+        && let Some(list) = cx.string_list(node, &list_path)
+    {
+        for (alias, alias_path) in list {
+            if aliases.contains(&alias) {
+                cx.error(alias_path, Reason::Duplicate { item: alias });
+            } else {
+                aliases.push(alias);
+                alias_paths.push(alias_path);
+            }
+        }
+    }
+
+    let mut env = Vec::new();
+    if let Some((node, list_path)) = fields.take("env")
+        && let Some(list) = cx.string_list(node, &list_path)
+    {
+        for (entry, entry_path) in list {
+            match entry.split_once('=') {
+                Some((name, value)) if !name.trim().is_empty() => {
+                    env.push((name.trim().to_owned(), value.to_owned()));
+                }
+                _ => cx.error(entry_path, Reason::InvalidEnvEntry),
+            }
+        }
+    }
+
+    let check_endpoint = match fields.take("checkEndpoint") {
+        None => Some(DEFAULT_CHECK_ENDPOINT.to_owned()),
+        Some((node, p)) => match cx.string(node, &p) {
+            Some(text) if text.trim() == "none" => None,
+            Some(text) if text.starts_with('/') => Some(text),
+            Some(text) => {
+                cx.error(p, Reason::InvalidCheckEndpoint { got: text });
+                None
+            }
+            None => None,
+        },
+    };
+
+    // -1 is llama-swap's "unset" and falls back to globalTTL; 0 means never.
+    let ttl = match fields.take("ttl") {
+        None => defaults.global_ttl,
+        Some((Node::Int(-1), _)) => defaults.global_ttl,
+        Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
+    };
+    let unload_timeout = match fields.take("unloadTimeout") {
+        None => defaults.unload_timeout,
+        Some((node, p)) => match cx.seconds(node, &p) {
+            Some(0) | None => defaults.unload_timeout,
+            Some(s) => secs(s),
+        },
+    };
+    let concurrency_limit = match fields.take("concurrencyLimit") {
+        None => DEFAULT_CONCURRENCY_LIMIT,
+        Some((node, p)) => match cx.seconds(node, &p) {
+            Some(0) | None => DEFAULT_CONCURRENCY_LIMIT,
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        },
+    };
+    let unlisted = optional_bool(&mut fields, "unlisted", cx).unwrap_or(false);
+    let send_loading_state =
+        optional_bool(&mut fields, "sendLoadingState", cx).unwrap_or(defaults.send_loading_state);
+    let use_model_name = optional_text(&mut fields, "useModelName", cx);
+    let name = optional_text(&mut fields, "name", cx);
+    let description = optional_text(&mut fields, "description", cx);
+    let metadata = fields.take("metadata").map(|(node, _)| node.to_json());
+    fields.unsupported(&["filters", "timeouts", "compat", "capabilities"], cx);
+    fields.finish(cx);
+
+    Some(ParsedModel {
+        config: ModelConfig {
+            id: id.to_owned(),
+            cmd: cmd?,
+            cmd_stop,
+            proxy: proxy?,
+            port,
+            aliases,
+            env,
+            check_endpoint,
+            ttl,
+            unload_timeout,
+            unlisted,
+            use_model_name,
+            name,
+            description,
+            metadata,
+            concurrency_limit,
+            send_loading_state,
+        },
+        alias_paths,
+    })
+}
+
+fn optional_bool(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> Option<bool> {
+    let (node, path) = fields.take(key)?;
+    cx.bool(node, &path)
+}
+
+/// A string key where an empty value means "not set".
+fn optional_text(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> Option<String> {
+    let (node, path) = fields.take(key)?;
+    cx.string(node, &path).filter(|s| !s.is_empty())
+}
+
+/// Removes lines whose first non-blank character is `#`, as llama-swap does before
+/// anything else looks at a command.
+pub(crate) fn strip_comment_lines(text: &str) -> String {
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .collect();
+    kept.join("\n").trim().to_owned()
+}
+
+fn read_command(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
+    let text = cx.string(node, path)?;
+    let text = strip_comment_lines(&text);
+    if text.is_empty() {
+        cx.error(path.clone(), Reason::EmptyCommand);
+        return None;
+    }
+    if let Some(quote) = unterminated_quote(&text) {
+        cx.error(path.clone(), Reason::UnterminatedQuote { quote });
+        return None;
+    }
+    Some(text)
+}
+
+/// Finds a quote a POSIX shell would consider unterminated. Backslash escapes work
+/// outside quotes and inside double quotes; single quotes take everything literally.
+fn unterminated_quote(text: &str) -> Option<&'static str> {
+    let mut chars = text.chars();
+    let mut open: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (open, c) {
+            (None | Some('"'), '\\') => {
+                chars.next();
+            }
+            (None, '\'' | '"') => open = Some(c),
+            (Some(q), c) if c == q => open = None,
+            _ => {}
+        }
+    }
+    match open {
+        Some('\'') => Some("single"),
+        Some(_) => Some("double"),
+        None => None,
+    }
+}
+
+fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
+    let text = cx.non_empty_string(node, path)?;
+    let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|h| !h.is_empty())
+    });
+    if !valid {
+        cx.error(path.clone(), Reason::InvalidUrl { got: text });
+        return None;
+    }
+    Some(text)
+}
+
+/// Aliases must be unique across models and must not shadow a model ID.
+fn check_aliases(models: &[ParsedModel], cx: &mut Cx) {
+    let ids: Vec<&str> = models.iter().map(|m| m.config.id.as_str()).collect();
+    let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
+    for model in models {
+        for (alias, alias_path) in model.config.aliases.iter().zip(&model.alias_paths) {
+            if ids.binary_search(&alias.as_str()).is_ok() {
+                cx.error(
+                    alias_path.clone(),
+                    Reason::AliasIsModelId {
+                        alias: alias.clone(),
+                    },
+                );
+            } else if let Some(owner) = owners.get(alias.as_str()) {
+                cx.error(
+                    alias_path.clone(),
+                    Reason::DuplicateAlias {
+                        alias: alias.clone(),
+                        model: (*owner).to_owned(),
+                    },
+                );
+            } else {
+                owners.insert(alias, &model.config.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comment_lines_are_removed_from_commands() {
+        let cmd = "llama-server\n  # --flash-attn\n  --port ${PORT}\n";
+        assert_eq!(strip_comment_lines(cmd), "llama-server\n  --port ${PORT}");
+    }
+
+    #[test]
+    fn quotes_are_checked_like_a_posix_shell() {
+        assert_eq!(unterminated_quote(r#"sh -c 'echo "hi"'"#), None);
+        assert_eq!(unterminated_quote(r#"a "b\"c""#), None);
+        assert_eq!(unterminated_quote(r"a 'b\'"), None);
+        assert_eq!(unterminated_quote("a 'b"), Some("single"));
+        assert_eq!(unterminated_quote(r#"a "b\""#), Some("double"));
+    }
+}

@@ -1,0 +1,256 @@
+//! The resolved configuration: every default applied, every macro expanded, every
+//! port allocated, every alias resolved.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// A loaded, validated llama-swap configuration.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Every model, sorted by ID.
+    pub models: Vec<ModelConfig>,
+    /// Groups in file order. Empty means every model is in the implicit default group
+    /// (swap + exclusive: one model at a time).
+    pub groups: Vec<GroupConfig>,
+    /// `routing.scheduler`.
+    pub scheduler: SchedulerConfig,
+    /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take
+    /// to become healthy; also the grace period for models evicted by a swap.
+    pub health_check_timeout: Duration,
+    /// `globalTTL` (default 0 = never): the `ttl` of models that set none.
+    pub global_ttl: Option<Duration>,
+    /// `unloadTimeout` (default 10 s): grace period for manual, API and TTL unloads.
+    pub unload_timeout: Duration,
+    /// `startPort` (default 5800): the first port `${PORT}` allocates.
+    pub start_port: u16,
+    /// `sendLoadingState` (default false): the global default of the per-model flag.
+    pub send_loading_state: bool,
+    /// `includeAliasesInList` (default false): list aliases in `/v1/models`.
+    pub include_aliases_in_list: bool,
+    /// `apiKeys`: when non-empty, requests must present one of them.
+    pub api_keys: Vec<ApiKey>,
+    /// `hooks`.
+    pub hooks: Hooks,
+    /// `logLevel` (default info).
+    pub log_level: LogLevel,
+    /// `logToStdout` (default proxy).
+    pub log_to_stdout: LogToStdout,
+    /// `logTimeFormat` (default none: no timestamp).
+    pub log_time_format: Option<String>,
+    /// `logRequests` (default false).
+    pub log_requests: bool,
+}
+
+impl Config {
+    /// The model with this ID.
+    #[must_use]
+    pub fn model(&self, id: &str) -> Option<&ModelConfig> {
+        self.models
+            .binary_search_by(|m| m.id.as_str().cmp(id))
+            .ok()
+            .and_then(|i| self.models.get(i))
+    }
+
+    /// Resolves a model ID or alias to the model's ID.
+    #[must_use]
+    pub fn resolve(&self, name: &str) -> Option<&str> {
+        if let Some(model) = self.model(name) {
+            return Some(&model.id);
+        }
+        self.models
+            .iter()
+            .find(|m| m.aliases.iter().any(|a| a == name))
+            .map(|m| m.id.as_str())
+    }
+
+    /// The configured priority floor of a model (0 when none is set, and always 0
+    /// under the serial scheduler).
+    #[must_use]
+    pub fn priority(&self, model_id: &str) -> i32 {
+        match &self.scheduler {
+            SchedulerConfig::Fifo { priorities, .. } => {
+                priorities.get(model_id).copied().unwrap_or(0)
+            }
+            SchedulerConfig::Serial => 0,
+        }
+    }
+
+    /// The group a model belongs to, if any explicit group lists it.
+    #[must_use]
+    pub fn group_of(&self, model_id: &str) -> Option<&GroupConfig> {
+        self.groups
+            .iter()
+            .find(|g| g.members.iter().any(|m| m == model_id))
+    }
+}
+
+/// One entry of `models`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ModelConfig {
+    /// The model ID (its key under `models`).
+    pub id: String,
+    /// `cmd`, macros expanded and comment lines removed; split without a shell at
+    /// spawn time.
+    pub cmd: String,
+    /// `cmdStop`, macros expanded; `${PID}` is still in it, substituted at stop time.
+    pub cmd_stop: Option<String>,
+    /// `proxy` (default `http://localhost:${PORT}`), expanded.
+    pub proxy: String,
+    /// The port `${PORT}` allocated for this model, when its `cmd` uses it.
+    pub port: Option<u16>,
+    /// `aliases`: other names routed to this model; unique across the config.
+    pub aliases: Vec<String>,
+    /// `env`: `NAME=value` entries added to the inherited environment, in order.
+    pub env: Vec<(String, String)>,
+    /// `checkEndpoint` (default `/health`); `None` when set to `none`.
+    pub check_endpoint: Option<String>,
+    /// Idle time after which the model is unloaded (`ttl`, else `globalTTL`); `None`
+    /// means never.
+    pub ttl: Option<Duration>,
+    /// `unloadTimeout` (default: the global one).
+    pub unload_timeout: Duration,
+    /// `unlisted` (default false): hidden from `/v1/models`, still routable.
+    pub unlisted: bool,
+    /// `useModelName`: the model name written into requests sent upstream.
+    pub use_model_name: Option<String>,
+    /// `name`: display name.
+    pub name: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `metadata`: free-form data shown in `/v1/models`.
+    pub metadata: Option<serde_json::Value>,
+    /// `concurrencyLimit` (default 10): admitted requests (queued, waiting, serving).
+    pub concurrency_limit: usize,
+    /// `sendLoadingState` (default: the global one).
+    pub send_loading_state: bool,
+}
+
+/// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupConfig {
+    /// The group's name.
+    pub name: String,
+    /// `swap` (default true): members replace each other (one running at a time).
+    pub swap: bool,
+    /// `exclusive` (default true): starting a member stops models of other groups.
+    pub exclusive: bool,
+    /// `persistent` (default false): members are never stopped by other groups.
+    pub persistent: bool,
+    /// `members`: model IDs (aliases in the file are resolved), in file order.
+    pub members: Vec<String>,
+}
+
+/// `routing.scheduler`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchedulerConfig {
+    /// `use: fifo` (the default): waiting requests ranked by priority, then arrival.
+    Fifo {
+        /// `settings.fifo.priority`, keyed by model ID (aliases resolved).
+        priorities: BTreeMap<String, i32>,
+        /// `settings.fifo.drainFence` (default true).
+        drain_fence: bool,
+    },
+    /// `use: serial`: one request at a time, in arrival order.
+    Serial,
+}
+
+/// `hooks`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hooks {
+    /// `on_startup.preload`: model IDs (aliases resolved) loaded at start, in order.
+    pub preload: Vec<String>,
+}
+
+/// `logLevel`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogLevel {
+    /// `debug`.
+    Debug,
+    /// `info`.
+    #[default]
+    Info,
+    /// `warn`.
+    Warn,
+    /// `error`.
+    Error,
+}
+
+/// `logToStdout`: which logs reach the server's stdout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogToStdout {
+    /// The proxy's own log.
+    #[default]
+    Proxy,
+    /// The upstream processes' output.
+    Upstream,
+    /// Both.
+    Both,
+    /// Nothing.
+    None,
+}
+
+/// An API key. Its `Debug` output is redacted and it has no `Display`, so it cannot
+/// end up in logs or error messages by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub(crate) fn new(key: String) -> Self {
+        Self(key)
+    }
+
+    /// The key itself, for the one place that needs it (authentication).
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Compares a presented key with this one in time that depends only on the
+    /// presented key's length, not on where the first difference is.
+    #[must_use]
+    pub fn matches(&self, presented: &str) -> bool {
+        let expected = self.0.as_bytes();
+        let presented = presented.as_bytes();
+        let mut diff = u8::from(expected.len() != presented.len());
+        for (i, byte) in presented.iter().enumerate() {
+            diff |= byte ^ expected.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_key_debug_is_redacted() {
+        let key = ApiKey::new("sk-secret-123".into());
+        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+        assert!(!format!("{:?}", vec![key]).contains("secret"));
+    }
+
+    #[test]
+    fn api_key_matches_only_the_exact_key() {
+        let key = ApiKey::new("abc".into());
+        assert!(key.matches("abc"));
+        assert!(!key.matches("abd"));
+        assert!(!key.matches("ab"));
+        assert!(!key.matches("abcd"));
+        assert!(!key.matches(""));
+    }
+}
