@@ -106,7 +106,7 @@ pub enum ConfigError {
     Invalid {
         /// The file, as given.
         file: String,
-        /// Every problem found, in document order where possible. Never empty.
+        /// Every problem found, in the order the loader met them. Never empty.
         issues: Vec<Issue>,
     },
 }

@@ -14,7 +14,12 @@ pub(crate) struct Cx {
 }
 
 impl Cx {
+    /// Records a problem. Only the first problem at a path is kept: a value whose
+    /// macro failed to expand would otherwise also be reported as malformed.
     pub(crate) fn error(&mut self, path: KeyPath, reason: Reason) {
+        if self.issues.iter().any(|issue| issue.path == path) {
+            return;
+        }
         self.issues.push(Issue { path, reason });
     }
 

@@ -58,7 +58,6 @@ pub use types::{
 
 /// A configuration that loaded, with what was ignored or adjusted on the way.
 #[derive(Clone, Debug)]
-#[non_exhaustive]
 pub struct Loaded {
     /// The resolved configuration.
     pub config: Config,
