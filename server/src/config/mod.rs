@@ -7,6 +7,7 @@
 //!
 //! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this server
 //!   does not implement yet (`peers`, `profiles`, `filters`, matrix routing, ...).
+//! - [`Config::scheduler_settings`] maps the result onto the scheduler's settings.
 //! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as
 //!   `file: key.path: reason`.
 //! - Differences from llama-swap, on purpose: priority keys that are aliases apply to
@@ -43,6 +44,7 @@ mod error;
 mod fields;
 mod load;
 mod macros;
+mod mapping;
 mod model;
 mod node;
 mod routing;

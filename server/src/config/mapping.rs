@@ -1,0 +1,50 @@
+//! Maps the resolved configuration onto the structs the scheduler and the upstream
+//! supervisor are built from.
+
+use crate::scheduler::{GroupSettings, ModelSettings, SchedulerKind, SchedulerSettings};
+
+use super::types::{Config, SchedulerConfig};
+
+impl Config {
+    /// What the scheduler needs: models with their aliases, priority floors, limits
+    /// and timeouts; groups; the scheduler kind; and the grace period for models a
+    /// swap evicts (llama-swap uses `healthCheckTimeout` for it).
+    #[must_use]
+    pub fn scheduler_settings(&self) -> SchedulerSettings {
+        let models = self
+            .models
+            .iter()
+            .map(|model| ModelSettings {
+                id: model.id.clone(),
+                aliases: model.aliases.clone(),
+                priority: self.priority(&model.id),
+                concurrency_limit: model.concurrency_limit,
+                unload_timeout: model.unload_timeout,
+                ttl: model.ttl,
+            })
+            .collect();
+        let groups = self
+            .groups
+            .iter()
+            .map(|group| GroupSettings {
+                name: group.name.clone(),
+                swap: group.swap,
+                exclusive: group.exclusive,
+                persistent: group.persistent,
+                members: group.members.clone(),
+            })
+            .collect();
+        let kind = match &self.scheduler {
+            SchedulerConfig::Fifo { drain_fence, .. } => SchedulerKind::Fifo {
+                drain_fence: *drain_fence,
+            },
+            SchedulerConfig::Serial => SchedulerKind::Serial,
+        };
+        SchedulerSettings {
+            models,
+            groups,
+            kind,
+            stop_grace: self.health_check_timeout,
+        }
+    }
+}

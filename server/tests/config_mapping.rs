@@ -1,0 +1,92 @@
+//! The resolved configuration maps onto the scheduler's settings.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llama_swap_server::config::Config;
+use llama_swap_server::scheduler::{Scheduler, SchedulerKind};
+
+fn load(name: &str) -> Config {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config")
+        .join(name);
+    let env = |name: &str| match name {
+        "LLAMA_CPP_DIR" => Some("/opt/llama.cpp".to_owned()),
+        "LLAMA_SWAP_API_KEY" => Some("sk-test".to_owned()),
+        _ => None,
+    };
+    Config::load_with_env(path, &env).unwrap().config
+}
+
+#[test]
+fn example_maps_to_scheduler_settings_the_scheduler_accepts() {
+    let settings = load("example.yaml").scheduler_settings();
+    assert_eq!(settings.kind, SchedulerKind::Fifo { drain_fence: true });
+    assert_eq!(settings.stop_grace, Duration::from_secs(300));
+
+    let chat = settings
+        .models
+        .iter()
+        .find(|m| m.id == "qwen3-14b")
+        .unwrap();
+    assert_eq!(chat.aliases, ["chat", "gpt-4o-mini"]);
+    assert_eq!(
+        chat.priority, 10,
+        "priority keyed by the alias `chat` applies"
+    );
+    assert_eq!(chat.ttl, Some(Duration::from_secs(600)));
+    assert_eq!(chat.concurrency_limit, 10);
+    assert_eq!(chat.unload_timeout, Duration::from_secs(10));
+    let coder = settings
+        .models
+        .iter()
+        .find(|m| m.id == "qwen2.5-coder-7b")
+        .unwrap();
+    assert_eq!(coder.concurrency_limit, 4);
+    assert_eq!(coder.priority, 0);
+
+    assert_eq!(settings.groups.len(), 2);
+    assert_eq!(settings.groups[0].name, "llm");
+    assert_eq!(
+        settings.groups[0].members,
+        ["qwen3-14b", "qwen2.5-coder-7b"]
+    );
+    assert!(settings.groups[1].persistent);
+
+    let scheduler = Scheduler::new(&settings).unwrap();
+    assert_eq!(scheduler.resolve("coder"), Some("qwen2.5-coder-7b"));
+}
+
+#[test]
+fn serial_and_disabled_fence_map_to_their_kinds() {
+    assert_eq!(
+        load("serial.yaml").scheduler_settings().kind,
+        SchedulerKind::Serial
+    );
+    assert_eq!(
+        load("priority.yaml").scheduler_settings().kind,
+        SchedulerKind::Fifo { drain_fence: false }
+    );
+}
+
+#[test]
+fn every_valid_fixture_maps_to_settings_the_scheduler_accepts() {
+    for name in [
+        "defaults.yaml",
+        "ports.yaml",
+        "ttl.yaml",
+        "check_endpoint.yaml",
+        "groups.yaml",
+        "legacy_groups.yaml",
+        "priority.yaml",
+        "serial.yaml",
+        "cmd_stop.yaml",
+        "empty.yaml",
+    ] {
+        let settings = load(name).scheduler_settings();
+        if let Err(err) = Scheduler::new(&settings) {
+            panic!("{name}: {err}");
+        }
+    }
+}
