@@ -1,0 +1,152 @@
+//! Streaming over real sockets: pacing, idle timeouts, cancellation on drop.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{SSE_HEAD, http_chunk, raw_server};
+use futures_util::StreamExt;
+use llama_swap_client::{
+    CallOptions, ChatMessage, ChatRequest, Client, Error, Priority, ProxyStatus, StreamEvent,
+    TimeoutPhase,
+};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn chat_request() -> ChatRequest {
+    ChatRequest::new("demo", vec![ChatMessage::user("hi")])
+}
+
+#[tokio::test]
+async fn frames_split_across_http_chunks_inside_utf8_characters_decode_intact() {
+    let frame = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"Grüß 🦙\"},\"finish_reason\":\"stop\"}]}\r\n\r\ndata: [DONE]\r\n\r\n";
+    let bytes = frame.as_bytes();
+    let llama = frame.find('🦙').unwrap();
+    // Cut inside "ü" and inside the llama, and between \r and \n.
+    let cuts = [
+        frame.find('ü').unwrap() + 1,
+        llama + 2,
+        frame.find("\r\n").unwrap() + 1,
+    ];
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for cut in cuts {
+        parts.push(chunk_bytes(&bytes[start..cut]));
+        start = cut;
+    }
+    parts.push(chunk_bytes(&bytes[start..]));
+    parts.push(b"0\r\n\r\n".to_vec());
+    let server = raw_server(SSE_HEAD, parts).await;
+    let client = Client::new(&server.base_url).unwrap();
+    let resp = tokio::time::timeout(LIMIT, async {
+        client
+            .chat_stream(&chat_request(), &CallOptions::new())
+            .await
+            .unwrap()
+            .collect()
+            .await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(resp.text(), "Grüß 🦙");
+}
+
+fn chunk_bytes(piece: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:x}\r\n", piece.len()).into_bytes();
+    out.extend_from_slice(piece);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+#[tokio::test]
+async fn silence_between_frames_times_out_in_the_idle_phase() {
+    let server = raw_server(
+        SSE_HEAD,
+        vec![http_chunk(
+            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        )],
+    )
+    .await;
+    let client = Client::new(&server.base_url).unwrap();
+    let opts = CallOptions::new().idle_timeout(Duration::from_millis(100));
+    let mut stream = client.chat_stream(&chat_request(), &opts).await.unwrap();
+    let first = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
+    assert!(matches!(first, Some(Ok(StreamEvent::Chunk(_)))));
+    let second = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
+    match second {
+        Some(Err(Error::Timeout { phase, .. })) => assert_eq!(phase, TimeoutPhase::Idle),
+        other => panic!("expected an idle timeout, got {other:?}"),
+    }
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after a timeout"
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_stream_closes_the_connection() {
+    let server = raw_server(
+        SSE_HEAD,
+        vec![http_chunk(
+            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        )],
+    )
+    .await;
+    let client = Client::new(&server.base_url).unwrap();
+    let mut stream = client
+        .chat_stream(&chat_request(), &CallOptions::with_priority(Priority::Low))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(LIMIT, stream.next()).await.unwrap();
+    assert!(matches!(first, Some(Ok(StreamEvent::Chunk(_)))));
+    drop(stream);
+    tokio::time::timeout(LIMIT, server.closed)
+        .await
+        .expect("the connection stayed open after the stream was dropped")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn cold_start_stream_reports_proxy_status_then_model_output() {
+    let body = concat!(
+        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"llama-swap loading model: demo\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"\\nQueue position: #1 \"}}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let client = Client::new(server.uri()).unwrap();
+    let stream = client
+        .chat_stream(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap();
+    let events: Vec<StreamEvent> = StreamExt::collect::<Vec<_>>(stream)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events[0],
+        StreamEvent::Proxy(ProxyStatus::Loading {
+            model: Some("demo".into())
+        })
+    );
+    assert_eq!(
+        events[1],
+        StreamEvent::Proxy(ProxyStatus::Queued {
+            position: 1,
+            model: None
+        })
+    );
+    assert!(matches!(&events[2], StreamEvent::Chunk(c) if c.content() == Some("Hi")));
+    assert_eq!(events.len(), 3);
+}
