@@ -1,0 +1,272 @@
+//! Polling an upstream's health endpoint until it answers 200.
+//!
+//! llama-swap waits 250 ms and then probes once a second, so a model that is ready
+//! is noticed up to a second late. Here the first probe goes out at once and the
+//! interval grows from 10 ms to 250 ms, so a fast start is noticed within tens of
+//! milliseconds while a multi-minute load costs a few probes a second.
+//!
+//! Each probe is one HTTP/1 GET on a fresh loopback connection, driven inline (no
+//! spawned connection task, no pool to go stale when the upstream restarts).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode, Uri, header};
+use http_body_util::Empty;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep_until, timeout};
+
+/// Interval before the second probe.
+pub const FIRST_INTERVAL: Duration = Duration::from_millis(10);
+/// Longest interval between probes.
+pub const MAX_INTERVAL: Duration = Duration::from_millis(250);
+/// Longest a single probe may take before it counts as failed; a stuck upstream
+/// must not stall the loop until the overall deadline.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a health URL could not be built from the proxy URL and the check endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HealthUrlError {
+    /// The combined URL does not parse.
+    #[error("health check URL {url:?} is not a valid URL")]
+    Invalid {
+        /// The URL that was built.
+        url: String,
+    },
+    /// Only plain `http://` upstreams can be probed.
+    #[error("health check URL {url:?} must start with http://")]
+    UnsupportedScheme {
+        /// The URL that was built.
+        url: String,
+    },
+}
+
+/// Where to send health probes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthTarget {
+    host: String,
+    port: u16,
+    authority: String,
+    path: String,
+}
+
+impl HealthTarget {
+    /// Joins the upstream base URL (`http://127.0.0.1:5800`, an optional path prefix
+    /// allowed) and the check endpoint (`/health`).
+    ///
+    /// # Errors
+    ///
+    /// [`HealthUrlError`] when the result is not a valid `http://` URL.
+    pub fn new(proxy: &str, check_endpoint: &str) -> Result<Self, HealthUrlError> {
+        let endpoint = check_endpoint.trim_start_matches('/');
+        let url = format!("{}/{endpoint}", proxy.trim_end_matches('/'));
+        let uri: Uri = url
+            .parse()
+            .map_err(|_| HealthUrlError::Invalid { url: url.clone() })?;
+        if uri.scheme_str() != Some("http") {
+            return Err(HealthUrlError::UnsupportedScheme { url });
+        }
+        let Some(authority) = uri.authority() else {
+            return Err(HealthUrlError::Invalid { url });
+        };
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let path = uri
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+        Ok(Self {
+            host,
+            port: authority.port_u16().unwrap_or(80),
+            authority: authority.as_str().to_owned(),
+            path,
+        })
+    }
+
+    /// The URL probed, for messages.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.authority, self.path)
+    }
+
+    /// Sends one GET and returns the status, or `None` if no response came (refused,
+    /// reset, garbage, or slower than [`PROBE_TIMEOUT`]).
+    pub async fn probe(&self) -> Option<StatusCode> {
+        timeout(PROBE_TIMEOUT, self.probe_unbounded())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn probe_unbounded(&self) -> Option<StatusCode> {
+        let stream = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .ok()?;
+        // Small requests on loopback: do not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .ok()?;
+        let request = Request::get(self.path.as_str())
+            .header(header::HOST, self.authority.as_str())
+            .body(Empty::<Bytes>::new())
+            .ok()?;
+        let response = sender.send_request(request);
+        tokio::pin!(conn, response);
+        tokio::select! {
+            biased;
+            response = &mut response => response.ok().map(|r| r.status()),
+            // With `connection: close` the connection can finish in the same poll that
+            // hands over the response; the response future then still resolves.
+            _ = &mut conn => response.await.ok().map(|r| r.status()),
+        }
+    }
+
+    /// Probes until a 200 arrives (`true`) or `limit` has passed (`false`).
+    pub async fn wait_healthy(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let attempt = async {
+            let mut interval = FIRST_INTERVAL;
+            loop {
+                let started = Instant::now();
+                if self.probe().await == Some(StatusCode::OK) {
+                    return;
+                }
+                sleep_until(started + interval).await;
+                interval = next_interval(interval);
+            }
+        };
+        tokio::time::timeout_at(deadline, attempt).await.is_ok()
+    }
+}
+
+/// The backoff step: ×1.25 per probe, capped, so the interval stays under the cap for
+/// about the first second of a start.
+fn next_interval(current: Duration) -> Duration {
+    (current + current / 4).min(MAX_INTERVAL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    #[test]
+    fn target_joins_base_and_endpoint_with_one_slash() {
+        for (base, ep) in [
+            ("http://127.0.0.1:5800", "/health"),
+            ("http://127.0.0.1:5800/", "/health"),
+            ("http://127.0.0.1:5800/", "health"),
+        ] {
+            let t = HealthTarget::new(base, ep).unwrap();
+            assert_eq!(t.url(), "http://127.0.0.1:5800/health");
+            assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 5800));
+        }
+    }
+
+    #[test]
+    fn target_keeps_a_base_path_prefix_and_query() {
+        let t = HealthTarget::new("http://localhost:9000/v1", "/health?full=1").unwrap();
+        assert_eq!(t.path, "/v1/health?full=1");
+        assert_eq!(t.host, "localhost");
+    }
+
+    #[test]
+    fn target_defaults_to_port_80_and_unbrackets_ipv6() {
+        assert_eq!(HealthTarget::new("http://example", "/h").unwrap().port, 80);
+        let t = HealthTarget::new("http://[::1]:81", "/h").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 81));
+        assert_eq!(t.authority, "[::1]:81");
+    }
+
+    #[test]
+    fn target_refuses_https_and_garbage() {
+        assert!(matches!(
+            HealthTarget::new("https://127.0.0.1:1", "/health"),
+            Err(HealthUrlError::UnsupportedScheme { .. })
+        ));
+        assert!(matches!(
+            HealthTarget::new("not a url", "/health"),
+            Err(HealthUrlError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn backoff_grows_from_first_interval_to_the_cap_and_stays() {
+        let mut i = FIRST_INTERVAL;
+        let mut total = Duration::ZERO;
+        let mut steps = 0;
+        while i < MAX_INTERVAL {
+            total += i;
+            let next = next_interval(i);
+            assert!(next > i);
+            i = next;
+            steps += 1;
+        }
+        assert_eq!(next_interval(MAX_INTERVAL), MAX_INTERVAL);
+        assert!(steps > 5, "backoff reaches the cap too fast: {steps} steps");
+        assert!(
+            total < Duration::from_secs(2),
+            "backoff too slow: {total:?}"
+        );
+    }
+
+    /// Answers each connection with the next status of `statuses` (the last repeats).
+    async fn status_server(statuses: Vec<u16>) -> (u16, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let mut n = 0;
+            loop {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let status = statuses[n.min(statuses.len() - 1)];
+                n += 1;
+                let mut buf = [0u8; 1024];
+                let _ = sock.read(&mut buf).await.unwrap();
+                let resp = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                sock.write_all(resp.as_bytes()).await.unwrap();
+            }
+        });
+        (port, task)
+    }
+
+    #[tokio::test]
+    async fn probe_reports_the_status_the_upstream_answered() {
+        let (port, server) = status_server(vec![503, 200]).await;
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        assert_eq!(t.probe().await, Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(t.probe().await, Some(StatusCode::OK));
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn probe_of_a_closed_port_is_no_answer() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        assert_eq!(t.probe().await, None);
+    }
+
+    #[tokio::test]
+    async fn wait_healthy_retries_until_200() {
+        let (port, server) = status_server(vec![503, 503, 500, 200]).await;
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        assert!(t.wait_healthy(Duration::from_secs(30)).await);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn wait_healthy_gives_up_at_the_limit() {
+        let (port, server) = status_server(vec![503]).await;
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        assert!(!t.wait_healthy(Duration::from_millis(100)).await);
+        server.abort();
+    }
+}

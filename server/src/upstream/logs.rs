@@ -1,0 +1,401 @@
+//! What upstream processes write: bounded per-model history plus live subscription.
+//!
+//! The drain of a child's pipes must never block on a slow reader (llama-swap issue
+//! 875: a blocked log consumer stalled the model), so history is a fixed-size ring
+//! behind a std mutex held only for a push or a copy, and live subscribers get a
+//! `tokio::sync::broadcast` receiver that drops lines (and says how many) when it lags.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::broadcast;
+
+/// Longest line kept as one entry; longer output is cut into several entries so a
+/// process that never writes a newline cannot grow memory without bound.
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+
+/// Slots of the live channels; a subscriber further behind than this loses lines and
+/// receives `RecvError::Lagged` with the count.
+const LIVE_CAPACITY: usize = 1024;
+
+/// Which pipe a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LogStream {
+    /// The process's standard output.
+    Stdout,
+    /// The process's standard error.
+    Stderr,
+}
+
+impl LogStream {
+    fn as_str(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// One line of upstream output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// The model whose process wrote it.
+    pub model: Arc<str>,
+    /// Position in the hub-wide order of lines (increasing, starts at 0), which lets a
+    /// reader merge the per-model histories and skip lines it has already seen.
+    pub seq: u64,
+    /// The pipe it came from.
+    pub stream: LogStream,
+    /// The text, without the line terminator; invalid UTF-8 is replaced.
+    pub text: String,
+}
+
+/// A consistent starting point for following a model's output: nothing between the
+/// history and the first live line is lost or repeated.
+#[derive(Debug)]
+pub struct LogSubscription {
+    /// Lines already in the ring when the subscription was taken, oldest first.
+    pub history: Vec<LogLine>,
+    /// Lines written afterwards.
+    pub live: broadcast::Receiver<LogLine>,
+}
+
+/// The bounded output history of one model.
+#[derive(Debug)]
+pub struct LogRing {
+    model: Arc<str>,
+    capacity: usize,
+    lines: Mutex<VecDeque<LogLine>>,
+    live: broadcast::Sender<LogLine>,
+    hub_live: broadcast::Sender<LogLine>,
+    hub_seq: Arc<AtomicU64>,
+}
+
+impl LogRing {
+    /// The model this ring belongs to.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Appends a line, evicting the oldest when full, and publishes it to live
+    /// subscribers and to the server's log.
+    pub fn push(&self, stream: LogStream, text: String) {
+        tracing::info!(target: "upstream_output", model = %self.model, stream = stream.as_str(), "{text}");
+        let mut lines = self.lock();
+        // Taken under the lock so that this ring's lines are in `seq` order.
+        let seq = self.hub_seq.fetch_add(1, Ordering::Relaxed);
+        let line = LogLine {
+            model: Arc::clone(&self.model),
+            seq,
+            stream,
+            text,
+        };
+        if self.capacity > 0 {
+            if lines.len() == self.capacity {
+                lines.pop_front();
+            }
+            lines.push_back(line.clone());
+        }
+        // Sent under the lock so a concurrent `subscribe` sees each line exactly once:
+        // either in its history or on its receiver. Errors only mean "no receivers".
+        let _ = self.live.send(line.clone());
+        let _ = self.hub_live.send(line);
+    }
+
+    /// A copy of the history, oldest first.
+    pub fn history(&self) -> Vec<LogLine> {
+        self.lock().iter().cloned().collect()
+    }
+
+    /// The last `n` lines with `seq >= since`, oldest first.
+    pub fn tail_since(&self, since: u64, n: usize) -> Vec<LogLine> {
+        let lines = self.lock();
+        let mut tail: Vec<LogLine> = lines
+            .iter()
+            .rev()
+            .take_while(|l| l.seq >= since)
+            .take(n)
+            .cloned()
+            .collect();
+        tail.reverse();
+        tail
+    }
+
+    /// The `seq` the next pushed line will have at the earliest.
+    pub fn next_seq(&self) -> u64 {
+        self.hub_seq.load(Ordering::Relaxed)
+    }
+
+    /// History plus a receiver for what follows, taken atomically.
+    pub fn subscribe(&self) -> LogSubscription {
+        let lines = self.lock();
+        LogSubscription {
+            history: lines.iter().cloned().collect(),
+            live: self.live.subscribe(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, VecDeque<LogLine>> {
+        // A panic while holding this lock cannot leave the deque inconsistent.
+        self.lines.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The output of every configured model: one [`LogRing`] each, plus a live feed of
+/// all of them.
+#[derive(Debug)]
+pub struct LogHub {
+    rings: BTreeMap<String, Arc<LogRing>>,
+    live: broadcast::Sender<LogLine>,
+}
+
+impl LogHub {
+    /// A hub with an empty ring of `capacity` lines for each of `models`.
+    pub fn new<I, S>(models: I, capacity: usize) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        let seq = Arc::new(AtomicU64::new(0));
+        let rings = models
+            .into_iter()
+            .map(|m| {
+                let model: String = m.into();
+                let ring = LogRing {
+                    model: Arc::from(model.as_str()),
+                    capacity,
+                    lines: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
+                    live: broadcast::channel(LIVE_CAPACITY).0,
+                    hub_live: live.clone(),
+                    hub_seq: Arc::clone(&seq),
+                };
+                (model, Arc::new(ring))
+            })
+            .collect();
+        Self { rings, live }
+    }
+
+    /// The ring of `model`, if it is configured.
+    pub fn ring(&self, model: &str) -> Option<&Arc<LogRing>> {
+        self.rings.get(model)
+    }
+
+    /// The configured models, sorted.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        self.rings.keys().map(String::as_str)
+    }
+
+    /// A copy of `model`'s history, oldest first; `None` for an unknown model.
+    pub fn history(&self, model: &str) -> Option<Vec<LogLine>> {
+        self.rings.get(model).map(|r| r.history())
+    }
+
+    /// Every model's history merged in the order the lines were written.
+    pub fn history_all(&self) -> Vec<LogLine> {
+        let mut all: Vec<LogLine> = self.rings.values().flat_map(|r| r.history()).collect();
+        all.sort_by_key(|l| l.seq);
+        all
+    }
+
+    /// Follows `model`'s output; `None` for an unknown model.
+    pub fn subscribe(&self, model: &str) -> Option<LogSubscription> {
+        self.rings.get(model).map(|r| r.subscribe())
+    }
+
+    /// Follows the output of every model. Lines already written are in
+    /// [`history_all`](Self::history_all); use `seq` to drop the overlap.
+    pub fn subscribe_all(&self) -> broadcast::Receiver<LogLine> {
+        self.live.subscribe()
+    }
+}
+
+/// Reads `reader` to its end, pushing each line into `ring`. Lines longer than
+/// [`MAX_LINE_BYTES`] are split; a trailing `\r` is dropped; a read error ends the
+/// pump like end of file does (the pipe is gone either way).
+pub(crate) async fn pump_lines<R>(reader: R, ring: &LogRing, stream: LogStream)
+where
+    R: AsyncRead + Unpin,
+{
+    let mut reader = BufReader::new(reader);
+    let mut line: Vec<u8> = Vec::new();
+    // Set when a line was cut at the size limit, so that a newline right after the cut
+    // does not produce an extra empty entry.
+    let mut just_cut = false;
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(buf) => buf,
+        };
+        let (chunk_len, has_newline) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        let take = chunk_len.min(MAX_LINE_BYTES - line.len());
+        line.extend_from_slice(&buf[..take]);
+        let line_ended = has_newline && take == chunk_len;
+        reader.consume(if line_ended { take + 1 } else { take });
+        if line_ended && line.is_empty() && just_cut {
+            just_cut = false;
+        } else if line_ended || line.len() >= MAX_LINE_BYTES {
+            just_cut = !line_ended;
+            emit(&mut line, ring, stream);
+        } else if take > 0 {
+            just_cut = false;
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line, ring, stream);
+    }
+}
+
+fn emit(line: &mut Vec<u8>, ring: &LogRing, stream: LogStream) {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    let text = String::from_utf8_lossy(line).into_owned();
+    line.clear();
+    ring.push(stream, text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(lines: &[LogLine]) -> Vec<&str> {
+        lines.iter().map(|l| l.text.as_str()).collect()
+    }
+
+    #[test]
+    fn ring_keeps_only_the_newest_lines_up_to_capacity() {
+        let hub = LogHub::new(["a"], 3);
+        let ring = hub.ring("a").unwrap();
+        for i in 0..5 {
+            ring.push(LogStream::Stdout, format!("line {i}"));
+        }
+        assert_eq!(
+            texts(&hub.history("a").unwrap()),
+            ["line 2", "line 3", "line 4"]
+        );
+    }
+
+    #[test]
+    fn unknown_model_has_no_history() {
+        let hub = LogHub::new(["a"], 3);
+        assert!(hub.history("b").is_none());
+        assert!(hub.subscribe("b").is_none());
+    }
+
+    #[test]
+    fn subscription_sees_each_line_once_across_history_and_live() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        ring.push(LogStream::Stdout, "before".into());
+        let mut sub = hub.subscribe("a").unwrap();
+        ring.push(LogStream::Stderr, "after".into());
+        assert_eq!(texts(&sub.history), ["before"]);
+        let live = sub.live.try_recv().unwrap();
+        assert_eq!(live.text, "after");
+        assert_eq!(live.stream, LogStream::Stderr);
+        assert!(sub.live.try_recv().is_err());
+    }
+
+    #[test]
+    fn hub_history_merges_models_in_write_order() {
+        let hub = LogHub::new(["a", "b"], 10);
+        hub.ring("b").unwrap().push(LogStream::Stdout, "1".into());
+        hub.ring("a").unwrap().push(LogStream::Stdout, "2".into());
+        hub.ring("b").unwrap().push(LogStream::Stdout, "3".into());
+        let all = hub.history_all();
+        assert_eq!(texts(&all), ["1", "2", "3"]);
+        assert_eq!(&*all[1].model, "a");
+    }
+
+    #[test]
+    fn hub_live_feed_carries_every_model() {
+        let hub = LogHub::new(["a", "b"], 10);
+        let mut live = hub.subscribe_all();
+        hub.ring("a").unwrap().push(LogStream::Stdout, "x".into());
+        hub.ring("b").unwrap().push(LogStream::Stdout, "y".into());
+        assert_eq!(&*live.try_recv().unwrap().model, "a");
+        assert_eq!(&*live.try_recv().unwrap().model, "b");
+    }
+
+    #[test]
+    fn tail_since_returns_only_recent_lines_after_the_mark() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        ring.push(LogStream::Stdout, "old run".into());
+        let mark = ring.next_seq();
+        for t in ["x", "y", "z"] {
+            ring.push(LogStream::Stdout, t.into());
+        }
+        assert_eq!(texts(&ring.tail_since(mark, 2)), ["y", "z"]);
+        assert_eq!(texts(&ring.tail_since(mark, 10)), ["x", "y", "z"]);
+    }
+
+    #[test]
+    fn lagging_subscriber_is_told_how_many_lines_it_lost() {
+        let hub = LogHub::new(["a"], 1);
+        let ring = hub.ring("a").unwrap();
+        let mut sub = hub.subscribe("a").unwrap();
+        for i in 0..(LIVE_CAPACITY + 5) {
+            ring.push(LogStream::Stdout, i.to_string());
+        }
+        assert_eq!(
+            sub.live.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(5))
+        );
+    }
+
+    #[tokio::test]
+    async fn pump_splits_lines_and_strips_terminators() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        let input: &[u8] = b"one\r\ntwo\n\nthree without newline";
+        pump_lines(input, ring, LogStream::Stdout).await;
+        assert_eq!(
+            texts(&ring.history()),
+            ["one", "two", "", "three without newline"]
+        );
+    }
+
+    #[tokio::test]
+    async fn pump_cuts_overlong_lines_into_bounded_entries() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        let mut input = vec![b'x'; MAX_LINE_BYTES * 2 + 10];
+        input.extend_from_slice(b"\nnext\n");
+        pump_lines(input.as_slice(), ring, LogStream::Stderr).await;
+        let lens: Vec<usize> = ring.history().iter().map(|l| l.text.len()).collect();
+        assert_eq!(lens, [MAX_LINE_BYTES, MAX_LINE_BYTES, 10, 4]);
+    }
+
+    #[tokio::test]
+    async fn pump_adds_no_empty_entry_when_a_cut_falls_on_the_newline() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        let mut input = vec![b'x'; MAX_LINE_BYTES];
+        input.extend_from_slice(
+            b"
+
+z
+",
+        );
+        pump_lines(input.as_slice(), ring, LogStream::Stdout).await;
+        let lens: Vec<usize> = ring.history().iter().map(|l| l.text.len()).collect();
+        assert_eq!(lens, [MAX_LINE_BYTES, 0, 1]);
+    }
+
+    #[tokio::test]
+    async fn pump_replaces_invalid_utf8() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        let input: &[u8] = b"ok \xff end\n";
+        pump_lines(input, ring, LogStream::Stdout).await;
+        assert_eq!(texts(&ring.history()), ["ok \u{fffd} end"]);
+    }
+}
