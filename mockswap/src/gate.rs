@@ -1,0 +1,233 @@
+//! The gate: holds requests while closed and, once open, releases the held ones one at
+//! a time in (priority descending, arrival ascending) order, so a test can prove what a
+//! priority-aware caller gets served first.
+//!
+//! The gate is an actor: one task owns the waiting list; handlers talk to it through a
+//! channel. The channel is unbounded because a permit's `Drop` must be able to report
+//! "response completed" without awaiting; it carries at most three messages per request.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+enum Msg {
+    Arrive {
+        seq: u64,
+        priority: i32,
+        reply: oneshot::Sender<Permit>,
+    },
+    SetOpen(bool),
+    Done,
+}
+
+/// Lets one request through the gate. When a request that was held is released, the
+/// next one is released only after this permit is dropped (its response has ended).
+#[derive(Debug)]
+pub(crate) struct Permit {
+    tx: Option<mpsc::UnboundedSender<Msg>>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            // The actor is gone only when the mock is stopping; nothing waits then.
+            let _ = tx.send(Msg::Done);
+        }
+    }
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Arrive { seq, priority, .. } => write!(f, "Arrive({seq}, {priority})"),
+            Self::SetOpen(open) => write!(f, "SetOpen({open})"),
+            Self::Done => f.write_str("Done"),
+        }
+    }
+}
+
+/// The handle the server and the library use.
+#[derive(Debug, Clone)]
+pub(crate) struct Gate {
+    tx: mpsc::UnboundedSender<Msg>,
+    state: watch::Receiver<GateState>,
+}
+
+/// What the gate looks like from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct GateState {
+    pub(crate) open: bool,
+    pub(crate) held: usize,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Waiter {
+    priority: i32,
+    arrival: Reverse<u64>,
+}
+
+impl Gate {
+    /// Starts the gate's actor on `tracker`; it ends when `stop` is cancelled, which
+    /// drops every held request's reply (they then answer "shutting down").
+    pub(crate) fn spawn(open: bool, tracker: &TaskTracker, stop: CancellationToken) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (state_tx, state) = watch::channel(GateState { open, held: 0 });
+        let actor_tx = tx.clone();
+        tracker.spawn(run(rx, actor_tx, state_tx, open, stop));
+        Self { tx, state }
+    }
+
+    /// Waits for the gate to let the request through. `None` when the mock is stopping.
+    pub(crate) async fn pass(&self, seq: u64, priority: i32) -> Option<Permit> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Arrive {
+                seq,
+                priority,
+                reply,
+            })
+            .ok()?;
+        rx.await.ok()
+    }
+
+    pub(crate) fn set_open(&self, open: bool) {
+        let _ = self.tx.send(Msg::SetOpen(open));
+    }
+
+    pub(crate) fn state(&self) -> GateState {
+        *self.state.borrow()
+    }
+
+    /// Waits until at least `n` requests are held.
+    pub(crate) async fn wait_held(&self, n: usize) {
+        let mut rx = self.state.clone();
+        let _ = rx.wait_for(|s| s.held >= n).await;
+    }
+}
+
+async fn run(
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    tx: mpsc::UnboundedSender<Msg>,
+    state: watch::Sender<GateState>,
+    mut open: bool,
+    stop: CancellationToken,
+) {
+    let mut waiting: BinaryHeap<(Waiter, u64)> = BinaryHeap::new();
+    let mut replies: std::collections::HashMap<u64, oneshot::Sender<Permit>> =
+        std::collections::HashMap::new();
+    // True while a request released from the waiting list has not completed.
+    let mut releasing = false;
+    loop {
+        let msg = tokio::select! {
+            () = stop.cancelled() => return,
+            msg = rx.recv() => match msg {
+                Some(msg) => msg,
+                None => return,
+            },
+        };
+        match msg {
+            Msg::Arrive {
+                seq,
+                priority,
+                reply,
+            } => {
+                if open && waiting.is_empty() && !releasing {
+                    // Nothing to order against: pass straight through, untracked, so an
+                    // open gate adds no serialisation.
+                    let _ = reply.send(Permit { tx: None });
+                } else {
+                    waiting.push((
+                        Waiter {
+                            priority,
+                            arrival: Reverse(seq),
+                        },
+                        seq,
+                    ));
+                    replies.insert(seq, reply);
+                }
+            }
+            Msg::SetOpen(now_open) => open = now_open,
+            Msg::Done => releasing = false,
+        }
+        if open && !releasing {
+            // Release the best waiter still connected; a waiter whose client went away
+            // is skipped (its reply fails and the permit comes back undelivered).
+            while let Some((_, seq)) = waiting.pop() {
+                let Some(reply) = replies.remove(&seq) else {
+                    continue;
+                };
+                let permit = Permit {
+                    tx: Some(tx.clone()),
+                };
+                match reply.send(permit) {
+                    Ok(()) => {
+                        releasing = true;
+                        break;
+                    }
+                    Err(mut undelivered) => {
+                        // Do not let the undelivered permit report a completion.
+                        undelivered.tx = None;
+                    }
+                }
+            }
+        }
+        state.send_replace(GateState {
+            open,
+            held: waiting.len(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn open_gate_releases_held_requests_by_priority_then_arrival_one_at_a_time() {
+        let tracker = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let gate = Gate::spawn(false, &tracker, stop.clone());
+        let (order_tx, mut order_rx) = mpsc::unbounded_channel();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (seq, priority) in [(1, -10), (2, 0), (3, 10), (4, 0), (5, 10)] {
+            let task_gate = gate.clone();
+            let order_tx = order_tx.clone();
+            tasks.spawn(async move {
+                let permit = task_gate.pass(seq, priority).await.unwrap();
+                order_tx.send(seq).unwrap();
+                // Hold the permit a while: the next must not be released meanwhile.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                order_tx.send(seq + 100).unwrap();
+                drop(permit);
+            });
+            gate.wait_held(seq as usize).await;
+        }
+        gate.set_open(true);
+        while tasks.join_next().await.is_some() {}
+        drop(order_tx);
+        let mut order = Vec::new();
+        while let Some(seq) = order_rx.recv().await {
+            order.push(seq);
+        }
+        assert_eq!(order, [3, 103, 5, 105, 2, 102, 4, 104, 1, 101]);
+        stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn held_request_is_refused_when_the_gate_stops() {
+        let tracker = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let gate = Gate::spawn(false, &tracker, stop.clone());
+        let pass = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass(1, 0).await.is_none() }
+        });
+        gate.wait_held(1).await;
+        stop.cancel();
+        assert!(pass.await.unwrap());
+    }
+}

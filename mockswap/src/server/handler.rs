@@ -1,0 +1,248 @@
+//! Routing: which paths exist, which methods they take, and what is journaled.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::{ConnControl, Shared, admin, model_request};
+use crate::body::MockBody;
+use crate::envelope::{ApiError, json_response};
+use crate::journal::RecordedRequest;
+use crate::priority::PriorityHeader;
+use crate::wire;
+
+/// Paths that carry a model and are answered like a model server (POST only).
+const MODEL_PATHS: &[&str] = &[
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/messages",
+    "/v1/rerank",
+    "/v1/reranking",
+    "/v1/responses",
+    "/v1/audio/speech",
+    "/v1/audio/transcriptions",
+    "/v1/images/generations",
+    "/v1/images/edits",
+    "/completion",
+    "/infill",
+    "/rerank",
+    "/reranking",
+];
+
+/// Answers one request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    conn: ConnControl,
+    request: Request<Incoming>,
+) -> Response<MockBody> {
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    if path == "/__mockswap" || path.starts_with("/__mockswap/") {
+        return match read_body(&shared, request).await {
+            Ok((parts, body)) => admin::handle(&shared, &parts, &body),
+            Err(err) => err.into_response(),
+        };
+    }
+    if path == "/health" {
+        return only(&method, &path, &[Method::GET, Method::HEAD], "GET")
+            .map_or_else(ApiError::into_response, |()| health(&shared));
+    }
+    let upstream = upstream_target(&path);
+    let (parts, body) = match read_body(&shared, request).await {
+        Ok(read) => read,
+        Err(err) => {
+            // The request is journaled without its body: a test still sees it arrived.
+            return err.into_response();
+        }
+    };
+    if let Some((model, rest)) = upstream {
+        return model_request::handle(&shared, &conn, parts, body, Some((model, rest))).await;
+    }
+    if MODEL_PATHS.contains(&path.as_str()) {
+        if method != Method::POST {
+            record_plain(&shared, &parts, &body);
+            return method_not_allowed(&method, &path, "POST");
+        }
+        return model_request::handle(&shared, &conn, parts, body, None).await;
+    }
+    record_plain(&shared, &parts, &body);
+    match path.as_str() {
+        "/v1/models" | "/models" => only(&method, &path, &[Method::GET], "GET")
+            .map_or_else(ApiError::into_response, |()| models(&shared)),
+        "/running" => only(&method, &path, &[Method::GET], "GET")
+            .map_or_else(ApiError::into_response, |()| running(&shared)),
+        "/unload" => {
+            only(&method, &path, &[Method::GET], "GET").map_or_else(ApiError::into_response, |()| {
+                shared.loaded().clear();
+                text(StatusCode::OK, "OK")
+            })
+        }
+        "/api/models/unload" => only(&method, &path, &[Method::POST], "POST").map_or_else(
+            ApiError::into_response,
+            |()| {
+                shared.loaded().clear();
+                json_response(StatusCode::OK, &json!({"msg": "ok"}))
+            },
+        ),
+        _ => match path.strip_prefix("/api/models/unload/") {
+            Some(model) if !model.is_empty() => {
+                match only(&method, &path, &[Method::POST], "POST") {
+                    Ok(()) => unload_one(&shared, model),
+                    Err(err) => err.into_response(),
+                }
+            }
+            _ => ApiError::NotFound { path }.into_response(),
+        },
+    }
+}
+
+/// `/upstream/<model>/<rest>` → (model, `/<rest>`).
+fn upstream_target(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/upstream/")?;
+    let (model, tail) = match rest.split_once('/') {
+        Some((model, tail)) => (model, format!("/{tail}")),
+        None => (rest, "/".to_owned()),
+    };
+    (!model.is_empty()).then(|| (model.to_owned(), tail))
+}
+
+fn only(
+    method: &Method,
+    path: &str,
+    allowed: &[Method],
+    allow: &'static str,
+) -> Result<(), ApiError> {
+    if allowed.contains(method) {
+        Ok(())
+    } else {
+        Err(ApiError::MethodNotAllowed {
+            method: method.clone(),
+            path: path.to_owned(),
+            allow,
+        })
+    }
+}
+
+fn method_not_allowed(method: &Method, path: &str, allow: &'static str) -> Response<MockBody> {
+    ApiError::MethodNotAllowed {
+        method: method.clone(),
+        path: path.to_owned(),
+        allow,
+    }
+    .into_response()
+}
+
+async fn read_body(
+    shared: &Shared,
+    request: Request<Incoming>,
+) -> Result<(http::request::Parts, Bytes), ApiError> {
+    let (parts, body) = request.into_parts();
+    let limit = shared.settings.body_limit;
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok((parts, collected.to_bytes())),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            record_plain(shared, &parts, &Bytes::new());
+            Err(ApiError::BodyTooLarge { limit })
+        }
+        Err(err) => Err(ApiError::BodyRead {
+            reason: err.to_string(),
+        }),
+    }
+}
+
+/// Builds the journal entry of a request (seq and dispatch are filled by the journal).
+pub(crate) fn recorded(
+    shared: &Shared,
+    parts: &http::request::Parts,
+    body: &Bytes,
+    json: Option<serde_json::Value>,
+    model: Option<String>,
+    stream: bool,
+) -> RecordedRequest {
+    let received_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    RecordedRequest {
+        seq: 0,
+        received: shared.started.elapsed(),
+        received_unix_ms,
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+        json,
+        model,
+        stream,
+        priority: PriorityHeader::from_headers(&parts.headers),
+        dispatched: None,
+    }
+}
+
+/// Journals a request that is not a model request (no gate, no faults).
+fn record_plain(shared: &Shared, parts: &http::request::Parts, body: &Bytes) -> u64 {
+    let json = serde_json::from_slice(body).ok();
+    let model = super::model_request::query_model(parts.uri.query());
+    shared
+        .journal
+        .record(recorded(shared, parts, body, json, model, false))
+}
+
+pub(crate) fn health(shared: &Shared) -> Response<MockBody> {
+    if shared.healthy() {
+        json_response(StatusCode::OK, &json!({"status": "ok"}))
+    } else {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "loading"}),
+        )
+    }
+}
+
+pub(crate) fn models(shared: &Shared) -> Response<MockBody> {
+    let listed: Vec<String> = match &shared.settings.models {
+        Some(models) => models.clone(),
+        None => shared.loaded().iter().cloned().collect(),
+    };
+    json_response(
+        StatusCode::OK,
+        &wire::model_list(listed.iter().map(String::as_str)),
+    )
+}
+
+fn running(shared: &Shared) -> Response<MockBody> {
+    let running: Vec<serde_json::Value> = shared
+        .loaded()
+        .iter()
+        .map(|model| json!({"model": model, "state": "ready"}))
+        .collect();
+    json_response(StatusCode::OK, &json!({"running": running}))
+}
+
+fn unload_one(shared: &Shared, model: &str) -> Response<MockBody> {
+    if let Some(models) = &shared.settings.models
+        && !models.iter().any(|m| m == model)
+    {
+        return ApiError::ModelNotFound {
+            model: model.to_owned(),
+        }
+        .into_response();
+    }
+    shared.loaded().remove(model);
+    text(StatusCode::OK, "OK")
+}
+
+pub(crate) fn text(status: StatusCode, body: &'static str) -> Response<MockBody> {
+    let mut response = Response::new(MockBody::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

@@ -1,0 +1,302 @@
+//! A model request, from the journal to the last byte: validation, gate, latency,
+//! faults, the scripted or echoed reply, and stream shaping.
+
+use std::future;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Response, StatusCode, header};
+use serde_json::Value;
+
+use super::{ConnControl, Crash, Shared};
+use crate::body::MockBody;
+use crate::envelope::{ApiError, envelope, json_response};
+use crate::fault::Fault;
+use crate::reply::ReplyKind;
+use crate::stream::{StreamEnd, plan, play};
+use crate::wire::{self, Api, Ids, SseEvent};
+
+/// Frames a `--crash-mid-stream` response sends before the crash.
+const FRAMES_BEFORE_CRASH: usize = 2;
+
+/// The `model` of `?model=...`, if any.
+pub(crate) fn query_model(query: Option<&str>) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "model")
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn is_multipart(parts: &http::request::Parts) -> bool {
+    parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/"))
+}
+
+/// Serves a model request. `upstream` is `(model, endpoint path)` for
+/// `/upstream/<model>/...`, where the model comes from the path and the body is passed
+/// through unchecked (as the proxy does).
+pub(crate) async fn handle(
+    shared: &Shared,
+    conn: &ConnControl,
+    parts: http::request::Parts,
+    body: Bytes,
+    upstream: Option<(String, String)>,
+) -> Response<MockBody> {
+    let endpoint = upstream
+        .as_ref()
+        .map_or_else(|| parts.uri.path().to_owned(), |(_, rest)| rest.clone());
+    let api = Api::of_path(&endpoint);
+    let parsed: Option<Result<Value, serde_json::Error>> =
+        (!body.is_empty() && !is_multipart(&parts)).then(|| serde_json::from_slice(&body));
+    let json = parsed.as_ref().and_then(|p| p.as_ref().ok()).cloned();
+    let model = match &upstream {
+        Some((model, _)) => Some(model.clone()),
+        None => json
+            .as_ref()
+            .and_then(|j| j.get("model"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| query_model(parts.uri.query())),
+    };
+    let stream = json
+        .as_ref()
+        .and_then(|j| j.get("stream"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut request =
+        super::handler::recorded(shared, &parts, &body, json.clone(), model.clone(), stream);
+    let seq = shared.journal.record(request.clone());
+    request.seq = seq;
+
+    if upstream.is_none()
+        && let Some(Err(err)) = &parsed
+    {
+        return ApiError::InvalidJson {
+            reason: err.to_string(),
+        }
+        .into_response();
+    }
+    let Some(model) = model else {
+        return ApiError::ModelMissing.into_response();
+    };
+    if let Some(models) = &shared.settings.models
+        && !models.contains(&model)
+    {
+        return ApiError::ModelNotFound { model }.into_response();
+    }
+    if upstream.is_some() {
+        match endpoint.as_str() {
+            "/health" => return super::handler::health(shared),
+            "/v1/models" | "/models" => return super::handler::models(shared),
+            _ => {}
+        }
+    }
+    if !shared.healthy() {
+        return ApiError::Loading.into_response();
+    }
+
+    let priority = request.priority.effective();
+    let Some(permit) = shared.gate.pass(seq, priority).await else {
+        return ApiError::ShuttingDown.into_response();
+    };
+    shared.journal.dispatched(seq);
+    shared.loaded().insert(model.clone());
+    let stop = shared.life.shutdown.clone();
+
+    if !shared.settings.latency.is_zero() {
+        tokio::select! {
+            () = tokio::time::sleep(shared.settings.latency) => {}
+            () = stop.cancelled() => return ApiError::ShuttingDown.into_response(),
+        }
+    }
+
+    let fault = shared.faults.take(Some(&model), &endpoint, stream);
+    let mut stream_fault = None;
+    match fault {
+        Some(Fault::Status {
+            status,
+            body,
+            headers,
+        }) => {
+            let response = status_response(status, body, &headers);
+            return response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()));
+        }
+        Some(Fault::Delay(delay)) => {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = stop.cancelled() => return ApiError::ShuttingDown.into_response(),
+            }
+        }
+        Some(Fault::Hang) => {
+            stop.cancelled().await;
+            return ApiError::ShuttingDown.into_response();
+        }
+        Some(Fault::ResetBeforeHeaders) => {
+            conn.reset();
+            // The connection (and this future with it) is dropped by its task.
+            return future::pending().await;
+        }
+        Some(Fault::StallAfterHeaders) => {
+            let body = play(Vec::new(), StreamEnd::Stall, stop, Box::new(|| {}));
+            let mut response = Response::new(MockBody::stream(body).with_guard(permit));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                }),
+            );
+            return response;
+        }
+        Some(other) => stream_fault = Some(other),
+        None => {}
+    }
+
+    let reply = shared.replies.reply_for(&request, &endpoint);
+    let ids = Ids { model: &model, seq };
+    let mut response = match reply.kind {
+        ReplyKind::Json(value) => json_response(reply.status, &value),
+        ReplyKind::Echo | ReplyKind::Text(_) => {
+            let content = match reply.kind {
+                ReplyKind::Text(text) => text,
+                _ => wire::echo_text(&model, &wire::echo_source(api, json.as_ref())),
+            };
+            if stream && api.streams() {
+                let mut events = wire::stream_events(
+                    api,
+                    ids,
+                    &content,
+                    json.as_ref(),
+                    shared.settings.shape.usage,
+                );
+                if api.sends_done() && shared.settings.shape.done {
+                    events.push(SseEvent::done());
+                }
+                sse_response(shared, reply.status, events, stream_fault)
+            } else {
+                json_response(
+                    reply.status,
+                    &wire::complete(api, ids, &content, json.as_ref(), &endpoint),
+                )
+            }
+        }
+        ReplyKind::Frames(frames) => {
+            let mut events: Vec<SseEvent> = frames.into_iter().map(SseEvent::raw).collect();
+            if shared.settings.shape.done {
+                events.push(SseEvent::done());
+            }
+            sse_response(shared, reply.status, events, stream_fault)
+        }
+    };
+    *response.status_mut() = reply.status;
+    for (name, value) in &reply.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()))
+}
+
+fn status_response(
+    status: StatusCode,
+    body: Option<Value>,
+    headers: &[(String, String)],
+) -> Response<MockBody> {
+    let mut response = match body {
+        Some(Value::String(text)) => {
+            let mut r = Response::new(MockBody::full(text));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        }
+        Some(value) => json_response(status, &value),
+        None => {
+            let reason = status.canonical_reason().unwrap_or("error");
+            let kind = if status.is_server_error() {
+                "server_error"
+            } else {
+                "invalid_request_error"
+            };
+            json_response(
+                status,
+                &envelope(
+                    &format!("mockswap injected fault: {reason}"),
+                    kind,
+                    "injected_fault",
+                ),
+            )
+        }
+    };
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+/// Applies a stream fault (or the mid-stream crash) to the events and plays them.
+fn sse_response(
+    shared: &Shared,
+    status: StatusCode,
+    mut events: Vec<SseEvent>,
+    fault: Option<Fault>,
+) -> Response<MockBody> {
+    let mut end = StreamEnd::Finish;
+    match fault {
+        Some(Fault::TruncateAfter(n)) => events.truncate(n),
+        Some(Fault::DisconnectAfter(n)) => {
+            events.truncate(n);
+            end = StreamEnd::Abort;
+        }
+        Some(Fault::ErrorFrame { after, message }) => {
+            events.truncate(after);
+            let error = envelope(&message, "server_error", "upstream_error");
+            events.push(SseEvent::raw(error.to_string()));
+            events.push(SseEvent::done());
+        }
+        Some(Fault::MalformedFrame { at }) => {
+            let at = at.min(events.len());
+            events.insert(
+                at,
+                SseEvent::raw("{\"choices\": [{\"delta\": {\"content\": ".to_owned()),
+            );
+        }
+        _ => {}
+    }
+    if shared.life.take_mid_stream_crash() {
+        events.truncate(FRAMES_BEFORE_CRASH);
+        end = StreamEnd::Crash;
+    }
+    let life = shared.life.clone();
+    let steps = plan(&events, &shared.settings.shape);
+    let body = play(
+        steps,
+        end,
+        shared.life.shutdown.clone(),
+        Box::new(move || life.crash(Crash::MidStream)),
+    );
+    let mut response = Response::new(MockBody::stream(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
