@@ -162,6 +162,7 @@ pub(crate) struct Fields<'a> {
     path: KeyPath,
     entries: &'a [(String, Node)],
     used: Vec<bool>,
+    unsupported: &'static [&'static str],
 }
 
 impl<'a> Fields<'a> {
@@ -177,6 +178,7 @@ impl<'a> Fields<'a> {
             path,
             used: vec![false; entries.len()],
             entries,
+            unsupported: &[],
         })
     }
 
@@ -192,22 +194,24 @@ impl<'a> Fields<'a> {
         Some((value, self.path.key(key)))
     }
 
-    /// Marks keys llama-swap knows but this server does not implement: each one present
-    /// gets a "not supported yet" warning.
-    pub(crate) fn unsupported(&mut self, keys: &[&str], cx: &mut Cx) {
-        for key in keys {
-            if let Some((_, path)) = self.take(key) {
-                cx.warn(path, WarningKind::NotSupported);
-            }
-        }
+    /// Declares keys llama-swap knows but this server does not implement: each one
+    /// present gets a "not supported yet" warning instead of "unknown key".
+    pub(crate) fn unsupported(&mut self, keys: &'static [&'static str]) {
+        self.unsupported = keys;
     }
 
-    /// Reports every key that was never taken.
+    /// Reports every key that was never taken, in document order.
     pub(crate) fn finish(self, cx: &mut Cx) {
         for ((key, _), used) in self.entries.iter().zip(&self.used) {
-            if !used {
-                cx.warn(self.path.key(key), WarningKind::UnknownKey);
+            if *used {
+                continue;
             }
+            let kind = if self.unsupported.contains(&key.as_str()) {
+                WarningKind::NotSupported
+            } else {
+                WarningKind::UnknownKey
+            };
+            cx.warn(self.path.key(key), kind);
         }
     }
 }

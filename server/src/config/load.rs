@@ -122,7 +122,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         Some((node, path)) => read_api_keys(node, &path, cx),
         None => Vec::new(),
     };
-    fields.unsupported(UNSUPPORTED_TOP_LEVEL, cx);
+    fields.unsupported(UNSUPPORTED_TOP_LEVEL);
 
     let models_node = fields.take("models");
     let declared_ids: Vec<String> = match models_node {

@@ -48,12 +48,14 @@ mod mapping;
 mod model;
 mod node;
 mod routing;
+mod summary;
 mod types;
 
 use std::path::Path;
 
 pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 pub use macros::EnvLookup;
+pub use summary::Summary;
 pub use types::{
     ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, SchedulerConfig,
 };
@@ -63,7 +65,7 @@ pub use types::{
 pub struct Loaded {
     /// The resolved configuration.
     pub config: Config,
-    /// Unknown keys, unsupported keys and adjusted values, in document order.
+    /// Unknown keys, unsupported keys and adjusted values, in the order met.
     pub warnings: Vec<ConfigWarning>,
 }
 

@@ -239,7 +239,7 @@ fn read_model(
     let name = optional_text(&mut fields, "name", cx);
     let description = optional_text(&mut fields, "description", cx);
     let metadata = fields.take("metadata").map(|(node, _)| node.to_json());
-    fields.unsupported(&["filters", "timeouts", "compat", "capabilities"], cx);
+    fields.unsupported(&["filters", "timeouts", "compat", "capabilities"]);
     fields.finish(cx);
 
     Some(ParsedModel {

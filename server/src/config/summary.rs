@@ -1,0 +1,142 @@
+//! A human-readable account of a resolved configuration (`--check-config`).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::types::{Config, ModelConfig, SchedulerConfig};
+
+/// Renders a [`Config`] for people: the scheduler, global settings, every model
+/// with what was resolved for it, and the groups. API keys are counted, never shown.
+pub struct Summary<'a>(&'a Config);
+
+impl Config {
+    /// A printable account of this configuration, as `--check-config` shows it.
+    #[must_use]
+    pub fn summary(&self) -> Summary<'_> {
+        Summary(self)
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
+fn ttl(ttl: Option<Duration>) -> String {
+    ttl.map_or_else(|| "never".to_owned(), seconds)
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let config = self.0;
+        match &config.scheduler {
+            SchedulerConfig::Fifo { drain_fence, .. } => writeln!(
+                f,
+                "scheduler: fifo (priority queue, drain fence {})",
+                if *drain_fence { "on" } else { "off" }
+            )?,
+            SchedulerConfig::Serial => {
+                writeln!(
+                    f,
+                    "scheduler: serial (one request at a time, arrival order)"
+                )?;
+            }
+        }
+        writeln!(
+            f,
+            "healthCheckTimeout: {}, globalTTL: {}, unloadTimeout: {}, startPort: {}, apiKeys: {}",
+            seconds(config.health_check_timeout),
+            ttl(config.global_ttl),
+            seconds(config.unload_timeout),
+            config.start_port,
+            config.api_keys.len(),
+        )?;
+
+        writeln!(f, "models ({}):", config.models.len())?;
+        for model in &config.models {
+            write_model(f, config, model)?;
+        }
+
+        if config.groups.is_empty() {
+            writeln!(
+                f,
+                "groups: none (every model in the default group: one at a time)"
+            )?;
+        } else {
+            writeln!(f, "groups ({}):", config.groups.len())?;
+            for group in &config.groups {
+                writeln!(
+                    f,
+                    "  {}: swap={} exclusive={} persistent={} members=[{}]",
+                    group.name,
+                    group.swap,
+                    group.exclusive,
+                    group.persistent,
+                    group.members.join(", ")
+                )?;
+            }
+            let loners: Vec<&str> = config
+                .models
+                .iter()
+                .filter(|m| config.group_of(&m.id).is_none())
+                .map(|m| m.id.as_str())
+                .collect();
+            if !loners.is_empty() {
+                writeln!(
+                    f,
+                    "  (default): swap=true exclusive=true persistent=false members=[{}]",
+                    loners.join(", ")
+                )?;
+            }
+        }
+        if !config.hooks.preload.is_empty() {
+            writeln!(f, "preload: {}", config.hooks.preload.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig) -> fmt::Result {
+    writeln!(f, "  {}", model.id)?;
+    let port = model.port.map_or_else(
+        || "none (cmd does not use ${PORT})".to_owned(),
+        |p| p.to_string(),
+    );
+    writeln!(f, "    port:        {port}")?;
+    writeln!(f, "    proxy:       {}", model.proxy)?;
+    let mut cmd = String::new();
+    for (i, line) in model.cmd.lines().enumerate() {
+        if i > 0 {
+            cmd.push_str("\n                 ");
+        }
+        cmd.push_str(line.trim());
+    }
+    writeln!(f, "    cmd:         {cmd}")?;
+    if let Some(stop) = &model.cmd_stop {
+        writeln!(f, "    cmdStop:     {stop}")?;
+    }
+    let aliases = if model.aliases.is_empty() {
+        "-".to_owned()
+    } else {
+        model.aliases.join(", ")
+    };
+    writeln!(f, "    aliases:     {aliases}")?;
+    match config.scheduler {
+        SchedulerConfig::Fifo { .. } => writeln!(
+            f,
+            "    priority:    {} (floor; X-Priority may raise it)",
+            config.priority(&model.id)
+        )?,
+        SchedulerConfig::Serial => writeln!(f, "    priority:    none (serial scheduler)")?,
+    }
+    writeln!(f, "    ttl:         {}", ttl(model.ttl))?;
+    writeln!(f, "    concurrency: {}", model.concurrency_limit)?;
+    writeln!(
+        f,
+        "    health:      {}",
+        model.check_endpoint.as_deref().unwrap_or("none")
+    )?;
+    if model.unlisted {
+        writeln!(f, "    unlisted:    true")?;
+    }
+    Ok(())
+}

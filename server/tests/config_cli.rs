@@ -1,0 +1,130 @@
+//! `llama-swap-server --config FILE --check-config` and `--version`, run as a process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config")
+        .join(name)
+}
+
+fn server() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"));
+    cmd.env_remove("LLAMA_CPP_DIR")
+        .env_remove("LLAMA_SWAP_API_KEY")
+        .env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn check(cmd: &mut Command, name: &str) -> Output {
+    cmd.arg("--config")
+        .arg(fixture(name))
+        .arg("--check-config")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn check_config_prints_resolved_models_groups_and_scheduler_and_exits_zero() {
+    let out = check(
+        server()
+            .env("LLAMA_CPP_DIR", "/opt/llama.cpp")
+            .env("LLAMA_SWAP_API_KEY", "sk-never-print-me"),
+        "example.yaml",
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for expected in [
+        "configuration OK:",
+        "scheduler: fifo (priority queue, drain fence on)",
+        "models (3):",
+        "  qwen3-14b\n    port:        10003\n    proxy:       http://localhost:10003\n",
+        "    aliases:     chat, gpt-4o-mini\n    priority:    10 (floor; X-Priority may raise it)\n    ttl:         600s\n    concurrency: 10\n",
+        "    concurrency: 4\n",
+        "groups (2):",
+        "  llm: swap=true exclusive=false persistent=false members=[qwen3-14b, qwen2.5-coder-7b]",
+        "preload: nomic-embed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(!stdout.contains("sk-never-print-me"));
+}
+
+#[test]
+fn check_config_prints_path_tagged_errors_and_exits_two() {
+    let out = check(&mut server(), "errors/negative_ttl.yaml");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("negative_ttl.yaml: models.qwen.ttl: must be >= 0, got -5"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("configuration invalid: 1 problem"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(text(&out.stdout).is_empty());
+}
+
+#[test]
+fn check_config_names_a_missing_environment_variable() {
+    let out = check(&mut server(), "example.yaml");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("apiKeys[0]: environment variable LLAMA_SWAP_API_KEY is not set"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("LLAMA_CPP_DIR"), "{stderr}");
+}
+
+#[test]
+fn check_config_prints_warnings_with_file_and_path_and_still_exits_zero() {
+    let out = check(&mut server(), "warnings.yaml");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: ")
+            && stderr.contains("warnings.yaml: models.a.cmdd: unknown key, ignored"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warnings.yaml: peers: not supported yet, ignored"),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).contains("scheduler: serial"));
+}
+
+#[test]
+fn unreadable_and_malformed_files_fail_cleanly() {
+    for name in ["does-not-exist.yaml", "errors/not_yaml.yaml"] {
+        let out = check(&mut server(), name);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    }
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = server().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("llama-swap-server {}", env!("CARGO_PKG_VERSION"))
+    );
+}
