@@ -277,15 +277,19 @@ pub(crate) fn play(
         }
         match st.end.take()? {
             StreamEnd::Finish => None,
-            StreamEnd::Abort => Some((Err(aborted("mockswap fault: stream cut")), st)),
+            StreamEnd::Abort => {
+                // Let hyper flush the frames already produced: it only flushes once the
+                // body is pending, and an error drops whatever is still buffered.
+                tokio::task::yield_now().await;
+                Some((Err(aborted("mockswap fault: stream cut")), st))
+            }
             StreamEnd::Stall => {
                 st.stop.cancelled().await;
                 Some((Err(aborted("mockswap stopped a stalled stream")), st))
             }
             StreamEnd::Crash => {
-                // hyper keeps polling the body until it is pending and only then flushes;
-                // yielding once gets the frames already produced onto the socket before
-                // the crash hook (which may end the process) runs.
+                // As for Abort: yielding once gets the frames already produced onto the
+                // socket before the crash hook (which may end the process) runs.
                 tokio::task::yield_now().await;
                 if let Some(crash) = st.on_crash.take() {
                     crash();

@@ -1,0 +1,164 @@
+//! Stream shapes, read with a real HTTP client.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mockswap::{Chunking, LineEnding, MockSwap, Reply, ReplyRule, StreamShape};
+use serde_json::{Value, json};
+
+use crate::{BOUND, body_text, chat, data_frames, post};
+
+async fn streamed(shape: StreamShape, text: &str) -> String {
+    let mock = MockSwap::builder()
+        .stream_shape(shape)
+        .start()
+        .await
+        .unwrap();
+    let response = post(&mock, "/v1/chat/completions", &chat("m", text, true), &[]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    body_text(response).await.unwrap()
+}
+
+fn content(frames: &[String]) -> String {
+    frames
+        .iter()
+        .filter(|f| *f != "[DONE]")
+        .filter_map(|f| {
+            let v: Value = serde_json::from_str(f).unwrap();
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn default_stream_has_role_tokens_finish_usage_and_done() {
+    let text = streamed(StreamShape::new(), "hello big world").await;
+    let frames = data_frames(&text);
+    assert_eq!(content(&frames), "[m] hello big world");
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    let usage: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(usage["usage"]["completion_tokens"], 4);
+    let finish: Value = serde_json::from_str(&frames[frames.len() - 3]).unwrap();
+    assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+}
+
+#[tokio::test]
+async fn usage_and_done_can_be_switched_off() {
+    let text = streamed(StreamShape::new().usage(false).done(false), "x").await;
+    assert!(!text.contains("[DONE]"), "{text}");
+    assert!(!text.contains("\"usage\""), "{text}");
+    assert_eq!(content(&data_frames(&text)), "[m] x");
+}
+
+#[tokio::test]
+async fn crlf_line_endings_frame_every_event() {
+    let text = streamed(StreamShape::new().line_ending(LineEnding::CrLf), "x").await;
+    assert!(text.ends_with("data: [DONE]\r\n\r\n"), "{text:?}");
+    assert!(!text.replace("\r\n", "").contains('\n'), "{text:?}");
+}
+
+#[tokio::test]
+async fn keep_alive_comments_come_before_every_frame() {
+    let text = streamed(StreamShape::new().keep_alive(true), "x").await;
+    let frames = data_frames(&text).len();
+    assert_eq!(text.matches(": keep-alive\n\n").count(), frames);
+}
+
+#[tokio::test]
+async fn fixed_byte_and_utf8_split_chunking_deliver_identical_bytes() {
+    let reference = streamed(StreamShape::new(), "héllo wörld ✓").await;
+    for chunking in [Chunking::FixedBytes(7), Chunking::SplitUtf8] {
+        let text = streamed(StreamShape::new().chunking(chunking), "héllo wörld ✓").await;
+        assert_eq!(text, reference, "{chunking:?}");
+    }
+}
+
+#[tokio::test]
+async fn paced_stream_delivers_frames_over_time_in_order() {
+    let shape = StreamShape::new()
+        .time_to_first_token(Duration::from_millis(20))
+        .tokens_per_second(200.0);
+    let mock = MockSwap::builder()
+        .stream_shape(shape)
+        .start()
+        .await
+        .unwrap();
+    let response = post(
+        &mock,
+        "/v1/chat/completions",
+        &chat("m", "a b c", true),
+        &[],
+    )
+    .await;
+    let mut chunks = 0;
+    let mut stream = response.bytes_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(BOUND, stream.next()).await.unwrap() {
+        bytes.extend_from_slice(&chunk.unwrap());
+        chunks += 1;
+    }
+    // Paced frames cannot be coalesced into one read: each waits for its slot.
+    assert!(chunks > 1, "{chunks}");
+    let frames = data_frames(&String::from_utf8(bytes).unwrap());
+    assert_eq!(content(&frames), "[m] a b c");
+}
+
+#[tokio::test]
+async fn scripted_frames_are_sent_verbatim_then_done() {
+    let mock = MockSwap::builder()
+        .reply(ReplyRule::new(Reply::frames([r#"{"custom":1}"#, "not json"])).stream(true))
+        .start()
+        .await
+        .unwrap();
+    let response = post(&mock, "/v1/chat/completions", &chat("m", "x", true), &[]).await;
+    let frames = data_frames(&body_text(response).await.unwrap());
+    assert_eq!(frames, [r#"{"custom":1}"#, "not json", "[DONE]"]);
+}
+
+#[tokio::test]
+async fn other_apis_stream_in_their_own_shape() {
+    let mock = MockSwap::start().await;
+    let completion = post(
+        &mock,
+        "/v1/completions",
+        &json!({"model": "m", "prompt": "p q", "stream": true}),
+        &[],
+    )
+    .await;
+    let frames = data_frames(&body_text(completion).await.unwrap());
+    let text: String = frames
+        .iter()
+        .filter(|f| *f != "[DONE]")
+        .filter_map(|f| {
+            serde_json::from_str::<Value>(f).unwrap()["choices"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(text, "[m] p q");
+
+    let llama = post(
+        &mock,
+        "/completion",
+        &json!({"model": "m", "prompt": "p", "stream": true}),
+        &[],
+    )
+    .await;
+    let frames = data_frames(&body_text(llama).await.unwrap());
+    let last: Value = serde_json::from_str(frames.last().unwrap()).unwrap();
+    assert_eq!(last["stop"], true);
+    assert!(!frames.contains(&"[DONE]".to_owned()));
+
+    let anthropic = post(&mock, "/v1/messages", &chat("m", "hi", true), &[]).await;
+    let text = body_text(anthropic).await.unwrap();
+    assert!(text.starts_with("event: message_start\n"), "{text}");
+    assert!(text.contains("event: content_block_delta\n"), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with(r#"data: {"type":"message_stop"}"#),
+        "{text}"
+    );
+}
