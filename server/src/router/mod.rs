@@ -1,6 +1,215 @@
 //! The router actor: the single owner of scheduling state.
+//!
+//! [`Router::spawn`] starts one tokio task that owns the [`Scheduler`]. Everything
+//! reaches it as an event: requests, queue and running snapshots, unloads and
+//! shutdown through a [`RouterHandle`] (bounded channel); cancels and serve
+//! completions from dropped [`Ticket`]s and [`Lease`]s; results of model starts and
+//! stops from tasks it owns (a [`tokio::task::JoinSet`]); exits the [`Launcher`]
+//! reports; and TTL timers. Slow work (stopping and starting upstreams) never runs on
+//! the actor itself.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use llama_swap_server::router::{BoxFuture, LaunchError, Launcher, Router, Submit};
+//! use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
+//!
+//! /// A launcher whose models are ready at once.
+//! struct Instant;
+//!
+//! impl Launcher for Instant {
+//!     fn ensure_ready(&self, _model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
+//!         Box::pin(async { Ok(()) })
+//!     }
+//!     fn stop(&self, _model: &str, _grace: Duration) -> BoxFuture<'static, ()> {
+//!         Box::pin(async {})
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (_exits, exits_rx) = tokio::sync::mpsc::channel(16);
+//! let settings = SchedulerSettings::new(vec![ModelSettings::new("qwen")]);
+//! let router = Router::spawn(settings, Arc::new(Instant), exits_rx)?;
+//!
+//! let ticket = router.submit(Submit { model: "qwen".into(), priority: 10 }).await?;
+//! let lease = ticket.granted().await?;
+//! assert_eq!(lease.model(), "qwen");
+//! drop(lease); // the request is over: the router may now stop or swap the model
+//!
+//! router.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
+mod actor;
 pub mod launcher;
+mod ticket;
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use self::actor::{Actor, Command};
+pub use self::ticket::{Lease, Ticket};
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
+use crate::scheduler::{Scheduler, SchedulerSettings, SettingsError};
 pub use launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+
+/// Room in the actor's mailbox; senders wait when it is full.
+const MAILBOX: usize = 1024;
+
+/// Starts the router actor.
+#[derive(Debug)]
+pub struct Router;
+
+impl Router {
+    /// Spawns the actor on the current tokio runtime and returns a handle to it.
+    ///
+    /// `events` carries exits the launcher did not cause. The actor ends after
+    /// [`RouterHandle::shutdown`], or when every handle has been dropped (it then
+    /// shuts down the same way).
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError`] when the settings are invalid (duplicate model, ambiguous
+    /// alias, a limit of 0, priorities with `serial`, invalid groups).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn spawn(
+        settings: SchedulerSettings,
+        launcher: Arc<dyn Launcher>,
+        events: mpsc::Receiver<UpstreamEvent>,
+    ) -> Result<RouterHandle, SettingsError> {
+        let scheduler = Scheduler::new(&settings)?;
+        let mut names = BTreeMap::new();
+        for model in &settings.models {
+            for name in std::iter::once(&model.id).chain(&model.aliases) {
+                names.insert(name.clone(), model.id.clone());
+            }
+        }
+        let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
+        let (notices_tx, notices_rx) = mpsc::unbounded_channel();
+        let actor = Actor::new(scheduler, launcher, notices_tx);
+        let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
+        Ok(RouterHandle {
+            commands: commands_tx,
+            names: Arc::new(names),
+            task: Arc::new(Mutex::new(Some(task))),
+        })
+    }
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submit {
+    /// Model ID or alias.
+    pub model: String,
+    /// Parsed `X-Priority` header; 0 when absent or invalid.
+    pub priority: i32,
+}
+
+/// A cheap, cloneable handle to the router actor.
+#[derive(Debug, Clone)]
+pub struct RouterHandle {
+    commands: mpsc::Sender<Command>,
+    names: Arc<BTreeMap<String, String>>,
+    /// The actor task, awaited by the first shutdown that finds it.
+    task: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl RouterHandle {
+    /// Submits a request; resolves when the scheduler admitted or rejected it.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::UnknownModel`], [`RouteError::ConcurrencyLimit`],
+    /// [`RouteError::PriorityNotSupported`] (serial scheduler) or
+    /// [`RouteError::ShuttingDown`].
+    pub async fn submit(&self, request: Submit) -> Result<Ticket, RouteError> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Submit {
+            model: request.model,
+            priority: request.priority,
+            reply,
+        };
+        if self.commands.send(command).await.is_err() {
+            return Err(RouteError::ShuttingDown);
+        }
+        answer.await.unwrap_or(Err(RouteError::ShuttingDown))
+    }
+
+    /// Every request waiting in the ranked queue, in position order (empty once shut down).
+    pub async fn queue(&self) -> Vec<QueueEntry> {
+        let (reply, answer) = oneshot::channel();
+        if self.commands.send(Command::Queue { reply }).await.is_err() {
+            return Vec::new();
+        }
+        answer.await.unwrap_or_default()
+    }
+
+    /// Every model that is not stopped, sorted by ID (empty once shut down).
+    pub async fn running(&self) -> Vec<RunningModel> {
+        let (reply, answer) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Running { reply })
+            .await
+            .is_err()
+        {
+            return Vec::new();
+        }
+        answer.await.unwrap_or_default()
+    }
+
+    /// Unloads `models` (IDs or aliases; `None` = all): their waiting requests fail
+    /// with [`RouteError::Unloaded`]; resolves once they are stopped.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::UnknownModel`] for a name that is not configured (nothing is
+    /// unloaded), [`RouteError::ShuttingDown`] during or after shutdown.
+    pub async fn unload(&self, models: Option<Vec<String>>) -> Result<(), RouteError> {
+        let (reply, answer) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Unload { models, reply })
+            .await
+            .is_err()
+        {
+            return Err(RouteError::ShuttingDown);
+        }
+        answer.await.unwrap_or(Err(RouteError::ShuttingDown))
+    }
+
+    /// Shuts the router down: waiting requests fail with [`RouteError::ShuttingDown`],
+    /// later submits are refused, every upstream is stopped, and the actor ends.
+    /// Resolves when that is done; idempotent.
+    pub async fn shutdown(&self) {
+        let (reply, answer) = oneshot::channel();
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
+            let _ = answer.await;
+        }
+        let task = self.task.lock().ok().and_then(|mut task| task.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    /// The model ID a name (ID or alias) refers to.
+    pub fn resolve(&self, name: &str) -> Option<String> {
+        self.names.get(name).cloned()
+    }
+}

@@ -1,0 +1,389 @@
+//! The actor task: owns the scheduler, turns events into scheduler calls and
+//! effects into work on tasks it owns.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::{Id as TaskId, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::ticket::{Lease, Notice, Ticket};
+use super::{LaunchError, Launcher, UpstreamEvent};
+use crate::scheduler::{
+    Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, StopId, StopModel, Tick,
+    WaitStatus,
+};
+
+/// A request to the actor from a [`super::RouterHandle`].
+pub(super) enum Command {
+    Submit {
+        model: String,
+        priority: i32,
+        reply: oneshot::Sender<Result<Ticket, RouteError>>,
+    },
+    Queue {
+        reply: oneshot::Sender<Vec<QueueEntry>>,
+    },
+    Running {
+        reply: oneshot::Sender<Vec<RunningModel>>,
+    },
+    Unload {
+        models: Option<Vec<String>>,
+        reply: oneshot::Sender<Result<(), RouteError>>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// What an owned task reports when it ends.
+enum TaskDone {
+    Swap {
+        model: String,
+        result: Result<(), LaunchError>,
+    },
+    Stop {
+        id: StopId,
+    },
+}
+
+/// What an owned task was doing, to report for it should it panic.
+enum TaskKind {
+    Swap { model: String },
+    Stop { id: StopId },
+}
+
+struct Waiter {
+    status: watch::Sender<WaitStatus>,
+    grant: oneshot::Sender<Result<Lease, RouteError>>,
+}
+
+struct Shutdown {
+    /// The stop of every model, until it is done.
+    stop: Option<StopId>,
+    replies: Vec<oneshot::Sender<()>>,
+}
+
+pub(super) struct Actor {
+    scheduler: Scheduler,
+    launcher: Arc<dyn Launcher>,
+    started: Instant,
+    waiters: HashMap<RequestId, Waiter>,
+    unloads: HashMap<StopId, Vec<oneshot::Sender<Result<(), RouteError>>>>,
+    tasks: JoinSet<TaskDone>,
+    task_kinds: HashMap<TaskId, TaskKind>,
+    /// Cancels swaps in progress at shutdown, so that no start begins after the final stops.
+    swaps_cancel: CancellationToken,
+    notices_tx: mpsc::UnboundedSender<Notice>,
+    shutdown: Option<Shutdown>,
+}
+
+impl Actor {
+    pub(super) fn new(
+        scheduler: Scheduler,
+        launcher: Arc<dyn Launcher>,
+        notices_tx: mpsc::UnboundedSender<Notice>,
+    ) -> Self {
+        Self {
+            scheduler,
+            launcher,
+            started: Instant::now(),
+            waiters: HashMap::new(),
+            unloads: HashMap::new(),
+            tasks: JoinSet::new(),
+            task_kinds: HashMap::new(),
+            swaps_cancel: CancellationToken::new(),
+            notices_tx,
+            shutdown: None,
+        }
+    }
+
+    fn now(&self) -> Tick {
+        Tick::new(self.started.elapsed())
+    }
+
+    /// The event loop; returns once shutdown has stopped every model.
+    pub(super) async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut notices: mpsc::UnboundedReceiver<Notice>,
+        mut events: mpsc::Receiver<UpstreamEvent>,
+    ) {
+        let mut commands_open = true;
+        let mut events_open = true;
+        loop {
+            if self.shutdown_finished() {
+                break;
+            }
+            let wake = self
+                .scheduler
+                .next_wake()
+                .map(|tick| self.started + tick.since_start());
+            tokio::select! {
+                biased;
+                Some(notice) = notices.recv() => self.on_notice(notice),
+                Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    self.on_task(done);
+                }
+                event = events.recv(), if events_open => match event {
+                    Some(event) => self.on_upstream(event),
+                    None => events_open = false,
+                },
+                command = commands.recv(), if commands_open => match command {
+                    Some(command) => self.on_command(command),
+                    // Every handle is gone: nobody can submit or shut down any more.
+                    None => {
+                        commands_open = false;
+                        self.begin_shutdown(None);
+                    }
+                },
+                () = sleep_until_opt(wake), if wake.is_some() => {
+                    let mut out = Vec::new();
+                    self.scheduler.tick(self.now(), &mut out);
+                    self.apply(out);
+                }
+            }
+        }
+        if let Some(shutdown) = self.shutdown.take() {
+            for reply in shutdown.replies {
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    fn shutdown_finished(&self) -> bool {
+        self.shutdown
+            .as_ref()
+            .is_some_and(|s| s.stop.is_none() && self.tasks.is_empty())
+    }
+
+    fn on_notice(&mut self, notice: Notice) {
+        let now = self.now();
+        let mut out = Vec::new();
+        match notice {
+            Notice::Cancel(id) => {
+                self.waiters.remove(&id);
+                self.scheduler.cancel(now, id, &mut out);
+            }
+            Notice::ServeDone(id) => self.scheduler.serve_done(now, id, &mut out),
+        }
+        self.apply(out);
+    }
+
+    fn on_task(&mut self, done: Result<(TaskId, TaskDone), tokio::task::JoinError>) {
+        let done = match done {
+            Ok((id, done)) => {
+                self.task_kinds.remove(&id);
+                done
+            }
+            Err(error) => match self.task_kinds.remove(&error.id()) {
+                Some(TaskKind::Swap { model }) => TaskDone::Swap {
+                    result: Err(LaunchError::SpawnFailed {
+                        model: model.clone(),
+                        reason: format!("the launcher failed: {error}"),
+                    }),
+                    model,
+                },
+                Some(TaskKind::Stop { id }) => TaskDone::Stop { id },
+                None => return,
+            },
+        };
+        let now = self.now();
+        let mut out = Vec::new();
+        match done {
+            TaskDone::Swap { model, result } => {
+                if let Err(error) = &result {
+                    tracing::warn!(%model, %error, "model start failed");
+                } else {
+                    tracing::debug!(%model, "model ready");
+                }
+                self.scheduler.swap_done(now, &model, result, &mut out);
+            }
+            TaskDone::Stop { id } => {
+                self.scheduler.stop_done(id, &mut out);
+                for reply in self.unloads.remove(&id).unwrap_or_default() {
+                    let _ = reply.send(Ok(()));
+                }
+                if let Some(shutdown) = self.shutdown.as_mut()
+                    && shutdown.stop == Some(id)
+                {
+                    shutdown.stop = None;
+                }
+            }
+        }
+        self.apply(out);
+    }
+
+    fn on_upstream(&mut self, event: UpstreamEvent) {
+        let mut out = Vec::new();
+        match event {
+            UpstreamEvent::Exited { model, status } => {
+                tracing::info!(%model, %status, "upstream exited by itself; the next request starts it again");
+                self.scheduler.upstream_exited(&model, &mut out);
+            }
+        }
+        self.apply(out);
+    }
+
+    fn on_command(&mut self, command: Command) {
+        let now = self.now();
+        match command {
+            Command::Submit {
+                model,
+                priority,
+                reply,
+            } => self.submit(now, &model, priority, reply),
+            Command::Queue { reply } => {
+                let _ = reply.send(self.scheduler.queue(now));
+            }
+            Command::Running { reply } => {
+                let _ = reply.send(self.scheduler.running());
+            }
+            Command::Unload { models, reply } => {
+                let mut out = Vec::new();
+                match self.scheduler.unload(now, models.as_deref(), &mut out) {
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                    Ok(None) => {
+                        let _ = reply.send(Ok(()));
+                    }
+                    Ok(Some(id)) => self.unloads.entry(id).or_default().push(reply),
+                }
+                self.apply(out);
+            }
+            Command::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+        }
+    }
+
+    fn submit(
+        &mut self,
+        now: Tick,
+        model: &str,
+        priority: i32,
+        reply: oneshot::Sender<Result<Ticket, RouteError>>,
+    ) {
+        let mut out = Vec::new();
+        let admitted = match self.scheduler.submit(now, model, priority, &mut out) {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                return;
+            }
+        };
+        let (status_tx, status_rx) = watch::channel(WaitStatus::Admitted);
+        let (grant_tx, grant_rx) = oneshot::channel();
+        self.waiters.insert(
+            admitted.id,
+            Waiter {
+                status: status_tx,
+                grant: grant_tx,
+            },
+        );
+        let ticket = Ticket::new(
+            admitted.id,
+            admitted.model,
+            admitted.effective_priority,
+            status_rx,
+            grant_rx,
+            self.notices_tx.clone(),
+        );
+        self.apply(out);
+        // If the submitter is gone, dropping the ticket cancels the request (or, if it
+        // was already granted, drops its lease): nothing leaks.
+        let _ = reply.send(Ok(ticket));
+    }
+
+    fn begin_shutdown(&mut self, reply: Option<oneshot::Sender<()>>) {
+        if let Some(shutdown) = self.shutdown.as_mut() {
+            shutdown.replies.extend(reply);
+            return;
+        }
+        tracing::info!("router shutting down");
+        self.swaps_cancel.cancel();
+        let mut out = Vec::new();
+        let stop = self.scheduler.shutdown(self.now(), &mut out);
+        self.shutdown = Some(Shutdown {
+            stop,
+            replies: reply.into_iter().collect(),
+        });
+        self.apply(out);
+    }
+
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Grant { id, model } => {
+                    // Built even without a waiter, so that dropping it reports the end.
+                    let lease = Lease::new(id, model, self.notices_tx.clone());
+                    if let Some(waiter) = self.waiters.remove(&id) {
+                        waiter.status.send_replace(WaitStatus::Granted);
+                        let _ = waiter.grant.send(Ok(lease));
+                    }
+                }
+                Effect::Fail { id, error } => {
+                    if let Some(waiter) = self.waiters.remove(&id) {
+                        let _ = waiter.grant.send(Err(error));
+                    }
+                }
+                Effect::Status { id, status } => {
+                    if let Some(waiter) = self.waiters.get(&id) {
+                        waiter.status.send_replace(status);
+                    }
+                }
+                Effect::StartSwap {
+                    model,
+                    evict,
+                    grace,
+                } => self.spawn_swap(model, evict, grace),
+                Effect::Stop { id, batches } => self.spawn_stop(id, batches),
+            }
+        }
+    }
+
+    fn spawn_swap(&mut self, model: String, evict: Vec<String>, grace: std::time::Duration) {
+        tracing::info!(%model, ?evict, "starting model");
+        let launcher = Arc::clone(&self.launcher);
+        let cancel = self.swaps_cancel.clone();
+        let target = model.clone();
+        let handle = self.tasks.spawn(async move {
+            let work = async {
+                join_all(evict.iter().map(|m| launcher.stop(m, grace))).await;
+                launcher.ensure_ready(&target).await
+            };
+            let result = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(LaunchError::ShuttingDown),
+                result = work => result,
+            };
+            TaskDone::Swap {
+                model: target,
+                result,
+            }
+        });
+        self.task_kinds
+            .insert(handle.id(), TaskKind::Swap { model });
+    }
+
+    fn spawn_stop(&mut self, id: StopId, batches: Vec<Vec<StopModel>>) {
+        tracing::info!(?batches, "stopping models");
+        let launcher = Arc::clone(&self.launcher);
+        let handle = self.tasks.spawn(async move {
+            for batch in batches {
+                join_all(batch.iter().map(|s| launcher.stop(&s.model, s.grace))).await;
+            }
+            TaskDone::Stop { id }
+        });
+        self.task_kinds.insert(handle.id(), TaskKind::Stop { id });
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

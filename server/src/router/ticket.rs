@@ -1,0 +1,162 @@
+//! What a request holds while it waits ([`Ticket`]) and while it is served ([`Lease`]).
+
+use std::fmt;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::scheduler::{RequestId, RouteError, WaitStatus};
+
+/// Something a ticket or lease tells the actor when it goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Notice {
+    /// The ticket was dropped before its grant was taken: cancel the request.
+    Cancel(RequestId),
+    /// The lease was dropped: the request has been served.
+    ServeDone(RequestId),
+}
+
+/// Sends [`Notice::Cancel`] when dropped while armed.
+///
+/// The send can only fail when the actor is gone, and then there is nothing left to cancel.
+struct CancelGuard {
+    id: RequestId,
+    notices: mpsc::UnboundedSender<Notice>,
+    armed: bool,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.notices.send(Notice::Cancel(self.id));
+        }
+    }
+}
+
+/// An admitted request waiting for its model.
+///
+/// Dropping it (or the future of [`Ticket::granted`]) before the grant cancels the
+/// request: it leaves the queue and never causes a model to load.
+pub struct Ticket {
+    id: RequestId,
+    model: String,
+    effective_priority: i32,
+    status: watch::Receiver<WaitStatus>,
+    grant: oneshot::Receiver<Result<Lease, RouteError>>,
+    guard: CancelGuard,
+}
+
+impl Ticket {
+    pub(super) fn new(
+        id: RequestId,
+        model: String,
+        effective_priority: i32,
+        status: watch::Receiver<WaitStatus>,
+        grant: oneshot::Receiver<Result<Lease, RouteError>>,
+        notices: mpsc::UnboundedSender<Notice>,
+    ) -> Self {
+        Self {
+            id,
+            model,
+            effective_priority,
+            status,
+            grant,
+            guard: CancelGuard {
+                id,
+                notices,
+                armed: true,
+            },
+        }
+    }
+
+    /// The request's identity (its arrival sequence number).
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The resolved model ID.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// `max(config priority of the model, header priority)`.
+    pub fn effective_priority(&self) -> i32 {
+        self.effective_priority
+    }
+
+    /// Where the request stands; updated only when that changes. Positions may go up.
+    pub fn status(&self) -> watch::Receiver<WaitStatus> {
+        self.status.clone()
+    }
+
+    /// Waits until the request may use its model.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::StartFailed`] when the model could not be started,
+    /// [`RouteError::Unloaded`] when it was unloaded meanwhile, and
+    /// [`RouteError::ShuttingDown`] when the router shuts down.
+    pub async fn granted(self) -> Result<Lease, RouteError> {
+        let Self {
+            grant, mut guard, ..
+        } = self;
+        let result = grant.await;
+        guard.armed = false;
+        // A closed channel means the actor ended without answering: only at shutdown.
+        result.unwrap_or(Err(RouteError::ShuttingDown))
+    }
+}
+
+impl fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket")
+            .field("id", &self.id)
+            .field("model", &self.model)
+            .field("effective_priority", &self.effective_priority)
+            .field("status", &*self.status.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The right to use a model for one request. Dropping it tells the router the
+/// request is over, so hold it until the response body has ended.
+pub struct Lease {
+    id: RequestId,
+    model: String,
+    notices: mpsc::UnboundedSender<Notice>,
+}
+
+impl Lease {
+    pub(super) fn new(
+        id: RequestId,
+        model: String,
+        notices: mpsc::UnboundedSender<Notice>,
+    ) -> Self {
+        Self { id, model, notices }
+    }
+
+    /// The request's identity.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The model ID the request may use.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Fails only when the actor is gone, and then there is nothing to account for.
+        let _ = self.notices.send(Notice::ServeDone(self.id));
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("id", &self.id)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}

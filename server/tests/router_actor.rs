@@ -1,0 +1,540 @@
+//! The router actor on a paused clock, with a launcher the test drives by channel:
+//! every `ensure_ready` and `stop` call is handed to the test, which decides when
+//! (and how) it completes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use llama_swap_server::router::{
+    BoxFuture, LaunchError, Launcher, Lease, ModelState, RouteError, Router, RouterHandle, Submit,
+    UpstreamEvent, WaitStatus,
+};
+use llama_swap_server::scheduler::{
+    GroupSettings, ModelSettings, SchedulerKind, SchedulerSettings,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, timeout};
+
+/// Upper bound that turns a hang into a failure (virtual time on the paused clock).
+const BOUND: Duration = Duration::from_secs(3600);
+
+#[derive(Debug)]
+enum Call {
+    EnsureReady {
+        model: String,
+        done: oneshot::Sender<Result<(), LaunchError>>,
+    },
+    Stop {
+        model: String,
+        grace: Duration,
+        done: oneshot::Sender<()>,
+    },
+}
+
+struct FakeLauncher {
+    calls: mpsc::UnboundedSender<Call>,
+}
+
+impl Launcher for FakeLauncher {
+    fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
+        let (done, result) = oneshot::channel();
+        let _ = self.calls.send(Call::EnsureReady {
+            model: model.to_owned(),
+            done,
+        });
+        let model = model.to_owned();
+        Box::pin(async move { result.await.unwrap_or(Err(LaunchError::Aborted { model })) })
+    }
+
+    fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
+        let (done, result) = oneshot::channel();
+        let _ = self.calls.send(Call::Stop {
+            model: model.to_owned(),
+            grace,
+            done,
+        });
+        Box::pin(async move {
+            let _ = result.await;
+        })
+    }
+}
+
+struct Rig {
+    router: RouterHandle,
+    calls: mpsc::UnboundedReceiver<Call>,
+    exits: mpsc::Sender<UpstreamEvent>,
+}
+
+fn rig(settings: SchedulerSettings) -> Rig {
+    let (calls_tx, calls) = mpsc::unbounded_channel();
+    let (exits, exits_rx) = mpsc::channel(8);
+    let router = Router::spawn(
+        settings,
+        Arc::new(FakeLauncher { calls: calls_tx }),
+        exits_rx,
+    )
+    .unwrap();
+    Rig {
+        router,
+        calls,
+        exits,
+    }
+}
+
+fn models(ids: &[&str]) -> SchedulerSettings {
+    SchedulerSettings::new(ids.iter().map(|id| ModelSettings::new(*id)).collect())
+}
+
+fn submit(model: &str, priority: i32) -> Submit {
+    Submit {
+        model: model.to_owned(),
+        priority,
+    }
+}
+
+impl Rig {
+    async fn next_call(&mut self) -> Call {
+        timeout(BOUND, self.calls.recv())
+            .await
+            .expect("a launcher call")
+            .expect("launcher alive")
+    }
+
+    async fn expect_ensure(&mut self, model: &str) -> oneshot::Sender<Result<(), LaunchError>> {
+        match self.next_call().await {
+            Call::EnsureReady { model: m, done } if m == model => done,
+            other => panic!("expected ensure_ready({model}), got {other:?}"),
+        }
+    }
+
+    async fn expect_stop(&mut self, model: &str) -> (Duration, oneshot::Sender<()>) {
+        match self.next_call().await {
+            Call::Stop {
+                model: m,
+                grace,
+                done,
+            } if m == model => (grace, done),
+            other => panic!("expected stop({model}), got {other:?}"),
+        }
+    }
+
+    /// Loads `model` (stopping `evicting` first) and returns the lease of the request that did it.
+    async fn load(&mut self, model: &str, evicting: &[&str]) -> Lease {
+        let ticket = self.router.submit(submit(model, 0)).await.unwrap();
+        for e in evicting {
+            let (_, done) = self.expect_stop(e).await;
+            done.send(()).unwrap();
+        }
+        let id = self.router.resolve(model).expect("configured");
+        self.expect_ensure(&id).await.send(Ok(())).unwrap();
+        timeout(BOUND, ticket.granted()).await.unwrap().unwrap()
+    }
+
+    /// Round trip through the actor: every notice sent before it has been handled.
+    async fn sync(&self) {
+        self.router.queue().await;
+    }
+
+    fn no_call_pending(&mut self) -> bool {
+        self.calls.try_recv().is_err()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticket_is_granted_once_the_launcher_reports_ready() {
+    let mut r = rig(models(&["a"]));
+    let ticket = r.router.submit(submit("a", 3)).await.unwrap();
+    assert_eq!(ticket.model(), "a");
+    assert_eq!(ticket.effective_priority(), 3);
+    let mut status = ticket.status();
+    let done = r.expect_ensure("a").await;
+    status
+        .wait_for(|s| *s == WaitStatus::Starting)
+        .await
+        .unwrap();
+    done.send(Ok(())).unwrap();
+    let lease = timeout(BOUND, ticket.granted()).await.unwrap().unwrap();
+    assert_eq!(lease.model(), "a");
+    assert_eq!(*status.borrow(), WaitStatus::Granted);
+    assert_eq!(r.router.running().await[0].state, ModelState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn aliases_resolve_to_the_model_id() {
+    let mut m = ModelSettings::new("qwen-7b");
+    m.aliases = vec!["qwen".into()];
+    let mut r = rig(SchedulerSettings::new(vec![m]));
+    assert_eq!(r.router.resolve("qwen").as_deref(), Some("qwen-7b"));
+    assert_eq!(r.router.resolve("nope"), None);
+    let lease = r.load("qwen", &[]).await;
+    assert_eq!(lease.model(), "qwen-7b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_errors_reach_the_submitter() {
+    let mut m = ModelSettings::new("a");
+    m.concurrency_limit = 1;
+    let mut r = rig(SchedulerSettings::new(vec![m]));
+    assert_eq!(
+        r.router.submit(submit("zzz", 0)).await.unwrap_err(),
+        RouteError::UnknownModel {
+            model: "zzz".into()
+        }
+    );
+    let _lease = r.load("a", &[]).await;
+    assert!(matches!(
+        r.router.submit(submit("a", 0)).await.unwrap_err(),
+        RouteError::ConcurrencyLimit { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn serial_router_rejects_priorities() {
+    let mut s = models(&["a"]);
+    s.kind = SchedulerKind::Serial;
+    let r = rig(s);
+    assert_eq!(
+        r.router.submit(submit("a", 10)).await.unwrap_err(),
+        RouteError::PriorityNotSupported { priority: 10 }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_lease_lets_a_queued_request_swap_models() {
+    let mut r = rig(models(&["a", "b"]));
+    let lease = r.load("a", &[]).await;
+    let ticket = r.router.submit(submit("b", 0)).await.unwrap();
+    let mut status = ticket.status();
+    status
+        .wait_for(|s| *s == WaitStatus::Queued { position: 1 })
+        .await
+        .unwrap();
+    r.sync().await;
+    assert!(r.no_call_pending(), "nothing is stopped while a serves");
+    drop(lease);
+    let (grace, stopped) = r.expect_stop("a").await;
+    assert_eq!(grace, SchedulerSettings::new(Vec::new()).stop_grace);
+    stopped.send(()).unwrap();
+    r.expect_ensure("b").await.send(Ok(())).unwrap();
+    assert_eq!(
+        timeout(BOUND, ticket.granted())
+            .await
+            .unwrap()
+            .unwrap()
+            .model(),
+        "b"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_queued_ticket_never_starts_its_model() {
+    let mut r = rig(models(&["a", "b"]));
+    let lease = r.load("a", &[]).await;
+    let ticket = r.router.submit(submit("b", 0)).await.unwrap();
+    drop(ticket);
+    drop(lease);
+    r.sync().await;
+    assert!(r.router.queue().await.is_empty());
+    assert_eq!(r.router.running().await.len(), 1, "only a, still ready");
+    assert!(r.no_call_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn abandoned_wait_on_granted_cancels_the_request() {
+    let mut r = rig(models(&["a", "b"]));
+    let lease = r.load("a", &[]).await;
+    let ticket = r.router.submit(submit("b", 0)).await.unwrap();
+    // The client goes away while waiting: the future of `granted` is dropped.
+    assert!(ticket.granted().now_or_never().is_none());
+    drop(lease);
+    r.sync().await;
+    assert!(r.router.queue().await.is_empty());
+    assert!(r.no_call_pending());
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticket_dropped_after_its_grant_still_releases_the_model() {
+    let mut r = rig(models(&["a", "b"]));
+    drop(r.load("a", &[]).await);
+    // Granted at once (fast path), but the client never picks the lease up.
+    drop(r.router.submit(submit("a", 0)).await.unwrap());
+    let b = r.router.submit(submit("b", 0)).await.unwrap();
+    r.expect_stop("a").await.1.send(()).unwrap();
+    r.expect_ensure("b").await.send(Ok(())).unwrap();
+    assert!(timeout(BOUND, b.granted()).await.unwrap().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn elevated_request_overtakes_queued_low() {
+    let mut r = rig(models(&["a", "b", "c"]));
+    let lease = r.load("a", &[]).await;
+    let low = r.router.submit(submit("b", -10)).await.unwrap();
+    let high = r.router.submit(submit("c", 10)).await.unwrap();
+    let mut low_status = low.status();
+    low_status
+        .wait_for(|s| *s == WaitStatus::Queued { position: 2 })
+        .await
+        .unwrap();
+    drop(lease);
+    r.expect_stop("a").await.1.send(()).unwrap();
+    r.expect_ensure("c").await.send(Ok(())).unwrap();
+    let high_lease = timeout(BOUND, high.granted()).await.unwrap().unwrap();
+    assert_eq!(high_lease.model(), "c");
+    assert_eq!(*low_status.borrow(), WaitStatus::Queued { position: 1 });
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_snapshot_reports_priorities_positions_and_wait() {
+    let mut m = ModelSettings::new("c");
+    m.priority = 5;
+    let mut r = rig(SchedulerSettings::new(vec![
+        ModelSettings::new("a"),
+        ModelSettings::new("b"),
+        m,
+    ]));
+    let _lease = r.load("a", &[]).await;
+    let _b = r.router.submit(submit("b", 1)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let _c = r.router.submit(submit("c", -10)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let q = r.router.queue().await;
+    assert_eq!(q.len(), 2);
+    assert_eq!((q[0].model.as_str(), q[0].position), ("c", 1));
+    assert_eq!((q[0].requested_priority, q[0].effective_priority), (-10, 5));
+    assert_eq!(q[0].waited, Duration::from_secs(1));
+    assert_eq!(
+        (q[1].model.as_str(), q[1].position, q[1].effective_priority),
+        ("b", 2, 1)
+    );
+    assert_eq!(q[1].waited, Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_start_reaches_every_waiter() {
+    let mut r = rig(models(&["a"]));
+    let first = r.router.submit(submit("a", 0)).await.unwrap();
+    let second = r.router.submit(submit("a", 0)).await.unwrap();
+    let error = LaunchError::ExitedDuringStart {
+        model: "a".into(),
+        status: "exit status: 1".into(),
+        last_output: "boom".into(),
+    };
+    r.expect_ensure("a").await.send(Err(error.clone())).unwrap();
+    for ticket in [first, second] {
+        assert_eq!(
+            timeout(BOUND, ticket.granted()).await.unwrap().unwrap_err(),
+            RouteError::StartFailed(error.clone())
+        );
+    }
+    assert!(r.router.running().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn unload_fails_waiters_and_resolves_once_stopped() {
+    let mut r = rig(models(&["a"]));
+    let waiting = r.router.submit(submit("a", 0)).await.unwrap();
+    let _start = r.expect_ensure("a").await;
+    let router = r.router.clone();
+    let mut unload = tokio::spawn(async move { router.unload(Some(vec!["a".into()])).await });
+    assert_eq!(
+        timeout(BOUND, waiting.granted())
+            .await
+            .unwrap()
+            .unwrap_err(),
+        RouteError::Unloaded { model: "a".into() }
+    );
+    let (grace, stopped) = r.expect_stop("a").await;
+    assert_eq!(grace, ModelSettings::new("a").unload_timeout);
+    assert!(
+        (&mut unload).now_or_never().is_none(),
+        "resolves only when stopped"
+    );
+    stopped.send(()).unwrap();
+    assert_eq!(timeout(BOUND, unload).await.unwrap().unwrap(), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn unload_stops_smallest_timeout_first_and_equal_timeouts_in_parallel() {
+    let ids = ["a", "c", "e", "f"];
+    let mut ms = Vec::new();
+    for (id, secs) in ids.iter().zip([45, 10, 25, 25]) {
+        let mut m = ModelSettings::new(*id);
+        m.unload_timeout = Duration::from_secs(secs);
+        ms.push(m);
+    }
+    let mut s = SchedulerSettings::new(ms);
+    let mut all = GroupSettings::new("all", ids.iter().map(|s| (*s).to_owned()).collect());
+    all.swap = false;
+    all.exclusive = false;
+    s.groups = vec![all];
+    let mut r = rig(s);
+    for id in ids {
+        drop(r.load(id, &[]).await);
+    }
+    let router = r.router.clone();
+    let unload = tokio::spawn(async move { router.unload(None).await });
+    let (grace, c) = r.expect_stop("c").await;
+    assert_eq!(grace, Duration::from_secs(10));
+    r.sync().await;
+    assert!(r.no_call_pending(), "the next batch waits for c");
+    c.send(()).unwrap();
+    // e and f are both asked to stop before either finishes.
+    let (_, e) = r.expect_stop("e").await;
+    let (_, f) = r.expect_stop("f").await;
+    e.send(()).unwrap();
+    f.send(()).unwrap();
+    let (grace, a) = r.expect_stop("a").await;
+    assert_eq!(grace, Duration::from_secs(45));
+    a.send(()).unwrap();
+    assert_eq!(timeout(BOUND, unload).await.unwrap().unwrap(), Ok(()));
+    assert!(r.router.running().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn unload_of_unknown_model_is_an_error() {
+    let r = rig(models(&["a"]));
+    assert_eq!(
+        r.router.unload(Some(vec!["x".into()])).await,
+        Err(RouteError::UnknownModel { model: "x".into() })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_fails_waiters_stops_models_and_is_idempotent() {
+    let mut r = rig(models(&["a", "b"]));
+    let lease = r.load("a", &[]).await;
+    let queued = r.router.submit(submit("b", 0)).await.unwrap();
+    let router = r.router.clone();
+    let mut shutdown = tokio::spawn(async move { router.shutdown().await });
+    assert_eq!(
+        timeout(BOUND, queued.granted()).await.unwrap().unwrap_err(),
+        RouteError::ShuttingDown
+    );
+    let (_, stopped) = r.expect_stop("a").await;
+    assert_eq!(
+        r.router.submit(submit("a", 0)).await.unwrap_err(),
+        RouteError::ShuttingDown
+    );
+    assert!(
+        (&mut shutdown).now_or_never().is_none(),
+        "waits for the stop"
+    );
+    stopped.send(()).unwrap();
+    timeout(BOUND, shutdown).await.unwrap().unwrap();
+    timeout(BOUND, r.router.shutdown()).await.unwrap();
+    assert_eq!(
+        r.router.submit(submit("a", 0)).await.unwrap_err(),
+        RouteError::ShuttingDown
+    );
+    assert_eq!(r.router.unload(None).await, Err(RouteError::ShuttingDown));
+    assert!(r.router.queue().await.is_empty());
+    drop(lease); // after the actor ended: nothing to report, nothing panics
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_a_start_aborts_it_and_stops_the_model() {
+    let mut r = rig(models(&["a"]));
+    let waiting = r.router.submit(submit("a", 0)).await.unwrap();
+    let _never_answered = r.expect_ensure("a").await;
+    let router = r.router.clone();
+    let shutdown = tokio::spawn(async move { router.shutdown().await });
+    assert_eq!(
+        timeout(BOUND, waiting.granted())
+            .await
+            .unwrap()
+            .unwrap_err(),
+        RouteError::ShuttingDown
+    );
+    r.expect_stop("a").await.1.send(()).unwrap();
+    timeout(BOUND, shutdown).await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_every_handle_shuts_the_router_down() {
+    let mut r = rig(models(&["a"]));
+    drop(r.load("a", &[]).await);
+    drop(r.router);
+    let (_, stopped) = match timeout(BOUND, r.calls.recv()).await.unwrap().unwrap() {
+        Call::Stop { model, grace, done } if model == "a" => (grace, done),
+        other => panic!("expected stop(a), got {other:?}"),
+    };
+    stopped.send(()).unwrap();
+    // The actor ends and drops its launcher: the call channel closes.
+    assert!(timeout(BOUND, r.calls.recv()).await.unwrap().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn exited_upstream_is_started_again_by_the_next_request() {
+    let mut r = rig(models(&["a"]));
+    drop(r.load("a", &[]).await);
+    r.exits
+        .send(UpstreamEvent::Exited {
+            model: "a".into(),
+            status: "signal: 9".into(),
+        })
+        .await
+        .unwrap();
+    // The actor looks at launcher events before commands, so this query sees the exit.
+    assert!(r.router.running().await.is_empty());
+    let ticket = r.router.submit(submit("a", 0)).await.unwrap();
+    r.expect_ensure("a").await.send(Ok(())).unwrap();
+    assert!(timeout(BOUND, ticket.granted()).await.unwrap().is_ok());
+}
+
+fn with_ttl(secs: u64) -> SchedulerSettings {
+    let mut m = ModelSettings::new("a");
+    m.ttl = Some(Duration::from_secs(secs));
+    SchedulerSettings::new(vec![m])
+}
+
+#[tokio::test(start_paused = true)]
+async fn ttl_unloads_an_idle_model() {
+    let mut r = rig(with_ttl(60));
+    let lease = r.load("a", &[]).await;
+    let idle_from = Instant::now();
+    drop(lease);
+    let (grace, stopped) = r.expect_stop("a").await;
+    assert!(
+        idle_from.elapsed() >= Duration::from_secs(60),
+        "not before the TTL"
+    );
+    assert_eq!(grace, ModelSettings::new("a").unload_timeout);
+    stopped.send(()).unwrap();
+    r.sync().await;
+    assert!(r.router.running().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_request_restarts_the_ttl() {
+    let mut r = rig(with_ttl(60));
+    drop(r.load("a", &[]).await);
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    let lease = r
+        .router
+        .submit(submit("a", 0))
+        .await
+        .unwrap()
+        .granted()
+        .await
+        .unwrap();
+    let idle_from = Instant::now();
+    drop(lease);
+    r.expect_stop("a").await.1.send(()).unwrap();
+    assert!(idle_from.elapsed() >= Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_arriving_during_a_ttl_stop_is_served_after_a_restart() {
+    let mut r = rig(with_ttl(1));
+    drop(r.load("a", &[]).await);
+    let (_, stopped) = r.expect_stop("a").await;
+    let ticket = r.router.submit(submit("a", 0)).await.unwrap();
+    r.sync().await;
+    assert!(r.no_call_pending(), "no start while the stop runs");
+    stopped.send(()).unwrap();
+    r.expect_ensure("a").await.send(Ok(())).unwrap();
+    assert!(timeout(BOUND, ticket.granted()).await.unwrap().is_ok());
+}
