@@ -369,4 +369,61 @@ mod tests {
         let steps = plan(&events(&["a"]), &shape);
         assert_eq!(concat(&steps), b": keep-alive\n\ndata: a\n\n");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn play_waits_ttft_then_token_gaps_on_the_tokio_clock() {
+        use futures_util::StreamExt;
+        let shape = StreamShape::new()
+            .time_to_first_token(Duration::from_millis(300))
+            .tokens_per_second(10.0);
+        let steps = plan(&events(&["a", "b", "c"]), &shape);
+        let start = tokio::time::Instant::now();
+        let mut body = play(
+            steps,
+            StreamEnd::Finish,
+            CancellationToken::new(),
+            Box::new(|| {}),
+        );
+        let mut at = Vec::new();
+        while let Some(chunk) = body.next().await {
+            chunk.unwrap();
+            at.push(start.elapsed());
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(at, [ms(300), ms(400), ms(500)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_stream_ends_with_an_error_when_stopped() {
+        use futures_util::StreamExt;
+        let stop = CancellationToken::new();
+        let mut body = play(Vec::new(), StreamEnd::Stall, stop.clone(), Box::new(|| {}));
+        let next = tokio::time::timeout(Duration::from_secs(3600), body.next()).await;
+        assert!(next.is_err(), "a stalled stream yields nothing");
+        stop.cancel();
+        assert!(body.next().await.unwrap().is_err());
+        assert!(body.next().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn crash_end_runs_the_hook_after_the_frames() {
+        use futures_util::StreamExt;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let steps = plan(&events(&["a"]), &StreamShape::new());
+        let hook_stop = stop.clone();
+        let mut body = play(
+            steps,
+            StreamEnd::Crash,
+            stop,
+            Box::new(move || {
+                tx.send(()).unwrap();
+                hook_stop.cancel();
+            }),
+        );
+        assert_eq!(body.next().await.unwrap().unwrap(), "data: a\n\n");
+        assert!(rx.try_recv().is_err(), "no crash before the frames are out");
+        assert!(body.next().await.unwrap().is_err());
+        assert!(rx.try_recv().is_ok());
+    }
 }

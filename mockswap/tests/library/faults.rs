@@ -243,3 +243,25 @@ async fn crash_after_stops_serving_once_the_nth_request_completed() {
         .await;
     assert!(refused.is_err());
 }
+
+#[tokio::test]
+async fn crash_mid_stream_cuts_the_first_stream_after_some_frames() {
+    let mock = MockSwap::builder()
+        .crash_mid_stream(true)
+        .start()
+        .await
+        .unwrap();
+    let response = post(
+        &mock,
+        "/v1/chat/completions",
+        &chat("m", "a b c d e", true),
+        &[],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let partial = body_text(response).await.unwrap_err();
+    let frames = data_frames(&partial);
+    assert_eq!(frames.len(), 2, "{partial:?}");
+    let crash = tokio::time::timeout(BOUND, mock.crashed()).await.unwrap();
+    assert_eq!(crash, Crash::MidStream);
+}
