@@ -104,7 +104,8 @@ pub fn apply_priority(headers: &mut HeaderMap, priority: Priority) {
 
 impl fmt::Display for Priority {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad` so width and alignment flags work in tables.
+        f.pad(self.as_str())
     }
 }
 
@@ -176,6 +177,7 @@ mod tests {
             assert_eq!(p.to_string().parse::<Priority>().unwrap(), p);
         }
         assert_eq!(" LOW ".parse::<Priority>().unwrap(), Priority::Low);
+        assert_eq!(format!("[{:<6}]", Priority::Low), "[low   ]");
         let err = "urgent".parse::<Priority>().unwrap_err();
         assert_eq!(err.input, "urgent");
     }

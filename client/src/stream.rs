@@ -374,6 +374,19 @@ fn parse_loading_text(text: &str) -> ProxyStatus {
     ProxyStatus::Message(text.to_owned())
 }
 
+impl ChatResponse {
+    /// Assembles streamed chunks into the response a non-streaming call returns:
+    /// content, reasoning and tool-call pieces joined per choice, the last finish
+    /// reason and usage. [`ChatStream::collect`] uses the same rules.
+    pub fn from_chunks(chunks: impl IntoIterator<Item = ChatChunk>) -> ChatResponse {
+        let mut acc = Aggregate::default();
+        for chunk in chunks {
+            acc.add(chunk);
+        }
+        acc.finish()
+    }
+}
+
 #[derive(Default)]
 struct Aggregate {
     id: String,

@@ -1,0 +1,314 @@
+//! A small agent loop that marks its calls the way the mort bot's runtime does.
+//!
+//! ```text
+//! cargo run --example majordomo_agent -- --base-url http://127.0.0.1:8080 [--model demo]
+//! ```
+//!
+//! Work triggered from Discord (a person is waiting) runs Elevated; scheduled skills,
+//! standing queries and the segments of a long video chain run Low; everything else
+//! (here: memory consolidation) runs Normal. The agent only sees the
+//! [`ChatProvider`] trait and passes the priority per call through [`CallOptions`],
+//! so one run mixes tiers without touching headers. All tasks start together, as
+//! they would in the bot, so a priority-aware proxy serves the Discord work first.
+//!
+//! `--base-url` is required: the in-process mockswap fallback waits for mockswap's
+//! library API to land.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use futures::StreamExt;
+use llama_swap_client::{
+    CallOptions, ChatMessage, ChatProvider, ChatRequest, ChatResponse, Client, Error, Priority,
+    ProxyStatus, StreamEvent,
+};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+/// Command-line flags.
+#[derive(Debug, Parser)]
+#[command(about = "Run a few agent tasks with bot-style priorities against a proxy")]
+struct Args {
+    /// The proxy's base URL, for example http://127.0.0.1:8080.
+    #[arg(long)]
+    base_url: String,
+    /// The model every call names.
+    #[arg(long, default_value = "demo")]
+    model: String,
+    /// Most model turns one task may take (tool calls add turns).
+    #[arg(long, default_value_t = 4)]
+    max_turns: usize,
+}
+
+/// What started a piece of agent work.
+#[derive(Debug, Clone)]
+enum Trigger {
+    /// A message in a Discord channel: someone is waiting for the answer.
+    Discord { user: String },
+    /// A skill the scheduler runs on a timer.
+    ScheduledSkill { skill: String },
+    /// A saved query the bot re-runs to watch for changes.
+    StandingQuery { query: String },
+    /// One segment of a long video being summarised piece by piece.
+    VideoChainSegment { video: String, segment: u32 },
+    /// Housekeeping nobody waits for but that should not lag behind batch work.
+    MemoryConsolidation,
+}
+
+impl Trigger {
+    /// The bot's rule: people first, background work last, the rest in between.
+    fn priority(&self) -> Priority {
+        match self {
+            Trigger::Discord { .. } => Priority::Elevated,
+            Trigger::ScheduledSkill { .. }
+            | Trigger::StandingQuery { .. }
+            | Trigger::VideoChainSegment { .. } => Priority::Low,
+            Trigger::MemoryConsolidation => Priority::Normal,
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Trigger::Discord { user } => format!("discord message from {user}"),
+            Trigger::ScheduledSkill { skill } => format!("scheduled skill {skill}"),
+            Trigger::StandingQuery { query } => format!("standing query {query:?}"),
+            Trigger::VideoChainSegment { video, segment } => {
+                format!("video {video} segment {segment}")
+            }
+            Trigger::MemoryConsolidation => "memory consolidation".to_owned(),
+        }
+    }
+
+    /// A person watches Discord replies appear, so those stream; the rest need
+    /// only the final text.
+    fn streams(&self) -> bool {
+        matches!(self, Trigger::Discord { .. })
+    }
+}
+
+/// One unit of agent work.
+#[derive(Debug, Clone)]
+struct Task {
+    trigger: Trigger,
+    prompt: String,
+}
+
+/// The agent: a provider, a model, and a turn limit.
+struct Agent {
+    provider: Arc<dyn ChatProvider>,
+    model: String,
+    max_turns: usize,
+}
+
+/// How a task ended.
+struct Outcome {
+    answer: String,
+    turns: usize,
+    proxy_events: usize,
+}
+
+impl Agent {
+    /// Runs one task: calls the model, runs any tools it asks for, and calls it
+    /// again with the results, until it answers or the turn limit is reached. Every
+    /// call of the task carries the task's priority.
+    async fn run(&self, task: &Task) -> Result<Outcome, Error> {
+        let options = CallOptions::with_priority(task.trigger.priority())
+            .header("x-majordomo-trigger", trigger_kind(&task.trigger));
+        let mut messages = vec![
+            ChatMessage::system("You are majordomo, a helpful bot. Be brief."),
+            ChatMessage::user(task.prompt.as_str()),
+        ];
+        let mut proxy_events = 0;
+        for turn in 1..=self.max_turns {
+            let mut request = ChatRequest::new(self.model.as_str(), messages.clone());
+            request.tools = Some(vec![clock_tool()]);
+            let response = if task.trigger.streams() {
+                let mut stream = self.provider.chat_stream(&request, &options).await?;
+                let mut chunks = Vec::new();
+                while let Some(event) = stream.next().await {
+                    match event? {
+                        StreamEvent::Proxy(ProxyStatus::Queued { position, .. }) => {
+                            proxy_events += 1;
+                            println!("  [{}] queued at #{position}", task.trigger.label());
+                        }
+                        StreamEvent::Proxy(_) => proxy_events += 1,
+                        StreamEvent::Chunk(chunk) => chunks.push(chunk),
+                        _ => {}
+                    }
+                }
+                ChatResponse::from_chunks(chunks)
+            } else {
+                self.provider.chat(&request, &options).await?
+            };
+            let Some(choice) = response.choices.first() else {
+                return Ok(Outcome {
+                    answer: String::new(),
+                    turns: turn,
+                    proxy_events,
+                });
+            };
+            let message = choice.message.clone();
+            if message.tool_calls.is_empty() {
+                return Ok(Outcome {
+                    answer: message.text(),
+                    turns: turn,
+                    proxy_events,
+                });
+            }
+            let results: Vec<ChatMessage> = message
+                .tool_calls
+                .iter()
+                .map(|call| ChatMessage::tool(call.id.as_str(), run_tool(&call.function.name)))
+                .collect();
+            messages.push(message);
+            messages.extend(results);
+        }
+        Ok(Outcome {
+            answer: "(turn limit reached)".to_owned(),
+            turns: self.max_turns,
+            proxy_events,
+        })
+    }
+}
+
+fn trigger_kind(trigger: &Trigger) -> &'static str {
+    match trigger {
+        Trigger::Discord { .. } => "discord",
+        Trigger::ScheduledSkill { .. } => "scheduled-skill",
+        Trigger::StandingQuery { .. } => "standing-query",
+        Trigger::VideoChainSegment { .. } => "video-chain",
+        Trigger::MemoryConsolidation => "memory",
+    }
+}
+
+fn clock_tool() -> serde_json::Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": "current_time",
+            "description": "The current time as seconds since the Unix epoch.",
+            "parameters": {"type": "object", "properties": {}}
+        }
+    })
+}
+
+fn run_tool(name: &str) -> String {
+    match name {
+        "current_time" => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or_else(|_| "unknown".to_owned(), |d| d.as_secs().to_string()),
+        other => format!("unknown tool {other:?}"),
+    }
+}
+
+fn tasks() -> Vec<Task> {
+    let mut tasks = vec![
+        Task {
+            trigger: Trigger::ScheduledSkill {
+                skill: "morning-digest".into(),
+            },
+            prompt: "Summarise yesterday's server activity in three bullet points.".into(),
+        },
+        Task {
+            trigger: Trigger::StandingQuery {
+                query: "new rust release".into(),
+            },
+            prompt: "Has a new stable Rust been released? Answer yes or no.".into(),
+        },
+        Task {
+            trigger: Trigger::MemoryConsolidation,
+            prompt: "Merge these notes: 'likes tea', 'prefers green tea'.".into(),
+        },
+        Task {
+            trigger: Trigger::Discord { user: "ada".into() },
+            prompt: "What time is it? Use the clock tool.".into(),
+        },
+    ];
+    for segment in 1..=3 {
+        tasks.push(Task {
+            trigger: Trigger::VideoChainSegment {
+                video: "talk-2026-11".into(),
+                segment,
+            },
+            prompt: format!("Summarise transcript segment {segment} of the talk."),
+        });
+    }
+    tasks
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let client = match Client::new(&args.base_url) {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("majordomo_agent: {}", describe(&err));
+            return ExitCode::FAILURE;
+        }
+    };
+    let agent = Arc::new(Agent {
+        provider: Arc::new(client),
+        model: args.model,
+        max_turns: args.max_turns,
+    });
+
+    let started = Instant::now();
+    let mut running = JoinSet::new();
+    for task in tasks() {
+        let agent = Arc::clone(&agent);
+        running.spawn(async move {
+            let outcome = agent.run(&task).await;
+            (task, outcome)
+        });
+    }
+
+    let mut failed = 0;
+    while let Some(joined) = running.join_next().await {
+        let (task, outcome) = match joined {
+            Ok(done) => done,
+            Err(err) => {
+                eprintln!("majordomo_agent: a task panicked: {err}");
+                failed += 1;
+                continue;
+            }
+        };
+        let tier = task.trigger.priority();
+        let elapsed = started.elapsed().as_millis();
+        match outcome {
+            Ok(outcome) => println!(
+                "{tier:<8} {:<38} done after {elapsed} ms, {} turn(s), {} proxy event(s): {:?}",
+                task.trigger.label(),
+                outcome.turns,
+                outcome.proxy_events,
+                outcome.answer
+            ),
+            Err(err) => {
+                failed += 1;
+                println!(
+                    "{tier:<8} {:<38} FAILED after {elapsed} ms: {}",
+                    task.trigger.label(),
+                    describe(&err)
+                );
+            }
+        }
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The error and its causes, for one readable line.
+fn describe(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
