@@ -1,9 +1,6 @@
-//! mockswap: a test double of a llama-swap proxy and a fake upstream model server.
+#![doc = include_str!("../README.md")]
 //!
-//! Start it in one line from any tokio test, point the code under test at
-//! [`MockSwap::uri`], and assert what arrived: every request is journaled with all its
-//! headers, and the `X-Priority` header is kept as sent ([`PriorityHeader`]: absent,
-//! value, invalid, duplicated), so "no header", `0` and "two values" stay distinct.
+//! ## Modules
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -13,24 +10,11 @@
 //! | [`reply`] | scripted replies ([`Reply`], [`ReplyRule`]) |
 //! | [`fault`] | injected faults ([`Fault`], [`FaultRule`]) |
 //! | [`stream`] | stream shaping ([`StreamShape`], [`Chunking`], [`LineEnding`]) |
-//! | [`spec`] | the JSON forms of faults, replies and fixture files |
+//! | [`spec`] | the JSON forms of faults, replies and fixture files ([`Fixture`]) |
 //! | [`wire`] | the response shapes (OpenAI, Anthropic, llama.cpp) |
 //! | [`envelope`] | the error envelope shared with the server ([`ApiError`]) |
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! use mockswap::MockSwap;
-//!
-//! let mock = MockSwap::start().await;
-//! assert!(mock.uri().starts_with("http://127.0.0.1:"));
-//! // ... point the code under test at mock.uri(), then:
-//! assert!(mock.requests().is_empty());
-//! # }
-//! ```
-//!
-//! The same engine runs as the `mockswap` binary, with an admin API under
-//! `/__mockswap/` for tests written in other languages (see the README).
+//! | [`body`] | the response body type |
+//! | [`error`] | [`StartError`], [`WaitError`] |
 
 pub mod body;
 pub mod envelope;
