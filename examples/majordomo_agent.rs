@@ -11,12 +11,14 @@
 //! so one run mixes tiers without touching headers. All tasks start together, as
 //! they would in the bot, so a priority-aware proxy serves the Discord work first.
 //!
-//! `--base-url` is required: the in-process mockswap fallback waits for mockswap's
-//! library API to land.
+//! Without `--base-url` it starts an in-process mockswap with its gate closed, lets
+//! every task's first call arrive, then opens the gate: the mock releases waiting
+//! requests highest priority first, as a priority-aware proxy would, and the example
+//! prints the order in which they were served.
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures::StreamExt;
@@ -24,16 +26,21 @@ use llama_swap_client::{
     CallOptions, ChatMessage, ChatProvider, ChatRequest, ChatResponse, Client, Error, Priority,
     ProxyStatus, StreamEvent,
 };
+use mockswap::MockSwap;
 use serde_json::json;
 use tokio::task::JoinSet;
+
+/// How long the in-process mock waits for every task's first call to arrive.
+const GATHER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Command-line flags.
 #[derive(Debug, Parser)]
 #[command(about = "Run a few agent tasks with bot-style priorities against a proxy")]
 struct Args {
-    /// The proxy's base URL, for example http://127.0.0.1:8080.
+    /// The proxy's base URL, for example http://127.0.0.1:8080. Default: an
+    /// in-process mockswap on an ephemeral loopback port.
     #[arg(long)]
-    base_url: String,
+    base_url: Option<String>,
     /// The model every call names.
     #[arg(long, default_value = "demo")]
     model: String,
@@ -241,7 +248,28 @@ fn tasks() -> Vec<Task> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let client = match Client::new(&args.base_url) {
+    let (base_url, mock) = match args.base_url.clone() {
+        Some(url) => (url, None),
+        None => match MockSwap::builder()
+            .models([args.model.clone()])
+            .gate_closed()
+            .start()
+            .await
+        {
+            Ok(mock) => {
+                println!(
+                    "no --base-url: serving from an in-process mockswap at {}",
+                    mock.uri()
+                );
+                (mock.uri(), Some(mock))
+            }
+            Err(err) => {
+                eprintln!("majordomo_agent: could not start mockswap: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let client = match Client::new(base_url) {
         Ok(client) => client,
         Err(err) => {
             eprintln!("majordomo_agent: {}", describe(&err));
@@ -254,14 +282,29 @@ async fn main() -> ExitCode {
         max_turns: args.max_turns,
     });
 
+    let tasks = tasks();
+    let task_count = tasks.len();
     let started = Instant::now();
     let mut running = JoinSet::new();
-    for task in tasks() {
+    for task in tasks {
         let agent = Arc::clone(&agent);
         running.spawn(async move {
             let outcome = agent.run(&task).await;
             (task, outcome)
         });
+    }
+
+    if let Some(mock) = &mock {
+        // Every task is waiting now, so the release order is decided by priority
+        // alone, not by which task happened to start first.
+        if let Err(err) = mock.wait_for_held(task_count, GATHER_TIMEOUT).await {
+            eprintln!("majordomo_agent: the tasks' first calls did not all arrive: {err}");
+            mock.open_gate();
+            running.abort_all();
+            return ExitCode::FAILURE;
+        }
+        println!("{task_count} calls waiting at the mock; opening the gate");
+        mock.open_gate();
     }
 
     let mut failed = 0;
@@ -294,10 +337,37 @@ async fn main() -> ExitCode {
             }
         }
     }
+    if let Some(mock) = &mock {
+        print_dispatch_order(mock);
+    }
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Shows the order in which the mock served the calls, with what each one sent.
+fn print_dispatch_order(mock: &MockSwap) {
+    let mut served: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter_map(|req| req.dispatched.map(|at| (at, req)))
+        .collect();
+    served.sort_by_key(|(at, _)| *at);
+    println!("order in which the mock served the calls:");
+    for (at, req) in served {
+        let priority = req
+            .header_values("x-priority")
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "absent".to_owned());
+        let trigger = req
+            .header_values("x-majordomo-trigger")
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        println!("  {:>2}. x-priority={priority:<6} {trigger}", at + 1);
     }
 }
 
