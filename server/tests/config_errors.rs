@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use llama_swap_server::config::{Config, ConfigError, KeyPath, Reason};
+use llama_swap_server::upstream::CommandError;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -423,7 +424,7 @@ fn unterminated_quote_in_cmd_is_refused() {
         only_issue("unterminated_quote.yaml"),
         (
             "models.a.cmd".into(),
-            Reason::UnterminatedQuote { quote: "single" }
+            Reason::InvalidCommand(CommandError::UnterminatedQuote { quote: '\'' })
         )
     );
 }

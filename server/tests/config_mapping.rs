@@ -1,4 +1,4 @@
-//! The resolved configuration maps onto the scheduler's settings.
+//! The resolved configuration maps onto the scheduler settings and the process specs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use llama_swap_server::config::Config;
 use llama_swap_server::scheduler::{Scheduler, SchedulerKind};
+use llama_swap_server::upstream::split_command;
 
 fn load(name: &str) -> Config {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -89,4 +90,41 @@ fn every_valid_fixture_maps_to_settings_the_scheduler_accepts() {
             panic!("{name}: {err}");
         }
     }
+}
+
+#[test]
+fn example_maps_to_process_specs_with_expanded_commands() {
+    let specs = load("example.yaml").process_specs();
+    let ids: Vec<&str> = specs.iter().map(|s| s.model.as_str()).collect();
+    assert_eq!(ids, ["nomic-embed", "qwen2.5-coder-7b", "qwen3-14b"]);
+    let chat = &specs[2];
+    assert_eq!(chat.proxy, "http://localhost:10003");
+    assert!(
+        chat.cmd
+            .starts_with("/opt/llama.cpp/build/bin/llama-server --host 127.0.0.1 --port 10003")
+    );
+    assert_eq!(
+        chat.env,
+        [("CUDA_VISIBLE_DEVICES".to_owned(), "0".to_owned())]
+    );
+    assert_eq!(chat.check_endpoint.as_deref(), Some("/health"));
+    assert_eq!(chat.health_check_timeout, Duration::from_secs(300));
+    let argv = split_command(&chat.cmd).unwrap();
+    assert_eq!(argv[0], "/opt/llama.cpp/build/bin/llama-server");
+    assert_eq!(argv.last().map(String::as_str), Some("99"));
+    assert!(
+        !argv.iter().any(|a| a.contains("40")),
+        "comment line was dropped: {argv:?}"
+    );
+}
+
+#[test]
+fn cmd_stop_and_disabled_health_check_reach_the_process_spec() {
+    let specs = load("cmd_stop.yaml").process_specs();
+    let docker = specs.iter().find(|s| s.model == "docker").unwrap();
+    assert_eq!(docker.cmd_stop.as_deref(), Some("docker stop vllm ${PID}"));
+    assert_eq!(docker.proxy, "http://127.0.0.1:8000");
+    let unchecked = load("check_endpoint.yaml").process_specs();
+    let unchecked = unchecked.iter().find(|s| s.model == "unchecked").unwrap();
+    assert_eq!(unchecked.check_endpoint, None);
 }

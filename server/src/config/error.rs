@@ -272,12 +272,9 @@ pub enum Reason {
     /// A command that is empty once comment lines are removed.
     #[error("is empty once comment lines are removed")]
     EmptyCommand,
-    /// A command whose quotes are not closed.
-    #[error("has an unterminated {quote} quote")]
-    UnterminatedQuote {
-        /// `single` or `double`.
-        quote: &'static str,
-    },
+    /// A command that cannot be split into arguments (an unclosed quote, say).
+    #[error("{0}")]
+    InvalidCommand(crate::upstream::CommandError),
     /// An alias already claimed by another model.
     #[error("alias {alias:?} is already used by model {model:?}")]
     DuplicateAlias {

@@ -2,6 +2,7 @@
 //! supervisor are built from.
 
 use crate::scheduler::{GroupSettings, ModelSettings, SchedulerKind, SchedulerSettings};
+use crate::upstream::ProcessSpec;
 
 use super::types::{Config, SchedulerConfig};
 
@@ -46,5 +47,24 @@ impl Config {
             kind,
             stop_grace: self.health_check_timeout,
         }
+    }
+
+    /// What the supervisor needs to run each model, in model-ID order: the expanded
+    /// command lines (`${PID}` left in `cmdStop` for stop time), environment, proxy
+    /// URL, health check and `healthCheckTimeout`.
+    #[must_use]
+    pub fn process_specs(&self) -> Vec<ProcessSpec> {
+        self.models
+            .iter()
+            .map(|model| ProcessSpec {
+                model: model.id.clone(),
+                cmd: model.cmd.clone(),
+                cmd_stop: model.cmd_stop.clone(),
+                env: model.env.clone(),
+                proxy: model.proxy.clone(),
+                check_endpoint: model.check_endpoint.clone(),
+                health_check_timeout: self.health_check_timeout,
+            })
+            .collect()
     }
 }

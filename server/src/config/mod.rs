@@ -7,7 +7,8 @@
 //!
 //! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this server
 //!   does not implement yet (`peers`, `profiles`, `filters`, matrix routing, ...).
-//! - [`Config::scheduler_settings`] maps the result onto the scheduler's settings.
+//! - [`Config::scheduler_settings`] and [`Config::process_specs`] map the result onto
+//!   what the scheduler and the upstream supervisor are built from.
 //! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as
 //!   `file: key.path: reason`.
 //! - Differences from llama-swap, on purpose: priority keys that are aliases apply to

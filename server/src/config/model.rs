@@ -8,6 +8,7 @@ use super::fields::{Cx, Fields, secs};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
 use super::types::ModelConfig;
+use crate::upstream::{CommandError, split_command};
 
 /// llama-swap's default when `concurrencyLimit` is unset or 0.
 pub(crate) const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
@@ -287,39 +288,21 @@ pub(crate) fn strip_comment_lines(text: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
+/// Reads `cmd`/`cmdStop` and checks it splits the way the supervisor will split it
+/// at spawn time, so a bad command fails the load rather than the first request.
 fn read_command(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
     let text = cx.string(node, path)?;
     let text = strip_comment_lines(&text);
-    if text.is_empty() {
-        cx.error(path.clone(), Reason::EmptyCommand);
-        return None;
-    }
-    if let Some(quote) = unterminated_quote(&text) {
-        cx.error(path.clone(), Reason::UnterminatedQuote { quote });
-        return None;
-    }
-    Some(text)
-}
-
-/// Finds a quote a POSIX shell would consider unterminated. Backslash escapes work
-/// outside quotes and inside double quotes; single quotes take everything literally.
-fn unterminated_quote(text: &str) -> Option<&'static str> {
-    let mut chars = text.chars();
-    let mut open: Option<char> = None;
-    while let Some(c) = chars.next() {
-        match (open, c) {
-            (None | Some('"'), '\\') => {
-                chars.next();
-            }
-            (None, '\'' | '"') => open = Some(c),
-            (Some(q), c) if c == q => open = None,
-            _ => {}
+    match split_command(&text) {
+        Ok(_) => Some(text),
+        Err(CommandError::Empty) => {
+            cx.error(path.clone(), Reason::EmptyCommand);
+            None
         }
-    }
-    match open {
-        Some('\'') => Some("single"),
-        Some(_) => Some("double"),
-        None => None,
+        Err(err) => {
+            cx.error(path.clone(), Reason::InvalidCommand(err));
+            None
+        }
     }
 }
 
@@ -372,14 +355,5 @@ mod tests {
     fn comment_lines_are_removed_from_commands() {
         let cmd = "llama-server\n  # --flash-attn\n  --port ${PORT}\n";
         assert_eq!(strip_comment_lines(cmd), "llama-server\n  --port ${PORT}");
-    }
-
-    #[test]
-    fn quotes_are_checked_like_a_posix_shell() {
-        assert_eq!(unterminated_quote(r#"sh -c 'echo "hi"'"#), None);
-        assert_eq!(unterminated_quote(r#"a "b\"c""#), None);
-        assert_eq!(unterminated_quote(r"a 'b\'"), None);
-        assert_eq!(unterminated_quote("a 'b"), Some("single"));
-        assert_eq!(unterminated_quote(r#"a "b\""#), Some("double"));
     }
 }
