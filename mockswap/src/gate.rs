@@ -21,6 +21,8 @@ enum Msg {
     },
     SetOpen(bool),
     Done,
+    /// The request stopped waiting (its client went away).
+    Cancel(u64),
 }
 
 /// Lets one request through the gate. When a request that was held is released, the
@@ -39,12 +41,26 @@ impl Drop for Permit {
     }
 }
 
+struct CancelOnDrop {
+    tx: Option<mpsc::UnboundedSender<Msg>>,
+    seq: u64,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Msg::Cancel(self.seq));
+        }
+    }
+}
+
 impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Arrive { seq, priority, .. } => write!(f, "Arrive({seq}, {priority})"),
             Self::SetOpen(open) => write!(f, "SetOpen({open})"),
             Self::Done => f.write_str("Done"),
+            Self::Cancel(seq) => write!(f, "Cancel({seq})"),
         }
     }
 }
@@ -90,7 +106,15 @@ impl Gate {
                 reply,
             })
             .ok()?;
-        rx.await.ok()
+        // If this future is dropped while waiting (the client went away), the actor
+        // must stop counting the request as held.
+        let mut cancel = CancelOnDrop {
+            tx: Some(self.tx.clone()),
+            seq,
+        };
+        let permit = rx.await.ok();
+        cancel.tx = None;
+        permit
     }
 
     pub(crate) fn set_open(&self, open: bool) {
@@ -151,6 +175,10 @@ async fn run(
             }
             Msg::SetOpen(now_open) => open = now_open,
             Msg::Done => releasing = false,
+            // The heap entry stays; it is skipped when popped, as its reply is gone.
+            Msg::Cancel(seq) => {
+                replies.remove(&seq);
+            }
         }
         if open && !releasing {
             // Release the best waiter still connected; a waiter whose client went away
@@ -176,7 +204,7 @@ async fn run(
         }
         state.send_replace(GateState {
             open,
-            held: waiting.len(),
+            held: replies.len(),
         });
     }
 }
@@ -214,6 +242,29 @@ mod tests {
             order.push(seq);
         }
         assert_eq!(order, [3, 103, 5, 105, 2, 102, 4, 104, 1, 101]);
+        stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn abandoned_waiter_is_no_longer_held_and_is_skipped_on_release() {
+        let tracker = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let gate = Gate::spawn(false, &tracker, stop.clone());
+        let abandoned = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass(1, 10).await.is_some() }
+        });
+        gate.wait_held(1).await;
+        let kept = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.pass(2, 0).await.is_some() }
+        });
+        gate.wait_held(2).await;
+        abandoned.abort();
+        let mut state = gate.state.clone();
+        state.wait_for(|s| s.held == 1).await.unwrap();
+        gate.set_open(true);
+        assert!(kept.await.unwrap());
         stop.cancel();
     }
 

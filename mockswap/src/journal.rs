@@ -108,15 +108,18 @@ struct Inner {
 #[derive(Debug)]
 pub(crate) struct Journal {
     inner: Mutex<Inner>,
+    /// Keep at most this many entries (the oldest go first); `None` keeps everything.
+    limit: Option<usize>,
     /// Total number of requests recorded since start (not reset by `clear`), so waiters
     /// can wait for "n more" without racing a clear.
     recorded: watch::Sender<u64>,
 }
 
 impl Journal {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(limit: Option<usize>) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
+            limit,
             recorded: watch::Sender::new(0),
         }
     }
@@ -137,6 +140,12 @@ impl Journal {
             request.seq = seq;
             request.dispatched = None;
             inner.entries.push(request);
+            if let Some(limit) = self.limit
+                && inner.entries.len() > limit
+            {
+                let excess = inner.entries.len() - limit;
+                inner.entries.drain(..excess);
+            }
             seq
         };
         self.recorded.send_modify(|n| *n += 1);
@@ -148,6 +157,12 @@ impl Journal {
         let mut inner = self.lock();
         let position = inner.dispatch_order.len();
         inner.dispatch_order.push(seq);
+        if let Some(limit) = self.limit
+            && inner.dispatch_order.len() > limit
+        {
+            let excess = inner.dispatch_order.len() - limit;
+            inner.dispatch_order.drain(..excess);
+        }
         if let Some(entry) = inner.entries.iter_mut().rev().find(|e| e.seq == seq) {
             entry.dispatched = Some(position);
         }
@@ -178,5 +193,40 @@ impl Journal {
         // The length is read under the lock after each change notification, so a clear
         // racing with this wait is seen as a shorter journal, never as a missed wake-up.
         let _ = rx.wait_for(|_| self.len() >= n).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> RecordedRequest {
+        RecordedRequest {
+            seq: 0,
+            received: Duration::ZERO,
+            received_unix_ms: 0,
+            method: Method::POST,
+            path: "/v1/chat/completions".into(),
+            query: None,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            json: None,
+            model: None,
+            stream: false,
+            priority: PriorityHeader::Absent,
+            dispatched: None,
+        }
+    }
+
+    #[test]
+    fn limited_journal_keeps_the_newest_entries() {
+        let journal = Journal::new(Some(2));
+        for _ in 0..5 {
+            let seq = journal.record(request());
+            journal.dispatched(seq);
+        }
+        let seqs: Vec<u64> = journal.requests().iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [4, 5]);
+        assert_eq!(journal.dispatch_order(), [4, 5]);
     }
 }

@@ -54,6 +54,9 @@ struct Args {
     /// Start with the gate closed (requests held until POST /__mockswap/gate {"open":true}).
     #[arg(long)]
     gate_closed: bool,
+    /// Keep only the newest N journal entries (for long runs such as benchmarks).
+    #[arg(long, value_name = "N")]
+    journal_limit: Option<usize>,
     /// JSON file of scripted replies and faults (format in the README).
     #[arg(long, value_name = "FILE")]
     fixture: Option<PathBuf>,
@@ -100,6 +103,9 @@ async fn run(args: Args) -> ExitCode {
     }
     if let Some(n) = args.crash_after {
         builder = builder.crash_after(n);
+    }
+    if let Some(n) = args.journal_limit {
+        builder = builder.journal_limit(n);
     }
     if args.gate_closed {
         builder = builder.gate_closed();

@@ -56,6 +56,7 @@ impl Default for MockSwapBuilder {
                 crash_after: None,
                 crash_mid_stream: false,
                 body_limit: DEFAULT_BODY_LIMIT,
+                journal_limit: None,
             },
             gate_open: true,
             replies: Vec::new(),
@@ -131,6 +132,13 @@ impl MockSwapBuilder {
     /// Largest accepted request body; larger gets 413 `body_too_large`. Default: 16 MiB.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.settings.body_limit = bytes;
+        self
+    }
+
+    /// Keep only the newest `entries` journal entries (and dispatch-order entries), for
+    /// long runs such as benchmarks. Default: keep everything.
+    pub fn journal_limit(mut self, entries: usize) -> Self {
+        self.settings.journal_limit = Some(entries);
         self
     }
 

@@ -53,6 +53,7 @@ pub(crate) struct Settings {
     pub(crate) crash_after: Option<u64>,
     pub(crate) crash_mid_stream: bool,
     pub(crate) body_limit: usize,
+    pub(crate) journal_limit: Option<usize>,
 }
 
 /// Stop signals. `shutdown` ends every wait (gate, hang, stall, pacing) and closes
@@ -137,11 +138,12 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(settings: Settings, gate_open: bool, tracker: &TaskTracker) -> Self {
         let life = Lifecycle::new(settings.crash_mid_stream);
+        let journal_limit = settings.journal_limit;
         let gate = Gate::spawn(gate_open, tracker, life.shutdown.clone());
         Self {
             settings,
             started: tokio::time::Instant::now(),
-            journal: Journal::new(),
+            journal: Journal::new(journal_limit),
             faults: Faults::default(),
             replies: Replies::default(),
             gate,
