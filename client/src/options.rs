@@ -4,6 +4,7 @@
 //! [`CallOptions`] value overrides them for one call. Per-call values always win,
 //! and nothing set on a call survives into the next one.
 
+use std::fmt;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -166,7 +167,7 @@ impl RetryPolicy {
 ///     .idle_timeout(Duration::from_secs(30));
 /// assert_eq!(opts.priority_override(), Some(Priority::Low));
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 #[must_use]
 pub struct CallOptions {
     pub(crate) priority: Option<Priority>,
@@ -176,6 +177,26 @@ pub struct CallOptions {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) total_timeout: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
+}
+
+impl fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header names only: a per-call header may carry a credential.
+        let names: Vec<&str> = self
+            .headers
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .chain(self.header_map.keys().map(HeaderName::as_str))
+            .collect();
+        f.debug_struct("CallOptions")
+            .field("priority", &self.priority)
+            .field("header_names", &names)
+            .field("first_byte_timeout", &self.first_byte_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("total_timeout", &self.total_timeout)
+            .field("retry", &self.retry)
+            .finish()
+    }
 }
 
 impl CallOptions {
@@ -215,6 +236,10 @@ impl CallOptions {
                 last = Some(name);
             }
             if let Some(name) = &last {
+                let mut value = value;
+                if is_secret_header(name) {
+                    value.set_sensitive(true);
+                }
                 self.header_map.append(name.clone(), value);
             }
         }
@@ -350,6 +375,18 @@ mod tests {
             opts.header_map(),
             Err(InvalidArgument::InvalidHeaderName { .. })
         ));
+    }
+
+    #[test]
+    fn call_options_debug_hides_header_values() {
+        let mut map = HeaderMap::new();
+        map.insert("x-api-key", HeaderValue::from_static("sk-map-secret"));
+        let opts = CallOptions::new()
+            .header("authorization", "Bearer sk-text-secret")
+            .headers(map);
+        let text = format!("{opts:?}");
+        assert!(!text.contains("sk-"), "{text}");
+        assert!(text.contains("authorization") && text.contains("x-api-key"));
     }
 
     #[test]

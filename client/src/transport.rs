@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::time::{Instant, timeout_at};
+use tracing::Instrument;
 
 use crate::client::{Client, MAX_ERROR_BODY_BYTES};
 use crate::error::{ApiError, Error, ErrorEnvelope, InvalidArgument, TimeoutPhase};
@@ -156,8 +157,27 @@ impl Client {
         out: Outgoing,
         opts: &CallOptions,
     ) -> Result<(reqwest::Response, Deadlines), Error> {
+        let span = tracing::debug_span!(
+            "llama_swap_call",
+            method = %out.method,
+            path = %out.path,
+            x_priority = tracing::field::Empty,
+        );
+        self.send_attempts(out, opts).instrument(span).await
+    }
+
+    async fn send_attempts(
+        &self,
+        out: Outgoing,
+        opts: &CallOptions,
+    ) -> Result<(reqwest::Response, Deadlines), Error> {
         let deadlines = Deadlines::start(self, opts);
         let mut headers = self.request_headers(opts, out.accept)?;
+        let sent = headers
+            .get(&crate::priority::PRIORITY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("absent");
+        tracing::Span::current().record("x_priority", sent);
         if let Some(ct) = out.content_type {
             headers.insert(CONTENT_TYPE, ct);
         }
