@@ -378,6 +378,22 @@ async fn shutdown_reaps_every_process_group_and_refuses_later_starts() {
 }
 
 #[tokio::test]
+async fn shutdown_cuts_short_a_stop_in_progress_with_a_long_grace() {
+    let (sup, _events) = Supervisor::new(vec![spec("m", IGNORES_SIGTERM)], 100);
+    within("ready", sup.ensure_ready("m")).await.unwrap();
+    wait_for_line(&sup, "m", "armed").await;
+    let pid = sup.status("m").unwrap().pid.unwrap();
+
+    // An eviction with llama-swap's long default grace, ignored by the process.
+    let stopping = tokio::spawn(sup.stop("m", Duration::from_secs(600)));
+    wait_state(&sup, "m", ProcessState::Stopping).await;
+    within("shutdown", sup.shutdown(Duration::from_millis(100))).await;
+    within("stop", stopping).await.unwrap();
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::ShutDown);
+    wait_gone(pid).await;
+}
+
+#[tokio::test]
 async fn dropping_the_supervisor_kills_every_process_group() {
     let (sup, _events) = Supervisor::new(
         vec![spec("a", "sh -c 'sleep 300 & echo child $!; wait'")],

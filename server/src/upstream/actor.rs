@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::health::HealthTarget;
 use super::logs::LogRing;
-use super::process::{Upstream, describe_exit};
+use super::process::{Cutoff, Upstream, describe_exit};
 use super::{ProcessSpec, ProcessState, ProcessStatus};
 use crate::router::launcher::{LaunchError, UpstreamEvent};
 
@@ -56,6 +57,8 @@ pub(crate) struct ModelActor {
     pub(crate) events: mpsc::Sender<UpstreamEvent>,
     pub(crate) status: watch::Sender<ProcessStatus>,
     pub(crate) cancel: CancellationToken,
+    /// Set by `Supervisor::shutdown` to the instant by which every process must be gone.
+    pub(crate) shutdown_at: watch::Receiver<Option<Instant>>,
 }
 
 impl ModelActor {
@@ -90,6 +93,11 @@ impl ModelActor {
     /// One process lifetime: spawn, start, ready, until it is stopped or exits.
     async fn run_process(&mut self, mut waiters: Waiters) -> Flow {
         let model = self.spec.model.clone();
+        if self.shutdown_at.borrow().is_some() {
+            // Queued before the shutdown request: starting now would be wasted work.
+            answer(&mut waiters, &Err(LaunchError::ShuttingDown));
+            return Flow::Continue;
+        }
         let health = match &self.spec.check_endpoint {
             None => None,
             Some(endpoint) => match HealthTarget::new(&self.spec.proxy, endpoint) {
@@ -246,7 +254,10 @@ impl ModelActor {
                 &self.spec.env,
                 &self.ring,
                 grace,
-                &self.cancel,
+                &Cutoff {
+                    cancel: self.cancel.clone(),
+                    shutdown_at: self.shutdown_at.clone(),
+                },
             )
             .await;
         tracing::info!(model = self.spec.model, pid, status = %describe_exit(&status), "upstream stopped");

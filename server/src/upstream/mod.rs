@@ -47,6 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -118,6 +119,7 @@ pub struct Supervisor {
     logs: LogHub,
     tasks: TaskTracker,
     cancel: CancellationToken,
+    shutdown_at: watch::Sender<Option<Instant>>,
 }
 
 #[derive(Debug)]
@@ -154,6 +156,7 @@ impl Supervisor {
         let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
         let tasks = TaskTracker::new();
         let cancel = CancellationToken::new();
+        let (shutdown_at, shutdown_at_rx) = watch::channel(None);
         let mut models = BTreeMap::new();
         for (model, spec) in unique {
             let Some(ring) = logs.ring(&model).cloned() else {
@@ -171,6 +174,7 @@ impl Supervisor {
                 events: events.clone(),
                 status,
                 cancel: cancel.clone(),
+                shutdown_at: shutdown_at_rx.clone(),
             };
             tasks.spawn(actor.run());
             models.insert(
@@ -187,14 +191,25 @@ impl Supervisor {
             logs,
             tasks,
             cancel,
+            shutdown_at,
         };
         (Arc::new(supervisor), events_rx)
     }
 
     /// Stops every process in parallel (graceful stop, SIGKILL after `grace`), reaps
-    /// them, and ends the owner tasks. Afterwards [`Launcher::ensure_ready`] answers
-    /// [`LaunchError::ShuttingDown`]. Calling it again returns at once.
+    /// them, and ends the owner tasks. A stop already in progress with a longer grace
+    /// is cut short to the same deadline. Afterwards [`Launcher::ensure_ready`]
+    /// answers [`LaunchError::ShuttingDown`]. Calling it again returns once the first
+    /// call's work is done; the earliest deadline wins.
     pub async fn shutdown(&self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        self.shutdown_at.send_if_modified(|at| match at {
+            Some(earlier) if *earlier <= deadline => false,
+            _ => {
+                *at = Some(deadline);
+                true
+            }
+        });
         let mut pending = Vec::with_capacity(self.models.len());
         for handle in self.models.values() {
             let (done, done_rx) = oneshot::channel();

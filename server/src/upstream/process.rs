@@ -14,6 +14,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,34 @@ use super::logs::{LogRing, LogStream, pump_lines};
 /// exited. Normally immediate; only a descendant that escaped the process group and
 /// kept the pipes open makes this wait, and it must not hold up the supervisor.
 const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_millis(500);
+
+/// When a graceful stop must give way to SIGKILL before its own grace period ends:
+/// at once when the supervisor is dropped (`cancel`), or at the shutdown deadline
+/// once a shutdown began (`shutdown_at`), so a long eviction grace cannot hold up
+/// the server's exit.
+#[derive(Debug, Clone)]
+pub(crate) struct Cutoff {
+    pub(crate) cancel: CancellationToken,
+    pub(crate) shutdown_at: watch::Receiver<Option<Instant>>,
+}
+
+impl Cutoff {
+    /// Resolves when the cutoff is reached; can be called again after it resolved.
+    async fn reached(&self) {
+        let mut shutdown_at = self.shutdown_at.clone();
+        let deadline = async move {
+            // An error means the supervisor is gone; `cancel` covers that case.
+            match shutdown_at.wait_for(Option::is_some).await.map(|at| *at) {
+                Ok(Some(at)) => sleep_until(at).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = self.cancel.cancelled() => {}
+            () = deadline => {}
+        }
+    }
+}
 
 /// Why a process could not be spawned.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +156,7 @@ impl Upstream {
     }
 
     /// Stops the process: `cmd_stop` (with `${PID}` replaced) if given, else SIGTERM
-    /// to the group; SIGKILL to the group once `grace` has passed or `cancel` fires;
+    /// to the group; SIGKILL to the group once `grace` has passed or `cutoff` is reached;
     /// reaped in every case. Returns the leader's exit status.
     pub(crate) async fn terminate(
         &mut self,
@@ -135,7 +164,7 @@ impl Upstream {
         env: &[(String, String)],
         ring: &Arc<LogRing>,
         grace: Duration,
-        cancel: &CancellationToken,
+        cutoff: &Cutoff,
     ) -> io::Result<ExitStatus> {
         let deadline = Instant::now() + grace;
         let mut stopper = None;
@@ -152,7 +181,7 @@ impl Upstream {
             let _ = self.signal_leader_and_group(Signal::SIGTERM);
         }
 
-        let status = self.wait_until(deadline, cancel).await;
+        let status = self.wait_until(deadline, cutoff).await;
         let status = match status {
             Some(status) => status,
             None => {
@@ -168,7 +197,7 @@ impl Upstream {
         self.finish().await;
 
         if let Some(mut stopper) = stopper {
-            match stopper.wait_until(deadline, cancel).await {
+            match stopper.wait_until(deadline, cutoff).await {
                 Some(Ok(s)) if !s.success() => {
                     tracing::warn!(model = ring.model(), status = %s, "cmdStop failed");
                 }
@@ -191,16 +220,16 @@ impl Upstream {
     }
 
     /// The leader's exit status, or `None` if it has not exited by `deadline` (or
-    /// `cancel` fired first).
+    /// `cutoff` was reached first).
     async fn wait_until(
         &mut self,
         deadline: Instant,
-        cancel: &CancellationToken,
+        cutoff: &Cutoff,
     ) -> Option<io::Result<ExitStatus>> {
         tokio::select! {
             status = self.child.wait() => Some(status),
             () = sleep_until(deadline) => None,
-            () = cancel.cancelled() => None,
+            () = cutoff.reached() => None,
         }
     }
 
