@@ -14,6 +14,9 @@ use crate::priority::{PRIORITY_HEADER, Priority};
 /// Default limit for one server-sent event (and one unterminated line): 8 MiB.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 8 << 20;
 
+/// Default limit for a non-streaming response body: 256 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 << 20;
+
 /// How much of an error body is kept: 64 KiB.
 pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 
@@ -39,6 +42,7 @@ pub(crate) struct Inner {
     pub(crate) timeouts: Timeouts,
     pub(crate) retry: RetryPolicy,
     pub(crate) max_event_bytes: usize,
+    pub(crate) max_body_bytes: usize,
 }
 
 impl Client {
@@ -116,6 +120,7 @@ pub struct ClientBuilder {
     retry: Option<RetryPolicy>,
     http: Option<reqwest::Client>,
     max_event_bytes: Option<usize>,
+    max_body_bytes: Option<usize>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -218,6 +223,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Largest non-streaming response body accepted before failing with
+    /// [`Error::BodyTooLarge`]. Default 256 MiB.
+    pub fn max_body_bytes(mut self, limit: usize) -> Self {
+        self.max_body_bytes = Some(limit);
+        self
+    }
+
     /// Checks every setting and builds the client.
     ///
     /// # Errors
@@ -272,6 +284,7 @@ impl ClientBuilder {
                 timeouts: self.timeouts,
                 retry,
                 max_event_bytes: self.max_event_bytes.unwrap_or(DEFAULT_MAX_EVENT_BYTES),
+                max_body_bytes: self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
             }),
             priority_override: None,
         })
@@ -405,6 +418,26 @@ mod tests {
                     .default_header("x-priority", "5")
             ),
             InvalidArgument::PriorityHeaderValue { value: "5".into() }
+        );
+    }
+
+    #[test]
+    fn zero_priority_header_means_normal_and_conflicting_values_are_rejected() {
+        let c = Client::builder()
+            .base_url("http://h")
+            .default_header("x-priority", "0")
+            .build()
+            .unwrap();
+        assert_eq!(c.default_priority(), Priority::Normal);
+        assert!(c.inner.headers.get(PRIORITY_HEADER).is_none());
+        let mut map = HeaderMap::new();
+        map.append(PRIORITY_HEADER, HeaderValue::from_static("10"));
+        map.append(PRIORITY_HEADER, HeaderValue::from_static("-10"));
+        assert_eq!(
+            build_err(Client::builder().base_url("http://h").default_headers(map)),
+            InvalidArgument::PriorityHeaderValue {
+                value: "-10".into()
+            }
         );
     }
 

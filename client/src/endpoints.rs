@@ -10,7 +10,7 @@ use crate::client::Client;
 use crate::error::{DecodeTarget, Error, InvalidArgument};
 use crate::options::CallOptions;
 use crate::stream::ChatStream;
-use crate::transport::{Accept, Outgoing, read_body};
+use crate::transport::{Accept, BodyLimit, Outgoing, read_body};
 use crate::types::{
     ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingsRequest,
     EmbeddingsResponse, ModelList, RunningModels,
@@ -238,7 +238,12 @@ impl Client {
         options: &CallOptions,
     ) -> Result<T, Error> {
         let (response, deadlines) = self.send(out, options).await?;
-        let body = read_body(response, &deadlines, None).await?;
+        let body = read_body(
+            response,
+            &deadlines,
+            BodyLimit::Fail(self.inner.max_body_bytes),
+        )
+        .await?;
         serde_json::from_slice(&body).map_err(|source| Error::Decode {
             what: DecodeTarget::ResponseBody,
             raw: String::from_utf8_lossy(&body).into_owned(),
@@ -249,7 +254,12 @@ impl Client {
     async fn empty_call(&self, out: Outgoing, options: &CallOptions) -> Result<(), Error> {
         let (response, deadlines) = self.send(out, options).await?;
         // Drained so the connection goes back to the pool.
-        read_body(response, &deadlines, None).await?;
+        read_body(
+            response,
+            &deadlines,
+            BodyLimit::Fail(self.inner.max_body_bytes),
+        )
+        .await?;
         Ok(())
     }
 }

@@ -64,6 +64,12 @@ pub enum Error {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// A response body grew past the configured limit.
+    #[error("a response body exceeded {limit} bytes")]
+    BodyTooLarge {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
     /// A setting or argument was rejected before anything was sent.
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),

@@ -68,7 +68,7 @@ pub mod stream;
 mod transport;
 pub mod types;
 
-pub use client::{Client, ClientBuilder, DEFAULT_MAX_EVENT_BYTES};
+pub use client::{Client, ClientBuilder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_EVENT_BYTES};
 pub use endpoints::UpstreamRequest;
 pub use error::{
     ApiError, DecodeTarget, Error, ErrorEnvelope, InvalidArgument, StreamErrorFrame, TimeoutPhase,

@@ -257,7 +257,12 @@ async fn read_api_error(
 ) -> Result<Error, Error> {
     let status: StatusCode = response.status();
     let retry_after = retry::retry_after(response.headers(), SystemTime::now());
-    let body = read_body(response, deadlines, Some(MAX_ERROR_BODY_BYTES)).await?;
+    let body = read_body(
+        response,
+        deadlines,
+        BodyLimit::Truncate(MAX_ERROR_BODY_BYTES),
+    )
+    .await?;
     let raw_body = String::from_utf8_lossy(&body).into_owned();
     Ok(Error::Api(Box::new(ApiError {
         status,
@@ -267,12 +272,21 @@ async fn read_api_error(
     })))
 }
 
-/// Reads a body under the idle and total deadlines; with `limit`, stops reading
-/// once that many bytes are in (the rest is discarded with the connection).
+/// What to do when a body is longer than expected.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BodyLimit {
+    /// Keep the first bytes and stop reading (error bodies: the start is enough).
+    Truncate(usize),
+    /// Fail with [`Error::BodyTooLarge`] (success bodies: a cut one is useless).
+    Fail(usize),
+}
+
+/// Reads a body under the idle and total deadlines, never holding more than the
+/// limit allows.
 pub(crate) async fn read_body(
     mut response: reqwest::Response,
     deadlines: &Deadlines,
-    limit: Option<usize>,
+    limit: BodyLimit,
 ) -> Result<Bytes, Error> {
     let mut buf = BytesMut::new();
     while let Some(piece) = until(deadlines.body_deadline(), response.chunk())
@@ -280,11 +294,15 @@ pub(crate) async fn read_body(
         .map_err(Error::Transport)?
     {
         buf.extend_from_slice(&piece);
-        if let Some(limit) = limit
-            && buf.len() >= limit
-        {
-            buf.truncate(limit);
-            break;
+        match limit {
+            BodyLimit::Truncate(max) if buf.len() >= max => {
+                buf.truncate(max);
+                break;
+            }
+            BodyLimit::Fail(max) if buf.len() > max => {
+                return Err(Error::BodyTooLarge { limit: max });
+            }
+            _ => {}
         }
     }
     Ok(buf.freeze())

@@ -238,3 +238,31 @@ async fn bad_per_call_header_is_an_invalid_argument_and_nothing_is_sent() {
     assert!(matches!(empty_model, Error::InvalidArgument(_)));
     assert!(server.received_requests().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn oversized_success_body_fails_instead_of_buffering() {
+    let server =
+        server_answering(ResponseTemplate::new(200).set_body_json(common::chat_json())).await;
+    let client = Client::builder()
+        .base_url(server.uri())
+        .max_body_bytes(16)
+        .build()
+        .unwrap();
+    let err = client
+        .chat(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::BodyTooLarge { limit: 16 }), "{err:?}");
+}
+
+#[tokio::test]
+async fn long_error_body_is_kept_up_to_the_error_body_limit() {
+    let long = "x".repeat(200_000);
+    let server = server_answering(ResponseTemplate::new(500).set_body_string(long)).await;
+    let client = Client::new(server.uri()).unwrap();
+    let err = client
+        .chat(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.api().unwrap().raw_body.len(), 64 * 1024);
+}
