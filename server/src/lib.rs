@@ -16,6 +16,7 @@
 //! | [`priority`] | parsing of the `X-Priority` header |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
+//! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 
 pub mod api;
 pub mod config;
@@ -24,4 +25,8 @@ pub mod priority;
 pub mod proxy;
 pub mod router;
 pub mod scheduler;
+pub mod serve;
 pub mod upstream;
+
+pub use api::HttpOptions;
+pub use serve::{ServeError, ServeOptions, serve, serve_reloading, serve_with};

@@ -1,0 +1,330 @@
+//! Requests that go to a model: the body/query-model endpoints and
+//! `/upstream/<model>/<path>`.
+//!
+//! Both paths parse `X-Priority`, submit to the router, wait for the grant (or
+//! stream the loading state while waiting), then forward through the proxy with
+//! the lease moved into the response body.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use bytes::Bytes;
+use http::{HeaderMap, Method, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use super::error::ApiError;
+use super::extract::RequestModel;
+use super::loading::{Progress, loading_response};
+use super::state::{AppState, ModelEntry};
+use super::upstream_path::split_upstream_path;
+use crate::priority::HeaderPriority;
+use crate::proxy::{Outbound, OutboundBody};
+use crate::router::{RouteError, Submit, Ticket, WaitStatus};
+
+/// The path prefix of the loading-state-capable endpoint.
+const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
+
+/// A model-dispatched endpoint: the model comes from the body, form or query.
+pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Request) -> Response {
+    match dispatch_by_body(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn dispatch_by_body(state: AppState, request: Request) -> Result<Response, ApiError> {
+    refuse_when_draining(&state)?;
+    let client_ip = client_ip(&request);
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(&parts.headers, body, state.inner.max_body_bytes).await?;
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
+    let model = lookup(&state, &found.name)?;
+    let bytes = match &model.use_model_name {
+        Some(name) => found.rewrite(bytes, name),
+        None => bytes,
+    };
+    let path = forward_path(parts.uri.path());
+    let loading = model.send_loading_state && found.stream && path.starts_with(CHAT_COMPLETIONS);
+    let path_and_query = with_query(path, parts.uri.query());
+    // Credentials were checked and removed by the auth layer.
+    let headers = parts.headers;
+    let outbound = Outbound {
+        method: parts.method,
+        path_and_query,
+        headers,
+        body: OutboundBody::Buffered(bytes),
+        client_ip,
+        body_limit: state.inner.max_body_bytes,
+    };
+    serve(state, model, outbound, loading).await
+}
+
+/// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
+/// streams through unread.
+pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
+    match dispatch_by_path(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn dispatch_by_path(state: AppState, request: Request) -> Result<Response, ApiError> {
+    refuse_when_draining(&state)?;
+    let client_ip = client_ip(&request);
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path();
+    let tail = path.strip_prefix("/upstream/").unwrap_or_default();
+    let router = &state.inner.router;
+    let target = split_upstream_path(tail, |name| router.resolve(name)).ok_or_else(|| {
+        ApiError::ModelNotFound {
+            model: tail.split('/').next().unwrap_or_default().to_owned(),
+        }
+    })?;
+    if target.rest.is_empty() {
+        // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
+        let location = with_query(&format!("/upstream/{}/", target.prefix), parts.uri.query());
+        let redirect = Redirect::permanent(&location).into_response();
+        return Ok(with_status_for_method(redirect, &parts.method));
+    }
+    let model = lookup(&state, &target.model)?;
+    let limit = state.inner.max_body_bytes;
+    if declared_length(&parts.headers).is_some_and(|len| len > limit) {
+        return Err(ApiError::BodyTooLarge { limit });
+    }
+    let stream = parts.uri.query().is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "stream" && v == "true")
+    });
+    let loading = model.send_loading_state && stream && target.rest.starts_with(CHAT_COMPLETIONS);
+    let path_and_query = with_query(target.rest, parts.uri.query());
+    // Credentials were checked and removed by the auth layer.
+    let headers = parts.headers;
+    let outbound = Outbound {
+        method: parts.method,
+        path_and_query,
+        headers,
+        body: OutboundBody::Streaming(Body::new(Limited::new(body, limit))),
+        client_ip,
+        body_limit: state.inner.max_body_bytes,
+    };
+    serve(state, model, outbound, loading).await
+}
+
+/// Submits the request, waits for its turn and forwards it.
+async fn serve(
+    state: AppState,
+    model: ModelEntry,
+    outbound: Outbound,
+    loading: bool,
+) -> Result<Response, ApiError> {
+    // Counted until the response body ends, so a drain can wait for it.
+    let token = state.track();
+    wait_for_gate(&state).await?;
+    let priority = HeaderPriority::from_headers(&outbound.headers);
+    if priority.is_malformed() {
+        tracing::debug!(model = %model.id, ?priority, "malformed X-Priority served at 0");
+    }
+    let ticket = state
+        .inner
+        .router
+        .submit(Submit {
+            model: model.id.clone(),
+            priority: priority.value(),
+        })
+        .await
+        .map_err(route_error)?;
+    let status = ticket.status();
+    let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
+    if loading && !granted_at_once {
+        let id = model.id.clone();
+        let work = async move {
+            let lease = wait_for_grant(&state, ticket).await?;
+            state
+                .inner
+                .proxy
+                .forward(&model.id, &model.proxy, outbound, (lease, token))
+                .await
+        };
+        return Ok(loading_response(id, status, describe, work));
+    }
+    let lease = wait_for_grant(&state, ticket).await?;
+    state
+        .inner
+        .proxy
+        .forward(&model.id, &model.proxy, outbound, (lease, token))
+        .await
+}
+
+/// After a reload, waits until the previous configuration's upstreams are gone.
+async fn wait_for_gate(state: &AppState) -> Result<(), ApiError> {
+    let Some(gate) = &state.inner.gate else {
+        return Ok(());
+    };
+    let mut gate = gate.clone();
+    tokio::select! {
+        biased;
+        () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
+        opened = gate.wait_for(|open| *open) => opened.map(drop).map_err(|_| ApiError::ShuttingDown),
+    }
+}
+
+/// Waits for the grant; a server that starts draining answers 503 instead.
+/// Dropping this future (the client went away) drops the ticket, which
+/// withdraws the request before it can cause a model load.
+async fn wait_for_grant(
+    state: &AppState,
+    ticket: Ticket,
+) -> Result<crate::router::Lease, ApiError> {
+    tokio::select! {
+        biased;
+        () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
+        granted = ticket.granted() => granted.map_err(route_error),
+    }
+}
+
+fn describe(status: &WaitStatus) -> Option<Progress> {
+    match status {
+        WaitStatus::Queued { position } => Some(Progress::Queued(*position)),
+        WaitStatus::Starting => Some(Progress::Loading),
+        _ => None,
+    }
+}
+
+/// Maps a scheduling outcome to its HTTP error (docs/ERRORS.md).
+pub(crate) fn route_error(error: RouteError) -> ApiError {
+    match error {
+        RouteError::UnknownModel { model } => ApiError::ModelNotFound { model },
+        RouteError::ConcurrencyLimit { model, retry_after } => {
+            ApiError::ConcurrencyLimit { model, retry_after }
+        }
+        RouteError::PriorityNotSupported { priority } => {
+            ApiError::PriorityNotSupported { priority }
+        }
+        RouteError::StartFailed(source) => ApiError::StartFailed {
+            model: launch_model(&source),
+            source,
+        },
+        RouteError::Unloaded { model } => ApiError::ModelUnloaded { model },
+        RouteError::ShuttingDown => ApiError::ShuttingDown,
+        #[allow(unreachable_patterns)]
+        _ => ApiError::Internal {
+            what: "unexpected scheduling outcome",
+        },
+    }
+}
+
+fn launch_model(error: &crate::router::LaunchError) -> String {
+    use crate::router::LaunchError;
+    match error {
+        LaunchError::UnknownModel { model }
+        | LaunchError::SpawnFailed { model, .. }
+        | LaunchError::ExitedDuringStart { model, .. }
+        | LaunchError::HealthCheckTimeout { model, .. }
+        | LaunchError::Aborted { model } => model.clone(),
+        #[allow(unreachable_patterns)]
+        _ => String::new(),
+    }
+}
+
+fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
+    if state.inner.draining.is_cancelled() {
+        Err(ApiError::ShuttingDown)
+    } else {
+        Ok(())
+    }
+}
+
+fn lookup(state: &AppState, name: &str) -> Result<ModelEntry, ApiError> {
+    state
+        .inner
+        .router
+        .resolve(name)
+        .and_then(|id| state.inner.models.get(&id).cloned())
+        .ok_or_else(|| ApiError::ModelNotFound {
+            model: name.to_owned(),
+        })
+}
+
+/// Reads the whole body, refusing more than `limit` bytes.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    if declared_length(headers).is_some_and(|len| len > limit) {
+        return Err(ApiError::BodyTooLarge { limit });
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(ApiError::BodyTooLarge { limit })
+        }
+        Err(error) => {
+            tracing::debug!(%error, "reading the request body failed");
+            Err(ApiError::Internal {
+                what: "the request body could not be read",
+            })
+        }
+    }
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn client_ip(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
+}
+
+/// The path sent upstream: llama-swap's versionless `/v/...` aliases and the
+/// `/audioapi` prefix are stripped.
+fn forward_path(path: &str) -> &str {
+    if let Some(rest) = path.strip_prefix("/v/") {
+        // "/v/chat/completions" → "/chat/completions"
+        &path[path.len() - rest.len() - 1..]
+    } else if let Some(rest) = path.strip_prefix("/audioapi") {
+        rest
+    } else {
+        path
+    }
+}
+
+fn with_query(path: &str, query: Option<&str>) -> String {
+    match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    }
+}
+
+/// 301 for GET/HEAD, 308 for other methods (so the method and body are kept).
+fn with_status_for_method(mut response: Response, method: &Method) -> Response {
+    *response.status_mut() = if matches!(*method, Method::GET | Method::HEAD) {
+        http::StatusCode::MOVED_PERMANENTLY
+    } else {
+        http::StatusCode::PERMANENT_REDIRECT
+    };
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versionless_and_audioapi_prefixes_are_stripped() {
+        assert_eq!(forward_path("/v/chat/completions"), "/chat/completions");
+        assert_eq!(forward_path("/audioapi/v1/tasks/run"), "/v1/tasks/run");
+        assert_eq!(forward_path("/v1/chat/completions"), "/v1/chat/completions");
+    }
+}

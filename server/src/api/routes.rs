@@ -1,0 +1,123 @@
+//! The endpoint table (llama-swap parity plus `/api/queue`) and the layers every
+//! request passes: authentication, JSON errors for unknown paths and methods.
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, any, get, post};
+use http::{Method, Uri};
+
+use super::dispatch::{model_endpoint, upstream_endpoint};
+use super::error::ApiError;
+use super::info;
+use super::logs;
+use super::state::AppState;
+
+/// POST endpoints whose model is in the JSON body or multipart form.
+const MODEL_POST: &[&str] = &[
+    "/v1/chat/completions",
+    "/v1/responses",
+    "/v1/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/embeddings",
+    "/v1/rerank",
+    "/v1/reranking",
+    "/v1/audio/speech",
+    "/v1/audio/transcriptions",
+    "/v1/images/generations",
+    "/v1/images/edits",
+    "/rerank",
+    "/reranking",
+    "/infill",
+    "/completion",
+    "/sdapi/v1/txt2img",
+    "/sdapi/v1/img2img",
+    "/audioapi/v1/tasks/run",
+    // Versionless variants; `/v` is stripped before forwarding.
+    "/v/chat/completions",
+    "/v/responses",
+    "/v/completions",
+    "/v/messages",
+    "/v/messages/count_tokens",
+    "/v/embeddings",
+    "/v/rerank",
+    "/v/reranking",
+];
+
+/// GET endpoints whose model is in `?model=`.
+const MODEL_GET: &[&str] = &["/sdapi/v1/loras", "/props"];
+
+/// Builds the axum application for `state`.
+pub fn app(state: AppState) -> Router {
+    const POST: &[&str] = &["POST"];
+    const GET: &[&str] = &["GET", "HEAD"];
+    let mut router = Router::new();
+    for path in MODEL_POST {
+        router = router.route(path, only(POST, post(model_endpoint)));
+    }
+    for path in MODEL_GET {
+        router = router.route(path, only(GET, get(model_endpoint)));
+    }
+    router = router
+        .route(
+            "/v1/audio/voices",
+            only(
+                &["GET", "HEAD", "POST"],
+                get(model_endpoint).post(model_endpoint),
+            ),
+        )
+        .route("/upstream/{*path}", any(upstream_endpoint))
+        .route("/v1/models", only(GET, get(info::models)))
+        .route("/models", only(GET, get(info::models)))
+        .route("/running", only(GET, get(info::running)))
+        .route("/health", only(GET, get(info::health)))
+        .route("/api/queue", only(GET, get(info::queue)))
+        .route("/unload", only(GET, get(info::unload_all_text)))
+        .route("/api/models/unload", only(POST, post(info::unload_all)))
+        .route(
+            "/api/models/unload/{*model}",
+            only(POST, post(info::unload_one)),
+        )
+        .route("/logs", only(GET, get(logs::history)))
+        .route("/logs/stream", only(GET, get(logs::stream_all)))
+        .route("/logs/stream/{*model}", only(GET, get(logs::stream_one)))
+        .fallback(not_found);
+    router
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+/// Answers other methods than `allow` with the 405 envelope and `Allow`.
+fn only(allow: &'static [&'static str], route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.fallback(move |method: Method, uri: Uri| async move {
+        ApiError::MethodNotAllowed {
+            method,
+            path: uri.path().to_owned(),
+            allow: allow
+                .iter()
+                .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                .collect(),
+        }
+        .into_response()
+    })
+}
+
+/// Checks the API key (except on `/health`) and removes it from the request.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    if request.uri().path() != "/health" {
+        if let Err(error) = state.inner.keys.check(request.headers()) {
+            return error.into_response();
+        }
+        state.inner.keys.strip_credentials(request.headers_mut());
+    }
+    next.run(request).await
+}
+
+async fn not_found(request: Request) -> Response {
+    ApiError::NotFound {
+        path: request.uri().path().to_owned(),
+    }
+    .into_response()
+}

@@ -1,0 +1,168 @@
+//! What the handlers share: the router handle, the per-model HTTP settings, the
+//! proxy client and the drain signal. Holds no scheduling state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use super::auth::ApiKeys;
+use crate::config::Config;
+use crate::proxy::Proxy;
+use crate::router::RouterHandle;
+use crate::upstream::Supervisor;
+
+/// Default request body limit: large enough for audio uploads and long prompts.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// Settings of the HTTP layer that are not part of llama-swap's config file.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Largest request body accepted (413 beyond). Default
+    /// [`DEFAULT_MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Sets the request body limit.
+    #[must_use]
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+}
+
+/// The HTTP view of one configured model.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelEntry {
+    pub(crate) id: String,
+    pub(crate) proxy: String,
+    pub(crate) aliases: Vec<String>,
+    pub(crate) use_model_name: Option<String>,
+    pub(crate) send_loading_state: bool,
+    pub(crate) unlisted: bool,
+    pub(crate) name: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) metadata: Option<serde_json::Value>,
+    pub(crate) ttl: Option<Duration>,
+}
+
+/// Shared state of the HTTP handlers. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) router: RouterHandle,
+    /// The source of `/logs`; `None` serves empty logs.
+    pub(crate) supervisor: Option<Arc<Supervisor>>,
+    pub(crate) models: BTreeMap<String, ModelEntry>,
+    pub(crate) include_aliases_in_list: bool,
+    pub(crate) keys: ApiKeys,
+    pub(crate) proxy: Proxy,
+    pub(crate) max_body_bytes: usize,
+    /// Cancelled when the server starts shutting down: waiting requests answer
+    /// 503, log streams end, new requests are refused.
+    pub(crate) draining: CancellationToken,
+    /// Requests wait for `true` before they are scheduled; `None` = always open.
+    pub(crate) gate: Option<watch::Receiver<bool>>,
+    /// One token per model-dispatched request, held until its response body ends.
+    pub(crate) inflight: TaskTracker,
+}
+
+impl AppState {
+    /// State for serving `config` through `router`, with `supervisor`'s logs
+    /// (`None`: the log endpoints serve nothing).
+    pub fn new(
+        config: &Config,
+        router: RouterHandle,
+        supervisor: Option<Arc<Supervisor>>,
+        options: HttpOptions,
+    ) -> Self {
+        Self::gated(config, router, supervisor, options, None)
+    }
+
+    /// As [`new`](Self::new); requests wait before scheduling until `gate`
+    /// turns `true` (`None`: never wait).
+    pub fn gated(
+        config: &Config,
+        router: RouterHandle,
+        supervisor: Option<Arc<Supervisor>>,
+        options: HttpOptions,
+        gate: Option<watch::Receiver<bool>>,
+    ) -> Self {
+        let models = config
+            .models
+            .iter()
+            .map(|m| {
+                let entry = ModelEntry {
+                    id: m.id.clone(),
+                    proxy: m.proxy.clone(),
+                    aliases: m.aliases.clone(),
+                    use_model_name: m.use_model_name.clone(),
+                    send_loading_state: m.send_loading_state,
+                    unlisted: m.unlisted,
+                    name: m.name.clone(),
+                    description: m.description.clone(),
+                    metadata: m.metadata.clone(),
+                    ttl: m.ttl,
+                };
+                (m.id.clone(), entry)
+            })
+            .collect();
+        let keys = ApiKeys::new(config.api_keys.iter().map(|k| k.expose()));
+        Self {
+            inner: Arc::new(Inner {
+                router,
+                supervisor,
+                models,
+                include_aliases_in_list: config.include_aliases_in_list,
+                keys,
+                proxy: Proxy::new(),
+                max_body_bytes: options.max_body_bytes,
+                draining: CancellationToken::new(),
+                gate,
+                inflight: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// Resolves once no model-dispatched request is in progress any more
+    /// (call [`drain`](Self::drain) first, or new ones keep arriving).
+    pub async fn wait_idle(&self) {
+        self.inner.inflight.close();
+        self.inner.inflight.wait().await;
+    }
+
+    /// A token that keeps [`wait_idle`](Self::wait_idle) waiting while it lives.
+    pub(crate) fn track(&self) -> TaskTrackerToken {
+        self.inner.inflight.token()
+    }
+
+    /// Starts draining: requests still waiting for a model answer 503
+    /// `shutting_down`, new ones too, and log streams end. Responses already
+    /// streaming are left to finish.
+    pub fn drain(&self) {
+        self.inner.draining.cancel();
+    }
+
+    /// The router this state dispatches to.
+    pub fn router(&self) -> &RouterHandle {
+        &self.inner.router
+    }
+}

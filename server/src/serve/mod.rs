@@ -1,0 +1,250 @@
+//! The library entry point: serve a configuration on a listener until a
+//! shutdown signal, reloading it on demand, then drain and stop everything.
+//!
+//! Shutdown order, each step bounded:
+//! 1. stop accepting connections;
+//! 2. requests still waiting for a model answer 503 `shutting_down`, log
+//!    streams end, and every connection closes after its current response;
+//! 3. responses in flight may finish until the drain deadline, then the
+//!    remaining connections are closed;
+//! 4. the router fails anything left and stops every upstream; the supervisor
+//!    reaps them;
+//! 5. `serve` returns.
+//!
+//! A reload builds a new instance (router, supervisor, HTTP state) and routes
+//! new requests to it at once; they wait while the old instance drains like a
+//! shutdown and stops its upstreams (which may hold the ports the new ones
+//! need), then proceed. A configuration that cannot be scheduled is refused and
+//! the running one kept.
+
+mod instance;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::Service as _;
+
+use crate::api::{HttpOptions, app};
+use crate::config::Config;
+use crate::scheduler::SettingsError;
+use instance::Instance;
+
+/// Settings of a served instance that are not in llama-swap's config file.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServeOptions {
+    /// HTTP settings (body limit).
+    pub http: HttpOptions,
+    /// How long responses in flight may take to finish after the shutdown
+    /// signal or a reload (default 30 s, like llama-swap).
+    pub drain_deadline: Duration,
+    /// Grace period of the final upstream stop (SIGTERM, then SIGKILL; default 5 s).
+    pub stop_grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            http: HttpOptions::default(),
+            drain_deadline: Duration::from_secs(30),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ServeOptions {
+    /// Sets the HTTP settings.
+    #[must_use]
+    pub fn http(mut self, http: HttpOptions) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Sets how long responses in flight may take to finish when draining.
+    #[must_use]
+    pub fn drain_deadline(mut self, deadline: Duration) -> Self {
+        self.drain_deadline = deadline;
+        self
+    }
+
+    /// Sets the grace period of the final upstream stop.
+    #[must_use]
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+}
+
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration could not be turned into a scheduler.
+    #[error("the configuration cannot be scheduled")]
+    Settings(#[from] SettingsError),
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves, with default options.
+///
+/// # Errors
+///
+/// [`ServeError`] when the configuration cannot be scheduled.
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    serve_with(listener, config, ServeOptions::default(), shutdown).await
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves.
+///
+/// # Errors
+///
+/// [`ServeError`] when the configuration cannot be scheduled.
+pub async fn serve_with(
+    listener: TcpListener,
+    config: Config,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let (_keep, reloads) = mpsc::channel(1);
+    serve_reloading(listener, config, options, reloads, shutdown).await
+}
+
+/// Serves `config` on `listener`, switching to each configuration received on
+/// `reloads`, until `shutdown` resolves.
+///
+/// # Errors
+///
+/// [`ServeError`] when the first configuration cannot be scheduled (a bad
+/// reload is logged and ignored).
+pub async fn serve_reloading(
+    listener: TcpListener,
+    config: Config,
+    options: ServeOptions,
+    mut reloads: mpsc::Receiver<Config>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let mut current = Instance::start(&config, &options, None)?;
+    let (app_tx, app_rx) = watch::channel(app(current.state.clone()));
+    let stop = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    // Old instances draining after a reload.
+    let mut retiring: JoinSet<()> = JoinSet::new();
+    let mut reloads_open = true;
+
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    connections.spawn(connection(stream, peer, app_rx.clone(), stop.clone()));
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            reload = reloads.recv(), if reloads_open => match reload {
+                Some(config) => {
+                    let (gate_tx, gate_rx) = watch::channel(false);
+                    match Instance::start(&config, &options, Some(gate_rx)) {
+                        Ok(next) => {
+                            let old = std::mem::replace(&mut current, next);
+                            drop(app_tx.send_replace(app(current.state.clone())));
+                            let (deadline, grace) = (options.drain_deadline, options.stop_grace);
+                            retiring.spawn(async move {
+                                old.stop(deadline, grace).await;
+                                // The old upstreams are gone: the new instance may start its own.
+                                gate_tx.send_replace(true);
+                                tracing::info!("configuration reloaded");
+                            });
+                        }
+                        Err(error) => tracing::error!(
+                            error = %error_chain(&error),
+                            "reload refused; the running configuration is kept"
+                        ),
+                    }
+                }
+                None => reloads_open = false,
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = retiring.join_next(), if !retiring.is_empty() => {}
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: draining requests in flight");
+    current.state.drain();
+    stop.cancel();
+    let drained = tokio::time::timeout(options.drain_deadline, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            left = connections.len(),
+            deadline = ?options.drain_deadline,
+            "responses still in flight at the drain deadline are cut"
+        );
+        connections.shutdown().await;
+    }
+    while retiring.join_next().await.is_some() {}
+    current.stop(Duration::ZERO, options.stop_grace).await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Serves one connection with whatever app is current when each request
+/// arrives; on `stop`, finishes the current response and closes.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    apps: watch::Receiver<axum::Router>,
+    stop: CancellationToken,
+) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set");
+    }
+    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        let mut app = apps.borrow().clone();
+        async move { app.call(request.map(axum::body::Body::new)).await }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
