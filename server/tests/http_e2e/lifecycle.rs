@@ -1,0 +1,238 @@
+//! Disconnects, crashes, loading state, shutdown and the status endpoints.
+
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use crate::support::{Harness, LIMIT, model};
+
+async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
+    tokio::time::timeout(LIMIT, handle).await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn client_that_disconnects_while_queued_never_causes_a_load() {
+    let h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], "").await;
+    let busy = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let queued = h.spawn(h.chat("b", None, false));
+    h.wait_queue_len(1).await;
+    queued.abort();
+    h.wait_queue_len(0).await;
+    h.open_gate("a").await;
+    assert_eq!(finish(busy).await.0, 200);
+    // A later request is served by a, which the scheduler only does after it
+    // handled everything before it: b was never started.
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    assert_eq!(h.running().await, vec!["a"]);
+    assert!(h.journal("b").await.is_none(), "b's process was started");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn client_that_disconnects_mid_stream_releases_its_lease() {
+    let h = Harness::start(&[model("a", "--tokens-per-second 5"), model("b", "")], "").await;
+    let response = h.chat("a", None, true).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let first = tokio::time::timeout(LIMIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(!first.is_empty());
+    drop(stream);
+    // b must evict a; that only happens once a's lease is released.
+    let response = tokio::time::timeout(LIMIT, h.chat("b", None, false).send())
+        .await
+        .expect("the dropped stream kept its lease")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.running().await, vec!["b"]);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_crash_mid_stream_reports_an_error_and_next_request_restarts() {
+    let h = Harness::start(&[model("a", "--crash-mid-stream")], "").await;
+    let response = h.chat("a", None, true).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    let mut transport_error = false;
+    while let Some(chunk) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
+        match chunk {
+            Ok(bytes) => body.extend_from_slice(&bytes),
+            Err(_) => {
+                transport_error = true;
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        transport_error || text.contains("\"code\":\"upstream_unreachable\""),
+        "the client was not told the stream failed: {text}"
+    );
+    assert!(!text.contains("finish_reason\":\"stop"), "{text}");
+    // The crashed upstream is marked stopped (the supervisor reaps it and tells
+    // the router); the next request starts it again.
+    h.wait_for(|h| async move { h.running().await.is_empty().then_some(()) })
+        .await;
+    let response = tokio::time::timeout(LIMIT, h.chat("a", None, false).send())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_answers_queued_503_lets_in_flight_finish_and_leaves_no_process() {
+    let mut h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], "").await;
+    let in_flight = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let queued = h.spawn(h.chat("b", None, false));
+    h.wait_queue_len(1).await;
+    h.begin_shutdown();
+    let (status, body) = finish(queued).await;
+    assert_eq!(status, 503, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], "shutting_down");
+    // The in-flight response is allowed to finish.
+    h.open_gate("a").await;
+    let (status, body) = finish(in_flight).await;
+    assert_eq!(status, 200, "{body}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn loading_state_streams_progress_then_the_real_stream() {
+    let h = Harness::start(
+        &[
+            model("a", "--gate-closed"),
+            crate::support::ModelSpec {
+                id: "b",
+                args: "--load-time 300ms",
+                yaml: "sendLoadingState: true",
+            },
+        ],
+        "",
+    )
+    .await;
+    let busy = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let response = h.chat("b", Some("5"), true).send().await.unwrap();
+    // Answered at once although b cannot run yet.
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("\"status\":\"queued\"") {
+        let chunk = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("\"position\":1"), "{text}");
+    assert!(text.contains("reasoning_content"), "{text}");
+    h.open_gate("a").await;
+    assert_eq!(finish(busy).await.0, 200);
+    while let Some(chunk) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(text.contains("\"status\":\"loading\""), "{text}");
+    assert!(text.contains("Done!"), "{text}");
+    assert!(text.contains("chat.completion.chunk"), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn models_running_unload_and_logs_endpoints() {
+    let h = Harness::start(
+        &[
+            model("a", ""),
+            crate::support::ModelSpec {
+                id: "hidden",
+                args: "",
+                yaml: "unlisted: true",
+            },
+        ],
+        "",
+    )
+    .await;
+    let models: Value = h
+        .http
+        .get(h.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["a"]);
+    assert_eq!(models["data"][0]["status"]["value"], "unloaded");
+
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    assert_eq!(h.running().await, vec!["a"]);
+    let models: Value = h
+        .http
+        .get(h.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["status"]["value"], "loaded");
+
+    let logs = h
+        .http
+        .get(h.url("/logs"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(logs.contains("[a]"), "{logs}");
+    let mut live = h
+        .http
+        .get(h.url("/logs/stream/a"))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let first = tokio::time::timeout(LIMIT, live.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("[a]"));
+    drop(live);
+
+    let response = h
+        .http
+        .post(h.url("/api/models/unload/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(h.running().await.is_empty());
+    let response = h
+        .http
+        .post(h.url("/api/models/unload/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    h.shutdown().await;
+}

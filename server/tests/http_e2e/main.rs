@@ -1,0 +1,9 @@
+//! End-to-end tests of the HTTP surface: a real server on a loopback socket,
+//! real `mockswap` upstream processes, and a harness that shuts everything down
+//! and checks that no process is left.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bad_input;
+mod lifecycle;
+mod priority;
+mod support;

@@ -1,0 +1,299 @@
+//! The end-to-end harness: a real server on `127.0.0.1:0` whose models are real
+//! `mockswap` processes, and helpers to drive and observe both.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llama_swap_server::config::Config;
+use llama_swap_server::{ServeError, ServeOptions, serve_with};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Generous upper bound for anything a test waits for.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+/// Path of the mockswap binary next to this test's target directory.
+pub fn mockswap_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/http_e2e-<hash> → target/debug/mockswap
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let bin = dir.join("mockswap");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p mockswap` first",
+        bin.display()
+    );
+    bin
+}
+
+/// A port that was free a moment ago (the kernel does not hand it out again
+/// right away).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// One model of a test config.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    /// Model ID.
+    pub id: &'static str,
+    /// Extra mockswap flags (`--gate-closed`, `--load-time 200ms`, ...).
+    pub args: &'static str,
+    /// Extra YAML lines under the model (indented by the harness).
+    pub yaml: &'static str,
+}
+
+/// A model with default settings and extra mockswap flags.
+pub fn model(id: &'static str, args: &'static str) -> ModelSpec {
+    ModelSpec { id, args, yaml: "" }
+}
+
+/// A running server and its upstreams.
+pub struct Harness {
+    /// `http://127.0.0.1:<port>` of the server.
+    pub base: String,
+    /// A client with no timeouts of its own (tests bound waits with `LIMIT`).
+    pub http: reqwest::Client,
+    ports: BTreeMap<String, u16>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), ServeError>>>,
+}
+
+impl Harness {
+    /// Starts a server for `models`, with `global_yaml` appended at the top level.
+    pub async fn start(models: &[ModelSpec], global_yaml: &str) -> Self {
+        Self::start_with(models, global_yaml, ServeOptions::default()).await
+    }
+
+    /// As [`start`](Self::start) with serve options.
+    pub async fn start_with(
+        models: &[ModelSpec],
+        global_yaml: &str,
+        options: ServeOptions,
+    ) -> Self {
+        let bin = mockswap_bin();
+        let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
+        let mut ports = BTreeMap::new();
+        for m in models {
+            let port = free_port();
+            ports.insert(m.id.to_owned(), port);
+            yaml.push_str(&format!(
+                "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} --models {id} {args}\n    proxy: http://127.0.0.1:{port}\n",
+                id = m.id,
+                bin = bin.display(),
+                args = m.args,
+            ));
+            for line in m.yaml.lines().filter(|l| !l.trim().is_empty()) {
+                yaml.push_str(&format!("    {}\n", line.trim()));
+            }
+        }
+        yaml.push_str(global_yaml);
+        let loaded = Config::from_yaml_str("test.yaml", &yaml, &|_: &str| None)
+            .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_with(listener, loaded.config, options, async {
+            let _ = rx.await;
+        }));
+        Self {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            ports,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// A URL on the server.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The base URL of a model's mockswap process.
+    pub fn upstream(&self, model: &str) -> String {
+        format!("http://127.0.0.1:{}", self.ports[model])
+    }
+
+    /// A chat request for `model` with an optional raw `X-Priority` value.
+    pub fn chat(
+        &self,
+        model: &str,
+        priority: Option<&str>,
+        stream: bool,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .http
+            .post(self.url("/v1/chat/completions"))
+            .json(&json!({
+                "model": model,
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            }));
+        if let Some(p) = priority {
+            request = request.header("X-Priority", p);
+        }
+        request
+    }
+
+    /// Sends a request in the background; the handle yields status and body.
+    pub fn spawn(&self, request: reqwest::RequestBuilder) -> JoinHandle<(u16, String)> {
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        })
+    }
+
+    /// `GET /api/queue`.
+    pub async fn queue(&self) -> Vec<Value> {
+        let body: Value = self.get_json(&self.url("/api/queue")).await;
+        body["queue"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `GET /running`: the IDs of non-stopped models.
+    pub async fn running(&self) -> Vec<String> {
+        let body: Value = self.get_json(&self.url("/running")).await;
+        body["running"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["model"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn get_json(&self, url: &str) -> Value {
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Polls until `/api/queue` holds `n` waiters and returns them. There is no
+    /// event to wait on across processes; `LIMIT` bounds the wait.
+    pub async fn wait_queue_len(&self, n: usize) -> Vec<Value> {
+        self.wait_for(|h| async move {
+            let q = h.queue().await;
+            (q.len() == n).then_some(q)
+        })
+        .await
+    }
+
+    /// Polls until the model's mockswap holds `n` requests at its gate.
+    pub async fn wait_held(&self, model: &str, n: u64) {
+        let url = format!("{}/__mockswap/gate", self.upstream(model));
+        self.wait_for(|h| {
+            let url = url.clone();
+            async move {
+                let state: Value = h.http.get(&url).send().await.ok()?.json().await.ok()?;
+                (state["held"].as_u64() == Some(n)).then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// Opens a model's gate so held requests proceed.
+    pub async fn open_gate(&self, model: &str) {
+        let url = format!("{}/__mockswap/gate", self.upstream(model));
+        let response = self
+            .http
+            .post(url)
+            .json(&json!({"open": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+
+    /// The journal of a model's mockswap; `None` when it is not running.
+    pub async fn journal(&self, model: &str) -> Option<Vec<Value>> {
+        let url = format!("{}/__mockswap/requests", self.upstream(model));
+        let response = self.http.get(url).send().await.ok()?;
+        response.json().await.ok()
+    }
+
+    /// Repeats `probe` every 20 ms until it yields a value, up to `LIMIT`.
+    pub async fn wait_for<'a, T, F, Fut>(&'a self, probe: F) -> T
+    where
+        F: Fn(&'a Self) -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            if let Some(value) = probe(self).await {
+                return value;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "condition not reached within {LIMIT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Signals shutdown without waiting.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Shuts the server down, checks it returned cleanly and that no upstream
+    /// process is left.
+    pub async fn shutdown(mut self) {
+        self.begin_shutdown();
+        let task = self.task.take().unwrap();
+        let result = tokio::time::timeout(LIMIT, task)
+            .await
+            .expect("serve did not return after shutdown")
+            .expect("serve panicked");
+        result.expect("serve returned an error");
+        let ports: Vec<u16> = self.ports.values().copied().collect();
+        let left = processes_listening_on(&ports);
+        assert!(
+            left.is_empty(),
+            "upstream processes left after shutdown: {left:?}"
+        );
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // A failed test: the runtime drops the serve task, and the supervisor's
+        // drop kills every process group.
+        self.begin_shutdown();
+    }
+}
+
+/// PIDs of processes whose command line mentions `127.0.0.1:<port>` for one of
+/// `ports` (our mockswaps are started with `--listen 127.0.0.1:<port>`).
+pub fn processes_listening_on(ports: &[u16]) -> Vec<(u32, String)> {
+    // The trailing space keeps port 4000 from matching 40001.
+    let needles: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p} ")).collect();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains("mockswap") && needles.iter().any(|n| cmdline.contains(n.as_str())) {
+            // A zombie has an empty cmdline, so anything found here is alive.
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
