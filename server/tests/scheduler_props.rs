@@ -1,0 +1,355 @@
+//! Property tests: random event scripts against the pure scheduler, with invariants
+//! checked after every step and after the script settles.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod scheduler_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use llama_swap_server::router::LaunchError;
+use llama_swap_server::scheduler::{
+    Effect, ModelSettings, ModelState, RequestId, SchedulerKind, SchedulerSettings, StopId,
+    WaitStatus,
+};
+use proptest::prelude::*;
+use scheduler_support::{Harness, Outcome, group};
+
+const MODELS: [&str; 4] = ["a", "b", "c", "d"];
+const PRIORITIES: [i32; 4] = [-10, 0, 5, 10];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit { model: usize, priority: usize },
+    Cancel(usize),
+    Done(usize),
+    FinishSwap { pick: usize, ok: bool },
+    FinishStop(usize),
+    Exit(usize),
+    Unload(Option<usize>),
+    Advance(u64),
+    Shutdown,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..MODELS.len(), 0..PRIORITIES.len()).prop_map(|(model, priority)| Op::Submit { model, priority }),
+        2 => any::<usize>().prop_map(Op::Cancel),
+        5 => any::<usize>().prop_map(Op::Done),
+        5 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Op::FinishSwap { pick, ok }),
+        2 => any::<usize>().prop_map(Op::FinishStop),
+        1 => (0..MODELS.len()).prop_map(Op::Exit),
+        1 => prop::option::of(0..MODELS.len()).prop_map(Op::Unload),
+        2 => (1u64..90).prop_map(Op::Advance),
+        1 => Just(Op::Shutdown),
+    ]
+}
+
+/// Scheduler kind and group layout.
+fn setup() -> impl Strategy<Value = SchedulerSettings> {
+    (0..4usize, 0..4usize, 1..4usize, prop::bool::ANY).prop_map(|(kind, layout, limit, ttl)| {
+        let mut models: Vec<ModelSettings> = MODELS
+            .iter()
+            .map(|id| {
+                let mut m = ModelSettings::new(*id);
+                m.concurrency_limit = limit;
+                m
+            })
+            .collect();
+        if ttl {
+            models[0].ttl = Some(Duration::from_secs(30));
+        }
+        let kind = match kind {
+            0 | 1 => SchedulerKind::Fifo { drain_fence: true },
+            2 => SchedulerKind::Fifo { drain_fence: false },
+            _ => SchedulerKind::Serial,
+        };
+        if kind != SchedulerKind::Serial {
+            models[3].priority = 5;
+        }
+        let mut s = SchedulerSettings::new(models);
+        s.kind = kind;
+        s.groups = match layout {
+            0 => Vec::new(),
+            1 => vec![group("all", &MODELS, false, false, false)],
+            2 => vec![
+                group("g1", &["a", "b"], true, true, false),
+                group("g2", &["c"], true, false, false),
+                group("p", &["d"], true, false, true),
+            ],
+            _ => vec![
+                group("g1", &["a", "b"], true, false, false),
+                group("g2", &["c", "d"], true, true, false),
+            ],
+        };
+        s
+    })
+}
+
+struct World {
+    h: Harness,
+    serial: bool,
+    /// Every admitted request: (model, effective priority).
+    admitted: BTreeMap<RequestId, (String, i32)>,
+    cancelled: BTreeSet<RequestId>,
+    /// Granted requests whose lease is still held.
+    serving: Vec<RequestId>,
+    /// Targets of swaps in progress.
+    swaps: Vec<String>,
+    stops: Vec<StopId>,
+    /// How much of the harness log has been checked.
+    checked: usize,
+}
+
+impl World {
+    fn new(settings: SchedulerSettings) -> Self {
+        let serial = settings.kind == SchedulerKind::Serial;
+        Self {
+            h: Harness::new(settings),
+            serial,
+            admitted: BTreeMap::new(),
+            cancelled: BTreeSet::new(),
+            serving: Vec::new(),
+            swaps: Vec::new(),
+            stops: Vec::new(),
+            checked: 0,
+        }
+    }
+
+    fn step(&mut self, op: &Op) {
+        match *op {
+            Op::Submit { model, priority } => {
+                let priority = if self.serial { 0 } else { PRIORITIES[priority] };
+                let name = MODELS[model];
+                if let Ok(id) = self.h.try_submit(name, priority) {
+                    let effective = self
+                        .h
+                        .s
+                        .queue(self.h.now)
+                        .iter()
+                        .find(|e| e.id == id)
+                        .map(|e| e.effective_priority);
+                    let floor = if name == "d" && !self.serial { 5 } else { 0 };
+                    let expected = floor.max(priority);
+                    if let Some(effective) = effective {
+                        assert_eq!(effective, expected);
+                    }
+                    self.admitted.insert(id, (name.to_owned(), expected));
+                }
+            }
+            Op::Cancel(k) => {
+                let waiting: Vec<RequestId> = self
+                    .admitted
+                    .keys()
+                    .copied()
+                    .filter(|id| !self.h.ended(*id) && !self.cancelled.contains(id))
+                    .collect();
+                if let Some(&id) = pick(&waiting, k) {
+                    self.cancelled.insert(id);
+                    self.h.cancel(id);
+                }
+            }
+            Op::Done(k) => {
+                if !self.serving.is_empty() {
+                    let id = self.serving.remove(k % self.serving.len());
+                    self.h.done(id);
+                }
+            }
+            Op::FinishSwap { pick: k, ok } => {
+                if !self.swaps.is_empty() {
+                    let model = self.swaps.remove(k % self.swaps.len());
+                    if ok {
+                        self.h.swap_ok(&model);
+                    } else {
+                        self.h.swap_err(
+                            &model,
+                            LaunchError::Aborted {
+                                model: model.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+            Op::FinishStop(k) => {
+                if !self.stops.is_empty() {
+                    let id = self.stops.remove(k % self.stops.len());
+                    self.h.stop_done(id);
+                }
+            }
+            Op::Exit(m) => self.h.exited(MODELS[m]),
+            Op::Unload(m) => {
+                let list = m.map(|m| [MODELS[m]]);
+                let _ = self.h.unload(list.as_ref().map(|l| &l[..]));
+            }
+            Op::Advance(secs) => {
+                self.h.advance(Duration::from_secs(secs));
+                self.h.tick();
+            }
+            Op::Shutdown => {
+                self.h.shutdown();
+            }
+        }
+        self.check_step();
+    }
+
+    /// Invariants that hold after every step.
+    fn check_step(&mut self) {
+        let new: Vec<Effect> = self.h.log[self.checked..].to_vec();
+        self.checked = self.h.log.len();
+        for effect in &new {
+            match effect {
+                Effect::Grant { id, model } => {
+                    assert!(
+                        !self.cancelled.contains(id),
+                        "cancelled request {id:?} granted"
+                    );
+                    assert_eq!(
+                        self.h.s.model_state(model),
+                        Some(ModelState::Ready),
+                        "grant on a model that is not ready"
+                    );
+                    self.serving.push(*id);
+                }
+                Effect::Fail { id, .. } => assert!(
+                    !self.cancelled.contains(id),
+                    "cancelled request {id:?} failed"
+                ),
+                Effect::StartSwap { model, evict, .. } => {
+                    for e in evict {
+                        assert_eq!(
+                            self.h.s.in_flight(e),
+                            0,
+                            "{model} evicts {e}, which has requests in flight"
+                        );
+                    }
+                    self.swaps.push(model.clone());
+                }
+                Effect::Stop { id, .. } => self.stops.push(*id),
+                Effect::Status { .. } => {}
+            }
+        }
+        // Positions: every queued request's last reported position is its place, 1..N.
+        let queue = self.h.s.queue(self.h.now);
+        for (i, entry) in queue.iter().enumerate() {
+            assert_eq!(entry.position, i + 1);
+            assert_eq!(
+                self.h.status.get(&entry.id),
+                Some(&WaitStatus::Queued { position: i + 1 }),
+                "stale position for {:?}",
+                entry.id
+            );
+        }
+        // Reservations match what is pending.
+        for m in MODELS {
+            let pending = self
+                .admitted
+                .iter()
+                .filter(|(id, (model, _))| {
+                    model == m
+                        && !self.cancelled.contains(id)
+                        && match self.h.outcomes.get(id) {
+                            None => true,
+                            Some(Outcome::Granted) => self.serving.contains(id),
+                            Some(Outcome::Failed(_)) => false,
+                        }
+                })
+                .count();
+            assert_eq!(self.h.s.reserved(m), pending, "reservations of {m}");
+            let serving = self
+                .serving
+                .iter()
+                .filter(|id| self.admitted[id].0 == m)
+                .count();
+            assert_eq!(self.h.s.in_flight(m), serving, "in flight on {m}");
+        }
+        if self.serial {
+            let serving = self.serving.len();
+            assert!(
+                serving <= 1,
+                "serial serves one request at a time, not {serving}"
+            );
+        }
+    }
+
+    /// Completes everything outstanding until nothing is left to do.
+    fn settle(&mut self) {
+        for _ in 0..1000 {
+            if let Some(model) = self.swaps.first().cloned() {
+                self.swaps.remove(0);
+                self.h.swap_ok(&model);
+            } else if let Some(id) = self.stops.first().copied() {
+                self.stops.remove(0);
+                self.h.stop_done(id);
+            } else if let Some(id) = self.serving.first().copied() {
+                self.serving.remove(0);
+                self.h.done(id);
+            } else {
+                return;
+            }
+            self.check_step();
+        }
+        panic!("the scheduler never settled");
+    }
+
+    fn check_settled(&self) {
+        for id in self.admitted.keys() {
+            let ended = self.h.ended(*id);
+            let cancelled = self.cancelled.contains(id);
+            assert!(
+                ended ^ cancelled,
+                "request {id:?} must end in exactly one outcome (ended {ended}, cancelled {cancelled})"
+            );
+        }
+        for m in MODELS {
+            assert_eq!(self.h.s.reserved(m), 0);
+            assert_eq!(self.h.s.in_flight(m), 0);
+        }
+        assert_eq!(self.h.s.pending(), 0);
+        assert_eq!(self.h.s.queue_len(), 0);
+        // FIFO within equal priority (per model); strict arrival order under serial.
+        let grants: Vec<RequestId> = self.h.grants.iter().map(|(id, _)| *id).collect();
+        for (i, a) in grants.iter().enumerate() {
+            for b in &grants[i + 1..] {
+                let (ma, pa) = &self.admitted[a];
+                let (mb, pb) = &self.admitted[b];
+                if self.serial || (ma == mb && pa == pb) {
+                    assert!(
+                        a < b,
+                        "{b:?} was granted before the earlier {a:?} ({ma} {pa})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn pick<T>(items: &[T], k: usize) -> Option<&T> {
+    if items.is_empty() {
+        None
+    } else {
+        items.get(k % items.len())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_scripts_keep_the_scheduler_invariants(settings in setup(), ops in prop::collection::vec(op(), 1..120)) {
+        let mut world = World::new(settings.clone());
+        for op in &ops {
+            world.step(op);
+        }
+        world.settle();
+        world.check_settled();
+
+        // Determinism: the same script gives the same effects.
+        let mut again = World::new(settings);
+        for op in &ops {
+            again.step(op);
+        }
+        again.settle();
+        prop_assert_eq!(&world.h.log, &again.h.log);
+    }
+}
