@@ -55,10 +55,8 @@ pub(crate) async fn handle(
     let upstream = upstream_target(&path);
     let (parts, body) = match read_body(&shared, request).await {
         Ok(read) => read,
-        Err(err) => {
-            // The request is journaled without its body: a test still sees it arrived.
-            return err.into_response();
-        }
+        // A body over the limit was journaled (without its body) by read_body.
+        Err(err) => return err.into_response(),
     };
     if let Some((model, rest)) = upstream {
         return model_request::handle(&shared, &conn, parts, body, Some((model, rest))).await;

@@ -194,3 +194,37 @@ async fn wait_for_requests_times_out_with_a_table_of_what_arrived() {
     assert!(text.contains("/v1/chat/completions"), "{text}");
     assert!(text.contains("-10"), "{text}");
 }
+
+#[tokio::test]
+async fn four_priority_states_are_journaled_on_plain_streaming_and_upstream_paths() {
+    let mock = MockSwap::start().await;
+    let states: [(&[&str], PriorityHeader); 4] = [
+        (&[], PriorityHeader::Absent),
+        (&["-10"], PriorityHeader::Value(-10)),
+        (&["1.5"], PriorityHeader::Invalid("1.5".into())),
+        (
+            &["10", "10"],
+            PriorityHeader::Duplicated(vec!["10".into(), "10".into()]),
+        ),
+    ];
+    let paths = [
+        ("/v1/chat/completions", false),
+        ("/v1/chat/completions", true),
+        ("/upstream/m/v1/chat/completions", true),
+    ];
+    let mut expected = Vec::new();
+    for (path, stream) in paths {
+        for (headers, state) in &states {
+            let response = post(&mock, path, &chat("m", "x", stream), headers).await;
+            assert_eq!(response.status(), 200);
+            body_text(response).await.unwrap();
+            expected.push((path.to_owned(), stream, state.clone()));
+        }
+    }
+    let journal: Vec<(String, bool, PriorityHeader)> = mock
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.stream, r.priority))
+        .collect();
+    assert_eq!(journal, expected);
+}

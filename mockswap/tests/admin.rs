@@ -1,0 +1,236 @@
+//! The admin API under `/__mockswap/`, tested against the spawned binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use support::{BOUND, Proc, chat};
+
+async fn admin(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    uri: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = client.request(method, format!("{uri}/__mockswap/{path}"));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn admin_requests_lists_the_journal_with_the_documented_fields_and_clears_it() {
+    let mut proc = Proc::spawn(&[]).await;
+    let client = reqwest::Client::new();
+    for priority in [None, Some("10"), Some("nope")] {
+        let mut request = client
+            .post(format!("{}/v1/chat/completions", proc.uri))
+            .json(&chat("m", "x", priority.is_some()));
+        if let Some(p) = priority {
+            request = request.header("X-Priority", p);
+        }
+        request.send().await.unwrap().bytes().await.unwrap();
+    }
+    let dup = client
+        .post(format!("{}/upstream/u/v1/embeddings", proc.uri))
+        .header("x-priority", "10")
+        .header("x-priority", "-10")
+        .json(&json!({"input": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dup.status(), 200);
+    let (status, journal) = admin(&client, reqwest::Method::GET, &proc.uri, "requests", None).await;
+    assert_eq!(status, 200);
+    let entries = journal.as_array().unwrap();
+    assert_eq!(entries.len(), 4);
+    let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(entries[0]["method"], "POST");
+    assert_eq!(entries[0]["path"], "/v1/chat/completions");
+    assert_eq!(entries[0]["model"], "m");
+    assert_eq!(entries[0]["stream"], false);
+    assert_eq!(entries[1]["stream"], true);
+    assert_eq!(
+        entries[0]["priority"],
+        json!({"state": "absent", "value": null, "raw": []})
+    );
+    assert_eq!(
+        entries[1]["priority"],
+        json!({"state": "value", "value": 10, "raw": ["10"]})
+    );
+    assert_eq!(
+        entries[2]["priority"],
+        json!({"state": "invalid", "value": null, "raw": ["nope"]})
+    );
+    assert_eq!(
+        entries[3]["priority"],
+        json!({"state": "duplicated", "value": null, "raw": ["10", "-10"]})
+    );
+    assert_eq!(entries[3]["model"], "u");
+    let pairs: Vec<&Value> = entries[3]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["name"] == "x-priority")
+        .map(|h| &h["value"])
+        .collect();
+    assert_eq!(pairs, [&json!("10"), &json!("-10")]);
+    let (status, _) = admin(
+        &client,
+        reqwest::Method::DELETE,
+        &proc.uri,
+        "requests",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, journal) = admin(&client, reqwest::Method::GET, &proc.uri, "requests", None).await;
+    assert_eq!(journal, json!([]));
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn admin_faults_schedule_a_429_with_retry_after_for_the_next_request() {
+    let mut proc = Proc::spawn(&[]).await;
+    let client = reqwest::Client::new();
+    let fault = json!({
+        "fault": {"type": "status", "status": 429, "headers": {"Retry-After": "2"},
+                  "body": {"error": {"message": "busy", "type": "rate_limit_error", "code": "concurrency_limit"}}},
+        "match": {"model": "m"},
+        "times": 1
+    });
+    let (status, installed) = admin(
+        &client,
+        reqwest::Method::POST,
+        &proc.uri,
+        "faults",
+        Some(fault),
+    )
+    .await;
+    assert_eq!((status, installed), (200, json!({"installed": 1})));
+    let url = format!("{}/v1/chat/completions", proc.uri);
+    let first = client
+        .post(&url)
+        .json(&chat("m", "x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 429);
+    assert_eq!(first.headers()["retry-after"], "2");
+    let second = client
+        .post(&url)
+        .json(&chat("m", "x", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    let (status, bad) = admin(
+        &client,
+        reqwest::Method::POST,
+        &proc.uri,
+        "faults",
+        Some(json!({"fault": {"type": "status", "status": 42}})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(bad["error"]["code"], "invalid_admin_request");
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn admin_gate_holds_requests_and_dispatch_order_follows_priority() {
+    let mut proc = Proc::spawn(&["--gate-closed"]).await;
+    let client = reqwest::Client::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, priority) in ["-10", "0", "10"].into_iter().enumerate() {
+        let request = client
+            .post(format!("{}/v1/chat/completions", proc.uri))
+            .header("x-priority", priority)
+            .json(&chat("m", "x", false));
+        tasks.spawn(async move { request.send().await.unwrap().status() });
+        // Arrival order is fixed by waiting until each request is held.
+        tokio::time::timeout(BOUND, async {
+            loop {
+                let (_, gate) = admin(&client, reqwest::Method::GET, &proc.uri, "gate", None).await;
+                if gate["held"] == i + 1 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+    }
+    let (_, order) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "dispatch-order",
+        None,
+    )
+    .await;
+    assert_eq!(order, json!([]));
+    let (status, _) = admin(
+        &client,
+        reqwest::Method::POST,
+        &proc.uri,
+        "gate",
+        Some(json!({"open": true})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), 200);
+    }
+    let (_, order) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "dispatch-order",
+        None,
+    )
+    .await;
+    assert_eq!(order, json!([3, 2, 1]));
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn admin_replies_script_a_response_for_a_path() {
+    let mut proc = Proc::spawn(&[]).await;
+    let client = reqwest::Client::new();
+    let reply = json!({"match": {"path": "/v1/embeddings"}, "reply": {"json": {"scripted": true}, "status": 201}});
+    let (status, _) = admin(
+        &client,
+        reqwest::Method::POST,
+        &proc.uri,
+        "replies",
+        Some(reply),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let response = client
+        .post(format!("{}/v1/embeddings", proc.uri))
+        .json(&json!({"model": "m", "input": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"scripted": true})
+    );
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}
