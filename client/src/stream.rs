@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use crate::error::{DecodeTarget, Error, ErrorEnvelope, StreamErrorFrame};
 use crate::sse::{SseDecoder, SseEvent};
-use crate::transport::{Deadlines, until};
+use crate::transport::{BodyLimit, Deadlines, read_body, until};
 use crate::types::{
-    ChatChoice, ChatChunk, ChatMessage, ChatResponse, FinishReason, MessageContent, Role, ToolCall,
-    Usage,
+    ChatChoice, ChatChunk, ChatDelta, ChatMessage, ChatResponse, ChunkChoice, FinishReason,
+    FunctionCallDelta, MessageContent, Role, ToolCall, ToolCallDelta, Usage,
 };
 
 /// One item of a chat stream.
@@ -91,11 +91,33 @@ impl ChatStream {
         deadlines: Deadlines,
         limit: usize,
     ) -> ChatStream {
+        if is_json(&response) {
+            return ChatStream::from_json_body(response, deadlines, limit);
+        }
         let source = BodySource {
             response,
             deadlines,
         };
         ChatStream::from_source(source, limit)
+    }
+
+    /// A server that ignores `stream: true` answers with one JSON body; it becomes
+    /// one chunk holding every choice, so no content is lost.
+    fn from_json_body(
+        response: reqwest::Response,
+        deadlines: Deadlines,
+        limit: usize,
+    ) -> ChatStream {
+        let items = async move {
+            let events = match read_body(response, &deadlines, BodyLimit::Fail(limit)).await {
+                Ok(body) => json_body_events(&body),
+                Err(err) => vec![Err(err)],
+            };
+            futures_util::stream::iter(events)
+        };
+        ChatStream {
+            inner: Box::pin(futures_util::stream::once(items).flatten()),
+        }
     }
 
     fn from_source<S: ByteSource>(source: S, limit: usize) -> ChatStream {
@@ -292,6 +314,76 @@ impl<S: ByteSource> StreamState<S> {
                 source,
             }),
         }
+    }
+}
+
+fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("application/json"))
+}
+
+/// The events a complete JSON answer to a streaming request stands for.
+fn json_body_events(body: &[u8]) -> Vec<Result<StreamEvent, Error>> {
+    let raw = String::from_utf8_lossy(body);
+    let decode_error = |source| Error::Decode {
+        what: DecodeTarget::ResponseBody,
+        raw: raw.clone().into_owned(),
+        source,
+    };
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(source) => return vec![Err(decode_error(source))],
+    };
+    if let Some(envelope) = ErrorEnvelope::from_json(&value) {
+        return vec![Err(in_stream(envelope, &raw))];
+    }
+    let response: ChatResponse = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(source) => return vec![Err(decode_error(source))],
+    };
+    vec![Ok(StreamEvent::Chunk(response_as_chunk(response)))]
+}
+
+fn response_as_chunk(response: ChatResponse) -> ChatChunk {
+    let choices = response
+        .choices
+        .into_iter()
+        .map(|choice| {
+            let message = choice.message;
+            let tool_calls = (0u32..)
+                .zip(message.tool_calls)
+                .map(|(index, call)| ToolCallDelta {
+                    index,
+                    id: Some(call.id),
+                    kind: Some(call.kind),
+                    function: Some(FunctionCallDelta {
+                        name: Some(call.function.name),
+                        arguments: Some(call.function.arguments),
+                    }),
+                })
+                .collect();
+            ChunkChoice {
+                index: choice.index,
+                delta: ChatDelta {
+                    role: Some(message.role),
+                    content: message.content.map(|c| c.text()),
+                    reasoning_content: message.reasoning_content,
+                    tool_calls,
+                },
+                finish_reason: choice.finish_reason,
+            }
+        })
+        .collect();
+    ChatChunk {
+        id: response.id,
+        object: "chat.completion.chunk".to_owned(),
+        created: response.created,
+        model: response.model,
+        choices,
+        usage: response.usage,
     }
 }
 

@@ -328,3 +328,29 @@ async fn upstream_requests_keep_model_path_and_query() {
     assert_eq!(seen[0].url.path(), "/upstream/demo/slots");
     assert_eq!(seen[0].url.query(), Some("fail_on_no_slot=1"));
 }
+
+#[tokio::test]
+async fn provider_trait_object_carries_each_calls_priority() {
+    use llama_swap_client::ChatProvider;
+    use std::sync::Arc;
+
+    let server = proxy_double().await;
+    let provider: Arc<dyn ChatProvider> = Arc::new(Client::new(server.uri()).unwrap());
+    let req = chat_request();
+    provider
+        .chat(&req, &CallOptions::with_priority(Priority::Elevated))
+        .await
+        .unwrap();
+    let stream = provider
+        .chat_stream(&req, &CallOptions::with_priority(Priority::Low))
+        .await
+        .unwrap();
+    assert_eq!(stream.collect().await.unwrap().text(), "Hello");
+    provider.chat(&req, &CallOptions::new()).await.unwrap();
+    let seen = requests(&server).await;
+    let sent: Vec<Vec<String>> = seen.iter().map(priority_values).collect();
+    assert_eq!(
+        sent,
+        vec![vec!["10".to_owned()], vec!["-10".to_owned()], vec![]]
+    );
+}

@@ -150,3 +150,46 @@ async fn cold_start_stream_reports_proxy_status_then_model_output() {
     assert!(matches!(&events[2], StreamEvent::Chunk(c) if c.content() == Some("Hi")));
     assert_eq!(events.len(), 3);
 }
+
+#[tokio::test]
+async fn server_that_ignores_stream_true_still_delivers_its_whole_answer() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
+        .mount(&server)
+        .await;
+    let client = Client::new(server.uri()).unwrap();
+    let resp = client
+        .chat_stream(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(resp.text(), "Hello");
+    assert_eq!(resp.id, "c1");
+    assert_eq!(resp.usage.unwrap().total_tokens, 2);
+}
+
+#[tokio::test]
+async fn json_error_answer_to_a_stream_request_is_an_in_stream_error() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!(
+            {"error": {"message": "model unloaded", "type": "server_error", "code": "model_unloaded"}}
+        )))
+        .mount(&server)
+        .await;
+    let client = Client::new(server.uri()).unwrap();
+    let err = client
+        .chat_stream(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InStream(_)), "{err:?}");
+    assert_eq!(err.code(), Some("model_unloaded"));
+}
