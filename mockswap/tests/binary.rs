@@ -77,7 +77,7 @@ async fn binary_paces_streams_and_refuses_unknown_models() {
         chunks += 1;
     }
     let text = String::from_utf8(text).unwrap();
-    // Paced frames arrive separately; the content is intact and ends with [DONE].
+    // Frames arrive one HTTP chunk each; the content is intact and ends with [DONE].
     assert!(chunks > 1, "{chunks}");
     assert!(text.contains(r#""content":" three""#), "{text}");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
