@@ -4,7 +4,6 @@
 //! next event (no background task, no channel), so memory stays bounded and
 //! dropping the stream closes the connection, which cancels the request.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -14,10 +13,7 @@ use serde_json::Value;
 use crate::error::{DecodeTarget, Error, ErrorEnvelope, StreamErrorFrame};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::transport::{BodyLimit, Deadlines, read_body, until};
-use crate::types::{
-    ChatChoice, ChatChunk, ChatDelta, ChatMessage, ChatResponse, ChunkChoice, FinishReason,
-    FunctionCallDelta, MessageContent, Role, ToolCall, ToolCallDelta, Usage,
-};
+use crate::types::{ChatChunk, ChatResponse};
 
 /// One item of a chat stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -347,46 +343,6 @@ fn json_body_events(body: &[u8]) -> Vec<Result<StreamEvent, Error>> {
     vec![Ok(StreamEvent::Chunk(response_as_chunk(response)))]
 }
 
-fn response_as_chunk(response: ChatResponse) -> ChatChunk {
-    let choices = response
-        .choices
-        .into_iter()
-        .map(|choice| {
-            let message = choice.message;
-            let tool_calls = (0u32..)
-                .zip(message.tool_calls)
-                .map(|(index, call)| ToolCallDelta {
-                    index,
-                    id: Some(call.id),
-                    kind: Some(call.kind),
-                    function: Some(FunctionCallDelta {
-                        name: Some(call.function.name),
-                        arguments: Some(call.function.arguments),
-                    }),
-                })
-                .collect();
-            ChunkChoice {
-                index: choice.index,
-                delta: ChatDelta {
-                    role: Some(message.role),
-                    content: message.content.map(|c| c.text()),
-                    reasoning_content: message.reasoning_content,
-                    tool_calls,
-                },
-                finish_reason: choice.finish_reason,
-            }
-        })
-        .collect();
-    ChatChunk {
-        id: response.id,
-        object: "chat.completion.chunk".to_owned(),
-        created: response.created,
-        model: response.model,
-        choices,
-        usage: response.usage,
-    }
-}
-
 fn in_stream(envelope: ErrorEnvelope, raw: &str) -> Error {
     Error::InStream(Box::new(StreamErrorFrame {
         envelope,
@@ -466,126 +422,8 @@ fn parse_loading_text(text: &str) -> ProxyStatus {
     ProxyStatus::Message(text.to_owned())
 }
 
-impl ChatResponse {
-    /// Assembles streamed chunks into the response a non-streaming call returns:
-    /// content, reasoning and tool-call pieces joined per choice, the last finish
-    /// reason and usage. [`ChatStream::collect`] uses the same rules.
-    pub fn from_chunks(chunks: impl IntoIterator<Item = ChatChunk>) -> ChatResponse {
-        let mut acc = Aggregate::default();
-        for chunk in chunks {
-            acc.add(chunk);
-        }
-        acc.finish()
-    }
-}
-
-#[derive(Default)]
-struct Aggregate {
-    id: String,
-    created: u64,
-    model: String,
-    choices: BTreeMap<u32, ChoiceAggregate>,
-    usage: Option<Usage>,
-}
-
-#[derive(Default)]
-struct ChoiceAggregate {
-    role: Option<Role>,
-    content: Option<String>,
-    reasoning: Option<String>,
-    tool_calls: BTreeMap<u32, ToolCall>,
-    finish_reason: Option<FinishReason>,
-}
-
-impl Aggregate {
-    fn add(&mut self, chunk: ChatChunk) {
-        if self.id.is_empty() {
-            self.id = chunk.id;
-        }
-        if self.model.is_empty() {
-            self.model = chunk.model;
-        }
-        if self.created == 0 {
-            self.created = chunk.created;
-        }
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
-        }
-        for choice in chunk.choices {
-            let acc = self.choices.entry(choice.index).or_default();
-            let delta = choice.delta;
-            if delta.role.is_some() {
-                acc.role = delta.role;
-            }
-            if let Some(text) = delta.content {
-                acc.content.get_or_insert_with(String::new).push_str(&text);
-            }
-            if let Some(text) = delta.reasoning_content {
-                acc.reasoning
-                    .get_or_insert_with(String::new)
-                    .push_str(&text);
-            }
-            for piece in delta.tool_calls {
-                let call = acc.tool_calls.entry(piece.index).or_default();
-                if let Some(id) = piece.id {
-                    call.id = id;
-                }
-                if let Some(kind) = piece.kind {
-                    call.kind = kind;
-                }
-                if let Some(function) = piece.function {
-                    if let Some(name) = function.name {
-                        call.function.name.push_str(&name);
-                    }
-                    if let Some(args) = function.arguments {
-                        call.function.arguments.push_str(&args);
-                    }
-                }
-            }
-            if choice.finish_reason.is_some() {
-                acc.finish_reason = choice.finish_reason;
-            }
-        }
-    }
-
-    fn finish(self) -> ChatResponse {
-        let choices = self
-            .choices
-            .into_iter()
-            .map(|(index, acc)| {
-                let tool_calls: Vec<ToolCall> = acc
-                    .tool_calls
-                    .into_values()
-                    .map(|mut call| {
-                        if call.kind.is_empty() {
-                            call.kind = "function".to_owned();
-                        }
-                        call
-                    })
-                    .collect();
-                ChatChoice {
-                    index,
-                    message: ChatMessage {
-                        role: acc.role.unwrap_or(Role::Assistant),
-                        content: acc.content.map(MessageContent::Text),
-                        reasoning_content: acc.reasoning,
-                        tool_calls,
-                        ..ChatMessage::default()
-                    },
-                    finish_reason: acc.finish_reason,
-                }
-            })
-            .collect();
-        ChatResponse {
-            id: self.id,
-            object: "chat.completion".to_owned(),
-            created: self.created,
-            model: self.model,
-            choices,
-            usage: self.usage,
-        }
-    }
-}
-
+mod assemble;
 #[cfg(test)]
 mod tests;
+
+use assemble::{Aggregate, response_as_chunk};

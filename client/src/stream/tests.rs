@@ -4,6 +4,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::*;
+use crate::types::{FinishReason, Usage};
 
 /// Feeds scripted pieces; `Err` items model a broken connection.
 struct Script(VecDeque<Result<Bytes, Error>>);
