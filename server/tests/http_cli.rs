@@ -1,0 +1,250 @@
+//! The `llama-swap-server` binary: serving, SIGHUP and `--watch-config`
+//! reloads, and a graceful SIGTERM shutdown that exits 0 and leaves no
+//! upstream process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, Command};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn mockswap_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("mockswap");
+    assert!(bin.exists(), "run `cargo build -p mockswap` first");
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// YAML for mockswap-backed models on the given ports.
+fn config_yaml(models: &[(&str, u16)]) -> String {
+    let bin = mockswap_bin();
+    let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
+    for (id, port) in models {
+        yaml.push_str(&format!(
+            "  {id}:\n    cmd: {} --listen 127.0.0.1:{port} --models {id}\n    proxy: http://127.0.0.1:{port}\n",
+            bin.display()
+        ));
+    }
+    yaml
+}
+
+struct Server {
+    child: Child,
+    base: String,
+    stderr: Lines<BufReader<ChildStderr>>,
+    http: reqwest::Client,
+}
+
+impl Server {
+    async fn start(config: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
+            .arg("--config")
+            .arg(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let first = tokio::time::timeout(LIMIT, BufReader::new(stdout).lines().next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("no listening line");
+        let base = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        Self {
+            child,
+            base,
+            stderr,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = i32::try_from(self.child.id().unwrap()).unwrap();
+        kill(Pid::from_raw(pid), signal).unwrap();
+    }
+
+    /// Reads stderr until a line contains `needle`.
+    async fn wait_log(&mut self, needle: &str) -> String {
+        tokio::time::timeout(LIMIT, async {
+            loop {
+                let line = self
+                    .stderr
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("stderr closed");
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no log line with {needle:?}"))
+    }
+
+    async fn model_ids(&self) -> Vec<String> {
+        let body: serde_json::Value = self
+            .http
+            .get(format!("{}/v1/models", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn chat(&self, model: &str) -> u16 {
+        self.http
+            .post(format!("{}/v1/chat/completions", self.base))
+            .json(&serde_json::json!({"model": model, "messages": []}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    /// SIGTERM, then the exit status must be success.
+    async fn terminate(mut self) {
+        self.signal(Signal::SIGTERM);
+        // Keep draining stderr so the child never blocks on a full pipe.
+        let drain = async { while let Ok(Some(_)) = self.stderr.next_line().await {} };
+        let (status, ()) =
+            tokio::time::timeout(LIMIT, async { tokio::join!(self.child.wait(), drain) })
+                .await
+                .expect("the server did not exit after SIGTERM");
+        assert!(status.unwrap().success(), "non-zero exit after SIGTERM");
+    }
+}
+
+fn mockswaps_on(ports: &[u16]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains("mockswap")
+            && ports
+                .iter()
+                .any(|p| cmdline.contains(&format!("127.0.0.1:{p} ")))
+        {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+/// Polls `/v1/models` until it lists `want` (no cross-process event exists).
+async fn wait_models(server: &Server, want: &[&str]) {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        if server.model_ids().await == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "models never became {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully_with_exit_0_and_no_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let port = free_port();
+    std::fs::write(&file, config_yaml(&[("a", port)])).unwrap();
+    let server = Server::start(&file, &[]).await;
+    assert_eq!(server.chat("a").await, 200);
+    assert_eq!(
+        mockswaps_on(&[port]).len(),
+        1,
+        "the upstream should be running"
+    );
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&[port]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
+
+#[tokio::test]
+async fn sighup_reloads_a_good_config_and_keeps_running_on_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let (pa, pb) = (free_port(), free_port());
+    std::fs::write(&file, config_yaml(&[("a", pa)])).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    assert_eq!(server.chat("a").await, 200);
+
+    std::fs::write(&file, config_yaml(&[("a", pa), ("b", pb)])).unwrap();
+    server.signal(Signal::SIGHUP);
+    server.wait_log("configuration reloaded").await;
+    assert_eq!(server.model_ids().await, vec!["a", "b"]);
+    // The old instance's upstream was stopped; the new one starts its own.
+    assert_eq!(server.chat("a").await, 200);
+    assert_eq!(server.chat("b").await, 200);
+
+    std::fs::write(&file, "models: [this is not a model map").unwrap();
+    server.signal(Signal::SIGHUP);
+    server.wait_log("reload failed").await;
+    assert_eq!(server.model_ids().await, vec!["a", "b"]);
+    assert_eq!(server.chat("b").await, 200);
+
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&[pa, pb]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
+
+#[tokio::test]
+async fn watch_config_reloads_when_the_file_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let (pa, pb) = (free_port(), free_port());
+    std::fs::write(&file, config_yaml(&[("a", pa)])).unwrap();
+    let server = Server::start(&file, &["--watch-config"]).await;
+    assert_eq!(server.model_ids().await, vec!["a"]);
+    std::fs::write(&file, config_yaml(&[("a", pa), ("b", pb)])).unwrap();
+    wait_models(&server, &["a", "b"]).await;
+    assert_eq!(server.chat("b").await, 200);
+    server.terminate().await;
+    assert!(mockswaps_on(&[pa, pb]).is_empty());
+}
