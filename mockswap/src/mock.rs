@@ -449,3 +449,15 @@ impl Drop for MockSwap {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_and_builder_can_be_shared_across_tasks() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<MockSwap>();
+        send_sync::<MockSwapBuilder>();
+    }
+}

@@ -84,6 +84,33 @@ async fn admin_requests_lists_the_journal_with_the_documented_fields_and_clears_
         .map(|h| &h["value"])
         .collect();
     assert_eq!(pairs, [&json!("10"), &json!("-10")]);
+    let (_, newer) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "requests?since=2",
+        None,
+    )
+    .await;
+    let newer: Vec<&Value> = newer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["seq"])
+        .collect();
+    assert_eq!(newer, [&json!(3), &json!(4)]);
+    let (status, bad) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "requests?since=x",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &bad["error"]["code"]),
+        (400, &json!("invalid_admin_request"))
+    );
     let (status, _) = admin(
         &client,
         reqwest::Method::DELETE,

@@ -37,10 +37,15 @@ pub(crate) fn handle(
     match route {
         "/requests" => match *method {
             Method::GET => {
+                let since = match since(parts.uri.query()) {
+                    Ok(since) => since,
+                    Err(reason) => return bad(reason),
+                };
                 let entries: Vec<Value> = shared
                     .journal
                     .requests()
                     .iter()
+                    .filter(|r| r.seq > since)
                     .map(|r| r.to_json())
                     .collect();
                 json_response(StatusCode::OK, &Value::Array(entries))
@@ -113,4 +118,18 @@ fn gate_state(shared: &Shared) -> Response<MockBody> {
         StatusCode::OK,
         &json!({"open": state.open, "held": state.held}),
     )
+}
+
+/// `?since=<seq>`: only entries after that sequence number (0 when absent).
+fn since(query: Option<&str>) -> Result<u64, String> {
+    let Some(value) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| pair.strip_prefix("since="))
+    else {
+        return Ok(0);
+    };
+    value
+        .parse()
+        .map_err(|_| format!("since={value:?} is not a sequence number"))
 }
