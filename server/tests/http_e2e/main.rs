@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod errors;
 mod lifecycle;
 mod priority;
 mod support;

@@ -81,8 +81,14 @@ impl Harness {
         for m in models {
             let port = free_port();
             ports.insert(m.id.to_owned(), port);
+            // A test may name the upstream's models itself (useModelName).
+            let models = if m.args.contains("--models") {
+                String::new()
+            } else {
+                format!("--models {}", m.id)
+            };
             yaml.push_str(&format!(
-                "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} --models {id} {args}\n    proxy: http://127.0.0.1:{port}\n",
+                "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} {models} {args}\n    proxy: http://127.0.0.1:{port}\n",
                 id = m.id,
                 bin = bin.display(),
                 args = m.args,
@@ -92,9 +98,20 @@ impl Harness {
             }
         }
         yaml.push_str(global_yaml);
-        let loaded = Config::from_yaml_str("test.yaml", &yaml, &|_: &str| None)
+        Self::launch(&yaml, ports, options)
+    }
+
+    /// Starts a server for a complete YAML document (no mockswap models).
+    pub async fn start_yaml(yaml: &str) -> Self {
+        Self::launch(yaml, BTreeMap::new(), ServeOptions::default())
+    }
+
+    fn launch(yaml: &str, ports: BTreeMap<String, u16>, options: ServeOptions) -> Self {
+        let loaded = Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_with(listener, loaded.config, options, async {
