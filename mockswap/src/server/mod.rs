@@ -282,8 +282,11 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         let control = control.clone();
         async move { Ok::<_, Infallible>(handler::handle(shared, control, request).await) }
     });
+    // No header-read timeout: under a paused tokio clock it would fire at once and
+    // close idle keep-alive connections of downstream paused-clock tests.
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
+        .header_read_timeout(None)
         .serve_connection(io, service);
     tokio::pin!(connection);
     let mut graceful = false;

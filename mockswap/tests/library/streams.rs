@@ -195,3 +195,29 @@ async fn other_apis_stream_in_their_own_shape() {
         "{text}"
     );
 }
+
+/// Downstream tests may run on a paused tokio clock: the mock's delays then pass
+/// without waiting. No `timeout` wraps the calls here, since on a paused clock it
+/// would fire as soon as the runtime idles; the test runner's limit is the bound.
+#[tokio::test(start_paused = true)]
+async fn paused_clock_skips_hour_long_latency_and_pacing() {
+    let hour = Duration::from_secs(3600);
+    let mock = MockSwap::builder()
+        .latency(hour)
+        .stream_shape(
+            StreamShape::new()
+                .time_to_first_token(hour)
+                .tokens_per_second(0.001),
+        )
+        .start()
+        .await
+        .unwrap();
+    let response = crate::client()
+        .post(format!("{}/v1/chat/completions", mock.uri()))
+        .json(&chat("m", "slow words", true))
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    assert_eq!(content(&data_frames(&text)), "[m] slow words");
+}
