@@ -114,6 +114,8 @@ impl ModelActor {
                 }
             },
         };
+        // Taken before the spawn: the output pumps may push lines right away.
+        let output_mark = self.ring.next_seq();
         let mut process = match Upstream::spawn(&self.spec.cmd, &self.spec.env, &self.ring) {
             Ok(p) => p,
             Err(e) => {
@@ -127,7 +129,6 @@ impl ModelActor {
             }
         };
         let pid = process.pid();
-        let output_mark = self.ring.next_seq();
         tracing::info!(model, pid, "upstream started");
         self.publish(ProcessState::Starting, Some(pid));
 
