@@ -185,7 +185,10 @@ pub(crate) fn recorded(
 /// Journals a request that is not a model request (no gate, no faults).
 fn record_plain(shared: &Shared, parts: &http::request::Parts, body: &Bytes) -> u64 {
     let json = serde_json::from_slice(body).ok();
-    let model = super::model_request::query_model(parts.uri.query());
+    let model = parts
+        .uri
+        .query()
+        .and_then(|q| super::extract::query_param(q, "model"));
     shared
         .journal
         .record(recorded(shared, parts, body, json, model, false))

@@ -5,6 +5,7 @@
 //! connection with `SO_LINGER` 0 so the client sees a TCP RST, not a clean close.
 
 mod admin;
+mod extract;
 mod handler;
 mod model_request;
 

@@ -18,24 +18,6 @@ use crate::wire::{self, Api, Ids, SseEvent};
 /// Frames a `--crash-mid-stream` response sends before the crash.
 const FRAMES_BEFORE_CRASH: usize = 2;
 
-/// The `model` of `?model=...`, if any.
-pub(crate) fn query_model(query: Option<&str>) -> Option<String> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == "model")
-        .map(|(_, v)| v.to_owned())
-        .filter(|v| !v.is_empty())
-}
-
-fn is_multipart(parts: &http::request::Parts) -> bool {
-    parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/"))
-}
-
 /// Serves a model request. `upstream` is `(model, endpoint path)` for
 /// `/upstream/<model>/...`, where the model comes from the path and the body is passed
 /// through unchecked (as the proxy does).
@@ -50,35 +32,24 @@ pub(crate) async fn handle(
         .as_ref()
         .map_or_else(|| parts.uri.path().to_owned(), |(_, rest)| rest.clone());
     let api = Api::of_path(&endpoint);
-    let parsed: Option<Result<Value, serde_json::Error>> =
-        (!body.is_empty() && !is_multipart(&parts)).then(|| serde_json::from_slice(&body));
-    let json = parsed.as_ref().and_then(|p| p.as_ref().ok()).cloned();
+    let extracted = super::extract::extract(&parts, &body);
+    // Behind `/upstream/<model>/` the path names the model and the body is the
+    // upstream's business (the proxy does not parse it).
     let model = match &upstream {
         Some((model, _)) => Some(model.clone()),
-        None => json
-            .as_ref()
-            .and_then(|j| j.get("model"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| query_model(parts.uri.query())),
+        None => extracted.model.clone(),
     };
-    let stream = json
-        .as_ref()
-        .and_then(|j| j.get("stream"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let json = extracted.json.clone();
+    let stream = extracted.stream;
     let mut request =
         super::handler::recorded(shared, &parts, &body, json.clone(), model.clone(), stream);
     let seq = shared.journal.record(request.clone());
     request.seq = seq;
 
     if upstream.is_none()
-        && let Some(Err(err)) = &parsed
+        && let Some(reason) = extracted.json_error
     {
-        return ApiError::InvalidJson {
-            reason: err.to_string(),
-        }
-        .into_response();
+        return ApiError::InvalidJson { reason }.into_response();
     }
     let Some(model) = model else {
         return ApiError::ModelMissing.into_response();

@@ -299,3 +299,33 @@ async fn loading_mock_answers_503_until_load_time_has_passed() {
     let chat = post(&mock, "/v1/chat/completions", &chat("m", "x", false), &[]).await;
     assert_eq!(chat.status(), 503);
 }
+
+#[tokio::test]
+async fn form_bodies_name_the_model_as_a_field_like_the_server() {
+    let mock = MockSwap::start().await;
+    let url = format!("{}/v1/audio/transcriptions", mock.uri());
+    let multipart = client()
+        .post(&url)
+        .header("content-type", "multipart/form-data; boundary=b0")
+        .body("--b0\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper\r\n--b0--\r\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(multipart.status(), 200);
+    // JSON sent with a form content type is a form without a model field.
+    let mislabelled = client()
+        .post(format!("{}/v1/chat/completions", mock.uri()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(r#"{"model": "m"}"#)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(mislabelled).await;
+    assert_eq!(
+        (status.as_u16(), &body["error"]["code"]),
+        (400, &json!("model_missing"))
+    );
+    let journal = mock.requests();
+    assert_eq!(journal[0].model.as_deref(), Some("whisper"));
+    assert_eq!(journal[0].json, None);
+}
