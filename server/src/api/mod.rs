@@ -11,6 +11,7 @@ mod dispatch;
 pub mod error;
 pub mod extract;
 mod info;
+mod layers;
 pub mod loading;
 mod logs;
 mod routes;

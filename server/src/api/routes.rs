@@ -11,6 +11,7 @@ use http::{Method, Uri};
 use super::dispatch::{model_endpoint, upstream_endpoint};
 use super::error::ApiError;
 use super::info;
+use super::layers;
 use super::logs;
 use super::state::AppState;
 
@@ -84,8 +85,11 @@ pub fn app(state: AppState) -> Router {
         .route("/logs/stream", only(GET, get(logs::stream_all)))
         .route("/logs/stream/{*model}", only(GET, get(logs::stream_one)))
         .fallback(not_found);
+    // The last layer added runs first: log, then preflight, then auth.
     router
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn(layers::preflight))
+        .layer(middleware::from_fn(layers::access_log))
         .with_state(state)
 }
 

@@ -186,10 +186,23 @@ async fn api_keys_are_required_checked_and_not_forwarded() {
         .await
         .unwrap();
     assert_eq!(response.status(), 401);
-    // /health stays open.
+    // /health and CORS preflights stay open.
     assert_eq!(
         h.http.get(h.url("/health")).send().await.unwrap().status(),
         200
+    );
+    let preflight = h
+        .http
+        .request(reqwest::Method::OPTIONS, h.url("/v1/chat/completions"))
+        .header("access-control-request-headers", "content-type, x-priority")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
+    assert_eq!(
+        preflight.headers()["access-control-allow-headers"],
+        "content-type, x-priority"
     );
 
     let ok = h
