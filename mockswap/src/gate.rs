@@ -23,6 +23,8 @@ enum Msg {
     Done,
     /// The request stopped waiting (its client went away).
     Cancel(u64),
+    /// The held requests as `(seq, priority)`, in the order they would be released.
+    Snapshot(oneshot::Sender<Vec<(u64, i32)>>),
 }
 
 /// Lets one request through the gate. When a request that was held is released, the
@@ -61,6 +63,7 @@ impl std::fmt::Debug for Msg {
             Self::SetOpen(open) => write!(f, "SetOpen({open})"),
             Self::Done => f.write_str("Done"),
             Self::Cancel(seq) => write!(f, "Cancel({seq})"),
+            Self::Snapshot(_) => f.write_str("Snapshot"),
         }
     }
 }
@@ -115,6 +118,15 @@ impl Gate {
         let permit = rx.await.ok();
         cancel.tx = None;
         permit
+    }
+
+    /// The held requests as `(seq, priority)`, in release order (empty when stopping).
+    pub(crate) async fn waiting(&self) -> Vec<(u64, i32)> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Msg::Snapshot(reply)).is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
     }
 
     pub(crate) fn set_open(&self, open: bool) {
@@ -178,6 +190,14 @@ async fn run(
             // The heap entry stays; it is skipped when popped, as its reply is gone.
             Msg::Cancel(seq) => {
                 replies.remove(&seq);
+            }
+            Msg::Snapshot(reply) => {
+                let mut held: Vec<&(Waiter, u64)> = waiting
+                    .iter()
+                    .filter(|(_, seq)| replies.contains_key(seq))
+                    .collect();
+                held.sort_by(|a, b| b.0.cmp(&a.0));
+                let _ = reply.send(held.iter().map(|(w, seq)| (*seq, w.priority)).collect());
             }
         }
         if open && !releasing {
@@ -266,6 +286,24 @@ mod tests {
         gate.set_open(true);
         assert!(kept.await.unwrap());
         stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshot_lists_held_requests_in_release_order() {
+        let tracker = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let gate = Gate::spawn(false, &tracker, stop.clone());
+        let mut tasks = tokio::task::JoinSet::new();
+        for (seq, priority) in [(1, 0), (2, 10), (3, 0)] {
+            let task_gate = gate.clone();
+            tasks.spawn(async move { task_gate.pass(seq, priority).await.is_some() });
+            gate.wait_held(seq as usize).await;
+        }
+        assert_eq!(gate.waiting().await, [(2, 10), (1, 0), (3, 0)]);
+        stop.cancel();
+        while let Some(done) = tasks.join_next().await {
+            assert!(!done.unwrap());
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -491,11 +491,20 @@ pub fn stream_events(
     out
 }
 
-/// The `/v1/models` list.
-pub fn model_list<'a>(models: impl IntoIterator<Item = &'a str>) -> Value {
+/// The `/v1/models` list: `(id, loaded)` pairs, in the order given, with the
+/// server's `status.value` (`loaded` / `unloaded`).
+pub fn model_list<'a>(models: impl IntoIterator<Item = (&'a str, bool)>) -> Value {
     let data: Vec<Value> = models
         .into_iter()
-        .map(|id| json!({"id": id, "object": "model", "created": CREATED, "owned_by": "mockswap"}))
+        .map(|(id, loaded)| {
+            json!({
+                "id": id,
+                "object": "model",
+                "created": CREATED,
+                "owned_by": "mockswap",
+                "status": {"value": if loaded { "loaded" } else { "unloaded" }},
+            })
+        })
         .collect();
     json!({"object": "list", "data": data})
 }

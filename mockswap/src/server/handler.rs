@@ -72,6 +72,10 @@ pub(crate) async fn handle(
     match path.as_str() {
         "/v1/models" | "/models" => only(&method, &path, &[Method::GET], "GET")
             .map_or_else(ApiError::into_response, |()| models(&shared)),
+        "/api/queue" => match only(&method, &path, &[Method::GET], "GET") {
+            Ok(()) => queue(&shared).await,
+            Err(err) => err.into_response(),
+        },
         "/running" => only(&method, &path, &[Method::GET], "GET")
             .map_or_else(ApiError::into_response, |()| running(&shared)),
         "/unload" => {
@@ -206,14 +210,43 @@ pub(crate) fn health(shared: &Shared) -> Response<MockBody> {
 }
 
 pub(crate) fn models(shared: &Shared) -> Response<MockBody> {
-    let listed: Vec<String> = match &shared.settings.models {
+    let loaded = shared.loaded().clone();
+    let mut listed: Vec<String> = match &shared.settings.models {
         Some(models) => models.clone(),
-        None => shared.loaded().iter().cloned().collect(),
+        None => loaded.iter().cloned().collect(),
     };
-    json_response(
-        StatusCode::OK,
-        &wire::model_list(listed.iter().map(String::as_str)),
-    )
+    listed.sort();
+    listed.dedup();
+    let rows = listed.iter().map(|m| (m.as_str(), loaded.contains(m)));
+    json_response(StatusCode::OK, &wire::model_list(rows))
+}
+
+/// `GET /api/queue` in the server's shape: the requests held at the gate, in the
+/// order they will be released. The mock has no config floors, so the effective
+/// priority is the requested one.
+async fn queue(shared: &Shared) -> Response<MockBody> {
+    let held = shared.gate.waiting().await;
+    let journal = shared.journal.requests();
+    let now = shared.started.elapsed();
+    let queue: Vec<serde_json::Value> = held
+        .iter()
+        .enumerate()
+        .map(|(i, (seq, priority))| {
+            let entry = journal.iter().find(|r| r.seq == *seq);
+            let waited = entry.map_or(std::time::Duration::ZERO, |r| {
+                now.saturating_sub(r.received)
+            });
+            json!({
+                "model": entry.and_then(|r| r.model.clone()),
+                "requested_priority": priority,
+                "effective_priority": priority,
+                "position": i + 1,
+                "waited_ms": u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+                "seq": seq,
+            })
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({"queue": queue}))
 }
 
 fn running(shared: &Shared) -> Response<MockBody> {

@@ -110,3 +110,29 @@ async fn held_requests_answer_shutting_down_when_the_mock_stops() {
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "shutting_down");
 }
+
+#[tokio::test]
+async fn api_queue_lists_held_requests_in_release_order_like_the_server() {
+    let mock = MockSwap::builder().gate_closed().start().await.unwrap();
+    let _tasks = send_held(&mock, &[Some("-10"), None, Some("10")], false).await;
+    let queue: serde_json::Value = reqwest::get(format!("{}/api/queue", mock.uri()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = queue["queue"].as_array().unwrap();
+    let view: Vec<(i64, i64, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["seq"].as_i64().unwrap(),
+                r["effective_priority"].as_i64().unwrap(),
+                r["position"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(view, [(3, 10, 1), (2, 0, 2), (1, -10, 3)]);
+    assert_eq!(rows[0]["model"], "m");
+    mock.open_gate();
+}
