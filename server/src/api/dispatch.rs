@@ -17,6 +17,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::error::ApiError;
 use super::extract::RequestModel;
 use super::loading::{Progress, loading_response};
+use super::metrics::Band;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
 use crate::priority::HeaderPriority;
@@ -180,11 +181,15 @@ async fn wait_for_grant(
     state: &AppState,
     ticket: Ticket,
 ) -> Result<crate::router::Lease, ApiError> {
-    tokio::select! {
+    let admitted = tokio::time::Instant::now();
+    let band = Band::of(ticket.effective_priority());
+    let lease = tokio::select! {
         biased;
         () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
         granted = ticket.granted() => granted.map_err(route_error),
-    }
+    }?;
+    state.inner.waits.observe(band, admitted.elapsed());
+    Ok(lease)
 }
 
 fn describe(status: &WaitStatus) -> Option<Progress> {

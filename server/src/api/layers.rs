@@ -57,7 +57,10 @@ pub(crate) async fn access_log(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if matches!(path.as_str(), "/health" | "/api/queue" | "/running") {
+    if matches!(
+        path.as_str(),
+        "/health" | "/api/queue" | "/running" | "/metrics"
+    ) {
         tracing::debug!(%method, %path, status, ms, "request");
     } else {
         tracing::info!(%method, %path, status, ms, "request");

@@ -14,6 +14,7 @@ mod info;
 mod layers;
 pub mod loading;
 mod logs;
+mod metrics;
 mod routes;
 mod state;
 pub mod upstream_path;

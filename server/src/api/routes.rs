@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::info;
 use super::layers;
 use super::logs;
+use super::metrics;
 use super::state::AppState;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
@@ -75,6 +76,7 @@ pub fn app(state: AppState) -> Router {
         .route("/running", only(GET, get(info::running)))
         .route("/health", only(GET, get(info::health)))
         .route("/api/queue", only(GET, get(info::queue)))
+        .route("/metrics", only(GET, get(metrics::metrics)))
         .route("/unload", only(GET, get(info::unload_all_text)))
         .route("/api/models/unload", only(POST, post(info::unload_all)))
         .route(

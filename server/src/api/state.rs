@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::auth::ApiKeys;
+use super::metrics::WaitMetrics;
 use crate::config::Config;
 use crate::proxy::Proxy;
 use crate::router::RouterHandle;
@@ -83,6 +84,8 @@ pub(crate) struct Inner {
     pub(crate) gate: Option<watch::Receiver<bool>>,
     /// One token per model-dispatched request, held until its response body ends.
     pub(crate) inflight: TaskTracker,
+    /// Wait-time histograms for `/metrics`.
+    pub(crate) waits: WaitMetrics,
 }
 
 impl AppState {
@@ -138,6 +141,7 @@ impl AppState {
                 draining: CancellationToken::new(),
                 gate,
                 inflight: TaskTracker::new(),
+                waits: WaitMetrics::default(),
             }),
         }
     }

@@ -69,10 +69,24 @@ async fn elevated_request_overtakes_queued_low() {
     assert_eq!(queue[0]["position"], 1);
     assert_eq!(queue[1]["requested_priority"], -10);
     assert_eq!(queue[1]["position"], 2);
+    let metrics = h.metrics().await;
+    assert!(
+        metrics.contains("llamaswap_queue_depth{band=\"elevated\"} 1\n"),
+        "{metrics}"
+    );
 
     h.open_gate("a").await;
     assert_eq!(finish(busy).await.0, 200);
     expect_order(&h, ("c", high), ("b", low)).await;
+    let metrics = h.metrics().await;
+    assert!(
+        metrics.contains("llamaswap_queue_depth{band=\"elevated\"} 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("llamaswap_queue_wait_seconds_count{band=\"elevated\"} 1\n"),
+        "{metrics}"
+    );
     h.shutdown().await;
 }
 

@@ -172,6 +172,13 @@ impl Harness {
         body["queue"].as_array().cloned().unwrap_or_default()
     }
 
+    /// `GET /metrics` as text.
+    pub async fn metrics(&self) -> String {
+        let response = self.http.get(self.url("/metrics")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
+    }
+
     /// `GET /running`: the IDs of non-stopped models.
     pub async fn running(&self) -> Vec<String> {
         let body: Value = self.get_json(&self.url("/running")).await;
