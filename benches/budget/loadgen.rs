@@ -1,0 +1,131 @@
+//! Closed-loop load generator: N clients, each on its own keep-alive connection, sending
+//! the next request as soon as the previous body has ended. A warm-up phase is run and
+//! discarded; only requests sent and completed inside the measured window count.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::task::JoinSet;
+
+use crate::Res;
+use crate::http::{Conn, post};
+use crate::stats::quantile;
+
+/// What to send, how hard and for how long.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Where to send it.
+    pub addr: SocketAddr,
+    /// Request path.
+    pub path: String,
+    /// JSON body.
+    pub body: Bytes,
+    /// Concurrent clients (connections).
+    pub clients: usize,
+    /// Discarded warm-up.
+    pub warmup: Duration,
+    /// Measured window.
+    pub measure: Duration,
+}
+
+/// The figures of one closed-loop run.
+#[derive(Debug, Clone)]
+pub struct LoadResult {
+    /// Latency of every successful request in the window, seconds.
+    pub latencies: Vec<f64>,
+    /// Failed requests (non-2xx or transport error) in the whole run.
+    pub errors: u64,
+    /// Length of the measured window, seconds.
+    pub window: f64,
+}
+
+impl LoadResult {
+    /// Median latency, seconds.
+    pub fn p50(&self) -> Option<f64> {
+        quantile(&self.latencies, 0.50)
+    }
+
+    /// 99th percentile latency, seconds.
+    pub fn p99(&self) -> Option<f64> {
+        quantile(&self.latencies, 0.99)
+    }
+
+    /// Successful requests per second in the window.
+    pub fn throughput(&self) -> f64 {
+        self.latencies.len() as f64 / self.window
+    }
+}
+
+struct ClientOutcome {
+    latencies: Vec<f64>,
+    errors: u64,
+}
+
+/// Runs the load and returns its figures.
+///
+/// # Errors
+///
+/// When no client could connect at all.
+pub async fn run(spec: &LoadSpec) -> Res<LoadResult> {
+    let start = Instant::now();
+    let window_start = start + spec.warmup;
+    let end = window_start + spec.measure;
+    let mut clients = JoinSet::new();
+    for _ in 0..spec.clients {
+        let spec = spec.clone();
+        clients.spawn(async move { client(spec, window_start, end).await });
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while let Some(joined) = clients.join_next().await {
+        let outcome = joined??;
+        latencies.extend(outcome.latencies);
+        errors += outcome.errors;
+    }
+    if latencies.is_empty() {
+        return Err(format!(
+            "no request to {}{} succeeded ({errors} errors)",
+            spec.addr, spec.path
+        )
+        .into());
+    }
+    Ok(LoadResult {
+        latencies,
+        errors,
+        window: spec.measure.as_secs_f64(),
+    })
+}
+
+async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<ClientOutcome> {
+    let mut latencies = Vec::with_capacity(4096);
+    let mut errors = 0;
+    let mut conn: Option<Conn> = None;
+    loop {
+        let sent = Instant::now();
+        if sent >= end {
+            break;
+        }
+        let mut live = match conn.take() {
+            Some(live) => live,
+            None => Conn::open(spec.addr).await?,
+        };
+        let outcome = live.call(post(&spec.path, spec.body.clone(), &[])?).await;
+        let done = Instant::now();
+        match outcome {
+            Ok((status, _)) if status.is_success() => {
+                if sent >= window_start && done <= end {
+                    latencies.push(done.duration_since(sent).as_secs_f64());
+                }
+                conn = Some(live);
+            }
+            Ok(_) => {
+                errors += 1;
+                conn = Some(live);
+            }
+            // The peer closed the connection (keep-alive limit, restart): reconnect.
+            Err(_) => errors += 1,
+        }
+    }
+    Ok(ClientOutcome { latencies, errors })
+}

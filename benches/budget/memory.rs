@@ -1,0 +1,155 @@
+//! Memory: the server's resident set (VmRSS from /proc) idle, then with 10 000 requests
+//! waiting. Model `a` is kept busy by one request its upstream answers only after an
+//! hour, so every request for `b` (same swap group) must wait for it; once
+//! `GET /api/queue` lists all of them, the RSS is read again. The per-waiter figure is
+//! the growth divided by the number of waiters (bodies are ~100 bytes, connection state
+//! included).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::http::{Conn, chat_body, get_json, post};
+use crate::procs::Proc;
+use crate::report::Row;
+use crate::stats::median;
+use crate::{Ctx, Res};
+
+const SECTION: &str = "memory";
+const WAITING: usize = 10_000;
+
+/// Number of waiters in a `GET /api/queue` answer (an array, or an object holding one).
+pub fn queue_len(answer: &serde_json::Value) -> Option<usize> {
+    if let Some(list) = answer.as_array() {
+        return Some(list.len());
+    }
+    ["queue", "waiting", "requests", "waiters"]
+        .iter()
+        .find_map(|key| answer.get(key).and_then(|v| v.as_array()).map(Vec::len))
+}
+
+/// The median of a few RSS reads, so one read during an allocation burst does not count.
+async fn settled_rss(proc: &Proc) -> Res<f64> {
+    let mut reads = Vec::new();
+    for _ in 0..5 {
+        reads.push(proc.rss_bytes()? as f64);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    median(&reads).ok_or_else(|| "no RSS read".into())
+}
+
+/// Polls `GET /api/queue` until it lists `n` waiters (or the deadline passes).
+async fn wait_for_queue(addr: SocketAddr, n: usize, deadline: Duration) -> Res<usize> {
+    let until = Instant::now() + deadline;
+    loop {
+        let len = queue_len(&get_json(addr, "/api/queue").await?)
+            .ok_or("unrecognised /api/queue answer")?;
+        if len >= n || Instant::now() > until {
+            return Ok(len);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Measures the server's memory and returns the rows.
+pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+    let dir = ctx.tempdir()?;
+    let extra = "";
+    let mut config = crate::procs::server_config(
+        &ctx.bin,
+        extra,
+        &[("a", "--latency 3600s".to_owned()), ("b", String::new())],
+    )?;
+    config.push_str(&format!("    concurrencyLimit: {}\n", WAITING + 100));
+    let (server, addr) = crate::procs::server(&ctx.bin, dir.path(), &config).await?;
+    let result = measure(&server, addr).await;
+    server.stop().await?;
+    let (idle, busy, full, queued) = result?;
+    let mib = |b: f64| b / 1024.0 / 1024.0;
+    let per_waiter = (full - busy) / queued as f64;
+    Ok(vec![
+        Row::at_most(
+            SECTION,
+            "RSS idle (config loaded, no model running)",
+            Some(mib(idle)),
+            "MiB",
+            15.0,
+        ),
+        Row::info(
+            SECTION,
+            "RSS with one model serving one request",
+            Some(mib(busy)),
+            "MiB",
+        ),
+        Row::info(
+            SECTION,
+            format!("RSS with {queued} requests waiting"),
+            Some(mib(full)),
+            "MiB",
+        ),
+        Row::at_most(
+            SECTION,
+            "RSS per waiting request",
+            Some(per_waiter / 1024.0),
+            "KiB",
+            4.0,
+        )
+        .note("includes its connection and HTTP state; the body is ~100 bytes"),
+    ])
+}
+
+async fn measure(server: &Proc, addr: SocketAddr) -> Res<(f64, f64, f64, usize)> {
+    let idle = settled_rss(server).await?;
+
+    // Occupy a: its upstream answers after an hour, the server is stopped long before.
+    let mut holders = JoinSet::new();
+    holders.spawn(async move {
+        let mut conn = Conn::open(addr).await?;
+        let _ = conn
+            .call(post("/v1/chat/completions", chat_body("a", false), &[])?)
+            .await;
+        Res::Ok(())
+    });
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let running = get_json(addr, "/running").await?;
+        if running.to_string().contains("\"a\"") {
+            break;
+        }
+        if Instant::now() > until {
+            return Err("model a did not start within 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let busy = settled_rss(server).await?;
+
+    // Open the waiters, a few hundred connections at a time (the listen backlog is finite).
+    let connecting = Arc::new(Semaphore::new(256));
+    for i in 0..WAITING {
+        let connecting = Arc::clone(&connecting);
+        holders.spawn(async move {
+            let permit = connecting.acquire_owned().await?;
+            let mut conn = Conn::open(addr).await?;
+            let priority = ((i * 7919) % 21) as i32 - 10;
+            let request = post(
+                "/v1/chat/completions",
+                chat_body("b", false),
+                &[("x-priority", priority.to_string())],
+            )?;
+            let pending = conn.send(request);
+            drop(permit);
+            let _ = pending.await;
+            Res::Ok(())
+        });
+    }
+    let queued = wait_for_queue(addr, WAITING, Duration::from_secs(120)).await?;
+    let full = settled_rss(server).await?;
+    holders.abort_all();
+    if queued == 0 {
+        return Err("no request was queued".into());
+    }
+    Ok((idle, busy, full, queued))
+}

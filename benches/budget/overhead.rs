@@ -1,0 +1,262 @@
+//! Proxy overhead: a small non-streaming chat completion, closed loop, at 1 and 64
+//! clients, sent directly to a mockswap upstream, through nginx and through
+//! llama-swap-server, interleaved in every round so that all three share the machine's
+//! noise. Ratios are computed per round, then the median over rounds is published.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::loadgen::{LoadResult, LoadSpec};
+use crate::report::Row;
+use crate::stats::median_of;
+use crate::{Ctx, Res, http, loadgen};
+
+const SECTION: &str = "proxy overhead";
+/// The upstream's arguments, the same for the direct reference and the server's child.
+const UPSTREAM_ARGS: &str = "--journal-limit 1000";
+
+/// Per-round figures of one target at one client count.
+#[derive(Default, Clone)]
+struct Series {
+    p50: Vec<Option<f64>>,
+    p99: Vec<Option<f64>>,
+    rps: Vec<Option<f64>>,
+}
+
+impl Series {
+    fn push(&mut self, result: Option<&LoadResult>) {
+        self.p50.push(result.and_then(LoadResult::p50));
+        self.p99.push(result.and_then(LoadResult::p99));
+        self.rps.push(result.map(LoadResult::throughput));
+    }
+}
+
+/// Runs the overhead comparison and returns its rows.
+pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+    let dir = ctx.tempdir()?;
+    let args: Vec<String> = UPSTREAM_ARGS
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let (upstream, direct) = crate::procs::mockswap(&ctx.bin, &args).await?;
+
+    let nginx = match &ctx.nginx {
+        Some(path) => {
+            let nginx_dir = dir.path().join("nginx");
+            std::fs::create_dir_all(&nginx_dir)?;
+            match crate::nginx::start(path, &nginx_dir, direct).await {
+                Ok(started) => Some(started),
+                Err(err) => {
+                    eprintln!("nginx did not start: {err}; nginx rows are n/a");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+
+    let server_dir = dir.path().join("server");
+    std::fs::create_dir_all(&server_dir)?;
+    let config = crate::procs::server_config(&ctx.bin, "", &[("m", UPSTREAM_ARGS.to_owned())])?;
+    let server = crate::procs::server(&ctx.bin, &server_dir, &config).await;
+    let server = match server {
+        Ok((proc, addr)) => {
+            // Load the model before timing anything: the swap is measured elsewhere.
+            let first = http::timed_chat(addr, "m", &[]).await;
+            if first.status.is_some_and(|s| s.is_success()) {
+                Some((proc, addr))
+            } else {
+                eprintln!("llama-swap-server did not serve the warm-up request: {first:?}");
+                proc.stop().await?;
+                None
+            }
+        }
+        Err(err) => {
+            eprintln!("llama-swap-server did not start: {err}; server rows are n/a");
+            None
+        }
+    };
+
+    let targets: [(&str, Option<SocketAddr>); 3] = [
+        ("direct", Some(direct)),
+        ("nginx", nginx.as_ref().map(|(_, a)| *a)),
+        ("server", server.as_ref().map(|(_, a)| *a)),
+    ];
+    let (warmup, measure) = if ctx.quick {
+        (Duration::from_millis(300), Duration::from_secs(1))
+    } else {
+        (Duration::from_millis(500), Duration::from_secs(2))
+    };
+    let mut series: [[Series; 3]; 2] = Default::default();
+    let mut errors = 0u64;
+    for round in 0..ctx.rounds {
+        for (ci, clients) in [1usize, 64].into_iter().enumerate() {
+            for (ti, (_, addr)) in targets.iter().enumerate() {
+                let result = match addr {
+                    Some(addr) => {
+                        let spec = LoadSpec {
+                            addr: *addr,
+                            path: "/v1/chat/completions".to_owned(),
+                            body: http::chat_body("m", false),
+                            clients,
+                            warmup,
+                            measure,
+                        };
+                        match loadgen::run(&spec).await {
+                            Ok(result) => {
+                                errors += result.errors;
+                                Some(result)
+                            }
+                            Err(err) => {
+                                eprintln!("round {round}: {} at {clients}: {err}", targets[ti].0);
+                                None
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                series[ci][ti].push(result.as_ref());
+            }
+        }
+        eprintln!("  overhead round {}/{} done", round + 1, ctx.rounds);
+    }
+
+    let mut rows = Vec::new();
+    let us = |v: Option<f64>| v.map(|s| s * 1e6);
+    for (ci, clients) in [1usize, 64].into_iter().enumerate() {
+        let [d, n, s] = &series[ci];
+        for (ti, (name, _)) in targets.iter().enumerate() {
+            let x = &series[ci][ti];
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}, {clients} client(s): p50 latency"),
+                us(median_of(&x.p50)),
+                "µs",
+            ));
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}, {clients} client(s): p99 latency"),
+                us(median_of(&x.p99)),
+                "µs",
+            ));
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}, {clients} client(s): throughput"),
+                median_of(&x.rps),
+                "req/s",
+            ));
+        }
+        let added = |p: &[Option<f64>], base: &[Option<f64>]| -> Vec<Option<f64>> {
+            p.iter()
+                .zip(base)
+                .map(|(p, b)| Some((*p)? - (*b)?))
+                .collect()
+        };
+        let ratio = |a: &[Option<f64>], b: &[Option<f64>]| -> Vec<Option<f64>> {
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) if *b > 0.0 => Some(a / b),
+                    _ => None,
+                })
+                .collect()
+        };
+        let nginx_added = added(&n.p50, &d.p50);
+        let server_added = added(&s.p50, &d.p50);
+        let nginx_added99 = added(&n.p99, &d.p99);
+        let server_added99 = added(&s.p99, &d.p99);
+        rows.push(Row::info(
+            SECTION,
+            format!("nginx adds, {clients} client(s), p50"),
+            us(median_of(&nginx_added)),
+            "µs",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("server adds, {clients} client(s), p50"),
+            us(median_of(&server_added)),
+            "µs",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("nginx adds, {clients} client(s), p99"),
+            us(median_of(&nginx_added99)),
+            "µs",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("server adds, {clients} client(s), p99"),
+            us(median_of(&server_added99)),
+            "µs",
+        ));
+        let latency_ratio = median_of(&ratio(&server_added, &nginx_added));
+        let latency_ratio99 = median_of(&ratio(&server_added99, &nginx_added99));
+        let tput_vs_nginx = median_of(&ratio(&s.rps, &n.rps));
+        let nginx_vs_direct = median_of(&ratio(&n.rps, &d.rps));
+        let server_vs_direct = median_of(&ratio(&s.rps, &d.rps));
+        if clients == 1 {
+            rows.push(
+                Row::at_most(
+                    SECTION,
+                    "added latency, 1 client, p50: server ÷ nginx",
+                    latency_ratio,
+                    "×",
+                    1.5,
+                )
+                .note("budget line 1; ratio of (proxy p50 − direct p50), per round"),
+            );
+            rows.push(Row::info(
+                SECTION,
+                "added latency, 1 client, p99: server ÷ nginx",
+                latency_ratio99,
+                "×",
+            ));
+        } else {
+            rows.push(Row::info(
+                SECTION,
+                "added latency, 64 clients, p50: server ÷ nginx",
+                latency_ratio,
+                "×",
+            ));
+            rows.push(
+                Row::at_least(
+                    SECTION,
+                    "throughput, 64 clients: server ÷ nginx",
+                    tput_vs_nginx,
+                    "×",
+                    0.9,
+                )
+                .note("budget line 2"),
+            );
+        }
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {clients} client(s): nginx ÷ direct"),
+            nginx_vs_direct,
+            "×",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {clients} client(s): server ÷ direct"),
+            server_vs_direct,
+            "×",
+        ));
+    }
+    if errors > 0 {
+        rows.push(Row::info(
+            SECTION,
+            "failed requests during the load (all targets)",
+            Some(errors as f64),
+            "",
+        ));
+    }
+
+    if let Some((proc, _)) = server {
+        proc.stop().await?;
+    }
+    if let Some((proc, _)) = nginx {
+        proc.stop().await?;
+    }
+    upstream.stop().await?;
+    Ok(rows)
+}

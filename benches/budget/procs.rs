@@ -1,0 +1,185 @@
+//! The processes a benchmark runs against: mockswap upstreams, llama-swap-server and
+//! nginx. Each is a child owned by a guard that stops it (SIGTERM, then SIGKILL) and
+//! reaps it, so a failed benchmark leaves nothing behind.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+use crate::Res;
+
+/// How long a child may take to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Where the release binaries live (the bench binary sits in `target/release/deps`).
+pub fn bin_dir() -> Res<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let deps = exe.parent().ok_or("bench binary has no directory")?;
+    let dir = if deps.ends_with("deps") {
+        deps.parent().ok_or("deps has no parent")?
+    } else {
+        deps
+    };
+    Ok(dir.to_path_buf())
+}
+
+/// A port that was free a moment ago (for programs that cannot report the one they bound).
+pub fn free_port() -> Res<u16> {
+    let listener = StdListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A child process stopped and reaped on [`Proc::stop`] or, as a last resort, killed on drop.
+pub struct Proc {
+    child: Child,
+    name: &'static str,
+}
+
+impl Proc {
+    /// The process id.
+    pub fn pid(&self) -> Res<u32> {
+        self.child
+            .id()
+            .ok_or_else(|| format!("{} already exited", self.name).into())
+    }
+
+    /// Resident set size in bytes, from `/proc/<pid>/status` (VmRSS).
+    pub fn rss_bytes(&self) -> Res<u64> {
+        rss_bytes(self.pid()?)
+    }
+
+    /// SIGTERM, wait up to the grace period, then SIGKILL; always reaps.
+    pub async fn stop(mut self) -> Res<()> {
+        if let Some(pid) = self.child.id() {
+            let pid = Pid::from_raw(i32::try_from(pid)?);
+            let _ = kill(pid, Signal::SIGTERM);
+            if tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            eprintln!(
+                "{} ignored SIGTERM for {STOP_GRACE:?}; killing it",
+                self.name
+            );
+        }
+        self.child.kill().await?;
+        Ok(())
+    }
+}
+
+/// Resident set size in bytes of any process.
+pub fn rss_bytes(pid: u32) -> Res<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .ok_or("no VmRSS line")?;
+    let kib: u64 = line
+        .trim_start_matches("VmRSS:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib * 1024)
+}
+
+/// Starts `mockswap` with `args` and returns it with the address it bound.
+pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
+    let mut child = Command::new(bin.join("mockswap"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("MOCKSWAP_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("mockswap stdout not piped")?;
+    let proc = Proc {
+        child,
+        name: "mockswap",
+    };
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .map_err(|_| "mockswap printed nothing for 10 s")??
+        .ok_or("mockswap exited before printing its address")?;
+    let addr = first
+        .strip_prefix("listening on http://")
+        .ok_or_else(|| format!("unexpected first line from mockswap: {first}"))?
+        .parse()?;
+    Ok((proc, addr))
+}
+
+/// Starts a program that listens on `addr` (given on its command line) and waits until
+/// that port accepts connections.
+pub async fn listening(
+    name: &'static str,
+    mut command: Command,
+    addr: SocketAddr,
+    log: &Path,
+) -> Res<Proc> {
+    let log = std::fs::File::create(log)?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut proc = Proc { child, name };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if TcpStream::connect(addr).await.is_ok() {
+            return Ok(proc);
+        }
+        if let Some(status) = proc.child.try_wait()? {
+            return Err(format!("{name} exited with {status} before listening on {addr}").into());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{name} did not listen on {addr} within 20 s").into());
+        }
+        // A benchmark harness polling for a port it cannot be told about: nothing to await.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Starts llama-swap-server with the YAML `config` written into `dir`.
+pub async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, config)?;
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let mut command = Command::new(bin.join("llama-swap-server"));
+    command
+        .arg("--config")
+        .arg(&path)
+        .arg("--listen")
+        .arg(addr.to_string())
+        .env("RUST_LOG", "warn")
+        .env("MOCKSWAP_LOG", "warn");
+    let proc = listening("llama-swap-server", command, addr, &dir.join("server.log")).await?;
+    Ok((proc, addr))
+}
+
+/// A llama-swap config: one entry per `(model, mockswap args)`, extra top-level YAML first.
+pub fn server_config(bin: &Path, extra: &str, models: &[(&str, String)]) -> Res<String> {
+    let mut yaml = format!(
+        "healthCheckTimeout: 60\nstartPort: {}\n{extra}\nmodels:\n",
+        free_port()?
+    );
+    for (model, args) in models {
+        yaml.push_str(&format!(
+            "  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} {args}\n    proxy: http://127.0.0.1:${{PORT}}\n",
+            bin.join("mockswap").display()
+        ));
+    }
+    Ok(yaml)
+}
