@@ -16,6 +16,20 @@
 //! shutdown and stops its upstreams (which may hold the ports the new ones
 //! need), then proceed. A configuration that cannot be scheduled is refused and
 //! the running one kept.
+//!
+//! ```
+//! use llama_swap_server::config::Config;
+//!
+//! async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//!     let loaded = Config::load("config.yaml")?;
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     let shutdown = async {
+//!         let _ = tokio::signal::ctrl_c().await;
+//!     };
+//!     llama_swap_server::serve(listener, loaded.config, shutdown).await?;
+//!     Ok(())
+//! }
+//! ```
 
 mod instance;
 
