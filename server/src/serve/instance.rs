@@ -45,11 +45,15 @@ impl Instance {
             router.clone(),
             Some(supervisor.clone()),
             options.http.clone(),
-            gate,
+            gate.clone(),
         );
         let mut preload = JoinSet::new();
         if !config.hooks.preload.is_empty() {
-            preload.spawn(preload_models(router.clone(), config.hooks.preload.clone()));
+            preload.spawn(preload_models(
+                router.clone(),
+                config.hooks.preload.clone(),
+                gate,
+            ));
         }
         Ok(Self {
             state,
@@ -79,8 +83,18 @@ impl Instance {
 }
 
 /// `hooks.on_startup.preload`: loads each model in turn like a request would
-/// (so swaps apply), holding nothing once it is ready.
-async fn preload_models(router: RouterHandle, models: Vec<String>) {
+/// (so swaps apply), holding nothing once it is ready. After a reload it
+/// first waits, like requests do, for the old upstreams to be gone.
+async fn preload_models(
+    router: RouterHandle,
+    models: Vec<String>,
+    gate: Option<watch::Receiver<bool>>,
+) {
+    if let Some(mut gate) = gate
+        && gate.wait_for(|open| *open).await.is_err()
+    {
+        return;
+    }
     for model in models {
         let outcome = match router
             .submit(Submit {

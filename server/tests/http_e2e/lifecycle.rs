@@ -236,3 +236,24 @@ async fn models_running_unload_and_logs_endpoints() {
     assert_eq!(response.status(), 404);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn preload_hook_starts_models_without_a_request() {
+    let h = Harness::start(
+        &[model("a", ""), model("b", "")],
+        "hooks:\n  on_startup:\n    preload: [b]\n",
+    )
+    .await;
+    h.wait_for(|h| async move {
+        let body: Value = h.http.get(h.url("/running")).send().await.ok()?.json().await.ok()?;
+        (body["running"] == serde_json::json!([{"model": "b", "state": "ready", "proxy": h.upstream("b"), "ttl": 0, "name": "", "description": ""}]))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.journal("b").await.unwrap().len(),
+        0,
+        "preload sent no request upstream"
+    );
+    h.shutdown().await;
+}
