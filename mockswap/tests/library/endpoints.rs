@@ -329,3 +329,16 @@ async fn form_bodies_name_the_model_as_a_field_like_the_server() {
     assert_eq!(journal[0].model.as_deref(), Some("whisper"));
     assert_eq!(journal[0].json, None);
 }
+
+#[tokio::test]
+async fn body_over_the_limit_gets_413_and_is_journaled_without_its_body() {
+    let mock = MockSwap::builder().body_limit(64).start().await.unwrap();
+    let big = chat("m", &"x".repeat(200), false);
+    let (status, body) = json_of(post(&mock, "/v1/chat/completions", &big, &["10"]).await).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["error"]["code"], "body_too_large");
+    let journal = mock.requests();
+    assert_eq!(journal.len(), 1);
+    assert!(journal[0].body.is_empty());
+    assert_eq!(journal[0].priority, mockswap::PriorityHeader::Value(10));
+}
