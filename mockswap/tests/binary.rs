@@ -96,7 +96,8 @@ async fn binary_paces_streams_and_refuses_unknown_models() {
 
 #[tokio::test]
 async fn binary_health_is_loading_until_load_time_has_passed() {
-    let mut proc = Proc::spawn(&["--load-time", "1500ms"]).await;
+    // Long enough that the first check lands inside it even on a loaded CI machine.
+    let mut proc = Proc::spawn(&["--load-time", "3s"]).await;
     let client = reqwest::Client::new();
     let health = client
         .get(format!("{}/health", proc.uri))
