@@ -39,6 +39,9 @@ struct Args {
     /// Delay before the first frame of a stream, e.g. `200ms`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     time_to_first_token: Duration,
+    /// Open chat streams with llama-swap's model-loading frames (sendLoadingState).
+    #[arg(long)]
+    send_loading_state: bool,
     /// Log SIGTERM and keep running (only SIGKILL stops the process).
     #[arg(long)]
     ignore_sigterm: bool,
@@ -93,7 +96,9 @@ async fn run(args: Args) -> ExitCode {
         .latency(args.latency)
         .never_healthy(args.never_healthy)
         .crash_mid_stream(args.crash_mid_stream);
-    let mut shape = StreamShape::new().time_to_first_token(args.time_to_first_token);
+    let mut shape = StreamShape::new()
+        .time_to_first_token(args.time_to_first_token)
+        .loading_state(args.send_loading_state);
     if let Some(rate) = args.tokens_per_second {
         shape = shape.tokens_per_second(rate);
     }

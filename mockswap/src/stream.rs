@@ -61,6 +61,7 @@ pub struct StreamShape {
     pub(crate) keep_alive: bool,
     pub(crate) usage: bool,
     pub(crate) done: bool,
+    pub(crate) loading_state: bool,
 }
 
 impl Default for StreamShape {
@@ -73,6 +74,7 @@ impl Default for StreamShape {
             keep_alive: false,
             usage: true,
             done: true,
+            loading_state: false,
         }
     }
 }
@@ -124,6 +126,14 @@ impl StreamShape {
     /// End OpenAI streams with `data: [DONE]`. Default: on.
     pub fn done(mut self, on: bool) -> Self {
         self.done = on;
+        self
+    }
+
+    /// Open chat streams with llama-swap's model-loading frames (`reasoning_content`
+    /// deltas without `id` or `model`), as the proxy sends with `sendLoadingState`.
+    /// Default: off.
+    pub fn loading_state(mut self, on: bool) -> Self {
+        self.loading_state = on;
         self
     }
 

@@ -491,6 +491,23 @@ pub fn stream_events(
     out
 }
 
+/// The frames llama-swap streams while it loads a model for a chat stream
+/// (`sendLoadingState`): `reasoning_content` deltas with no `id`, `object` or `model`.
+/// The mock sends them at once, as if the model finished loading instantly.
+pub fn loading_events(model: &str) -> Vec<SseEvent> {
+    let rule = "━━━━━";
+    [
+        format!("{rule}\n"),
+        format!("llama-swap loading model: {model}\n"),
+        "Done! (0.00s)\n".to_owned(),
+        format!("{rule}\n"),
+        " \n".to_owned(),
+    ]
+    .into_iter()
+    .map(|text| SseEvent::meta(json!({"choices": [{"delta": {"reasoning_content": text}}]})))
+    .collect()
+}
+
 /// The `/v1/models` list: `(id, loaded)` pairs, in the order given, with the
 /// server's `status.value` (`loaded` / `unloaded`).
 pub fn model_list<'a>(models: impl IntoIterator<Item = (&'a str, bool)>) -> Value {
@@ -538,6 +555,24 @@ mod tests {
         assert_eq!(embedding("a"), embedding("a"));
         assert_ne!(embedding("a"), embedding("b"));
         assert_eq!(embedding("a").len(), 8);
+    }
+
+    #[test]
+    fn loading_frames_have_no_id_and_name_the_model() {
+        let events = loading_events("qwen");
+        let texts: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::from_str::<Value>(&e.data).unwrap())
+            .collect();
+        assert!(
+            texts
+                .iter()
+                .all(|v| v.get("id").is_none() && v.get("model").is_none())
+        );
+        assert_eq!(
+            texts[1]["choices"][0]["delta"]["reasoning_content"],
+            "llama-swap loading model: qwen\n"
+        );
     }
 
     #[test]

@@ -145,6 +145,11 @@ pub(crate) async fn handle(
                     json.as_ref(),
                     shared.settings.shape.usage,
                 );
+                if api == Api::ChatCompletions && shared.settings.shape.loading_state {
+                    let mut with_loading = wire::loading_events(&model);
+                    with_loading.append(&mut events);
+                    events = with_loading;
+                }
                 if api.sends_done() && shared.settings.shape.done {
                     events.push(SseEvent::done());
                 }

@@ -221,3 +221,19 @@ async fn paused_clock_skips_hour_long_latency_and_pacing() {
     let text = response.text().await.unwrap();
     assert_eq!(content(&data_frames(&text)), "[m] slow words");
 }
+
+#[tokio::test]
+async fn loading_state_frames_open_a_chat_stream_without_ids() {
+    let text = streamed(StreamShape::new().loading_state(true), "hi").await;
+    let frames = data_frames(&text);
+    let first: Value = serde_json::from_str(&frames[0]).unwrap();
+    assert!(first.get("id").is_none());
+    assert!(first["choices"][0]["delta"]["reasoning_content"].is_string());
+    assert!(
+        frames[1].contains("llama-swap loading model: m"),
+        "{}",
+        frames[1]
+    );
+    assert_eq!(content(&frames), "[m] hi");
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+}
