@@ -243,6 +243,20 @@ async fn dropped_queued_ticket_never_starts_its_model() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn submitter_gone_before_admission_leaves_nothing_behind() {
+    let mut r = rig(models(&["a", "b"]));
+    let lease = r.load("a", &[]).await;
+    // The submit command reaches the mailbox, then its caller goes away before the reply.
+    assert!(r.router.submit(submit("b", 0)).now_or_never().is_none());
+    r.sync().await;
+    assert!(r.router.queue().await.is_empty());
+    drop(lease);
+    r.sync().await;
+    assert!(r.no_call_pending(), "the abandoned request never loads b");
+    assert_eq!(r.router.running().await[0].state, ModelState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
 async fn abandoned_wait_on_granted_cancels_the_request() {
     let mut r = rig(models(&["a", "b"]));
     let lease = r.load("a", &[]).await;

@@ -274,13 +274,12 @@ fn positions_are_reported_only_when_they_change() {
     let statuses: Vec<_> = h
         .take()
         .into_iter()
-        .filter(|e| matches!(e, Effect::Status { .. }))
+        .filter(|e| matches!(e, Effect::Positions { .. }))
         .collect();
     assert_eq!(
         statuses,
-        vec![Effect::Status {
-            id: second,
-            status: WaitStatus::Queued { position: 2 }
+        vec![Effect::Positions {
+            changes: vec![(second, 2)]
         }],
         "the request ahead keeps position 1 and hears nothing"
     );

@@ -226,7 +226,7 @@ impl World {
                     self.swaps.push(model.clone());
                 }
                 Effect::Stop { id, .. } => self.stops.push(*id),
-                Effect::Status { .. } => {}
+                Effect::Status { .. } | Effect::Positions { .. } => {}
             }
         }
         // Positions: every queued request's last reported position is its place, 1..N.

@@ -329,6 +329,13 @@ impl Actor {
                         let _ = waiter.grant.send(Err(error));
                     }
                 }
+                Effect::Positions { changes } => {
+                    for (id, position) in changes {
+                        if let Some(waiter) = self.waiters.get(&id) {
+                            waiter.status.send_replace(WaitStatus::Queued { position });
+                        }
+                    }
+                }
                 Effect::Status { id, status } => {
                     if let Some(waiter) = self.waiters.get(&id) {
                         waiter.status.send_replace(status);

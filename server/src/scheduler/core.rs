@@ -6,8 +6,7 @@ use std::time::Duration;
 use super::drain::Queued;
 use super::{
     Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
-    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, StopModel, Tick,
-    WaitStatus,
+    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
 };
 use crate::policy::Groups;
 use crate::router::LaunchError;
@@ -32,17 +31,17 @@ pub struct Scheduler {
     pub(super) dirty_from: Option<usize>,
     pub(super) stops: BTreeMap<StopId, Vec<usize>>,
     next_request: u64,
-    next_stop: u64,
+    pub(super) next_stop: u64,
     pub(super) shutting_down: bool,
 }
 
 #[derive(Debug)]
 pub(super) struct Model {
     pub(super) id: String,
-    priority: i32,
-    limit: usize,
-    unload_timeout: Duration,
-    ttl: Option<Duration>,
+    pub(super) priority: i32,
+    pub(super) limit: usize,
+    pub(super) unload_timeout: Duration,
+    pub(super) ttl: Option<Duration>,
     /// Admitted, unfinished requests (queued + waiting on a swap + serving).
     pub(super) reserved: usize,
     /// Granted requests whose lease is not yet dropped.
@@ -58,7 +57,7 @@ pub(super) struct Model {
     /// Effective priority → number of queued requests, for the drain fence.
     pub(super) queued: BTreeMap<i32, usize>,
     /// Since when the model is ready with no request admitted (for TTL).
-    idle_since: Option<Tick>,
+    pub(super) idle_since: Option<Tick>,
 }
 
 #[derive(Debug)]
@@ -320,145 +319,6 @@ impl Scheduler {
         self.flush_positions(out);
     }
 
-    /// A stop operation issued with [`Effect::Stop`] finished: its models are stopped.
-    pub fn stop_done(&mut self, id: StopId, out: &mut Vec<Effect>) {
-        let Some(models) = self.stops.remove(&id) else {
-            return;
-        };
-        for m in models {
-            let model = &mut self.models[m];
-            model.stopping = model.stopping.saturating_sub(1);
-            model.ready = false;
-            model.idle_since = None;
-        }
-        self.drain(out);
-        self.flush_positions(out);
-    }
-
-    /// A ready model's process exited by itself: it is stopped, and the next request
-    /// for it starts it again. Ignored unless the model is ready (a start or stop in
-    /// progress reports its own outcome).
-    pub fn upstream_exited(&mut self, model: &str, out: &mut Vec<Effect>) {
-        let Some(t) = self.policy.index_of(model) else {
-            return;
-        };
-        if self.state_of(t) != ModelState::Ready {
-            return;
-        }
-        self.models[t].ready = false;
-        self.models[t].idle_since = None;
-        self.drain(out);
-        self.flush_positions(out);
-    }
-
-    /// Unloads `models` (IDs or aliases; `None` = every model): their waiters fail with
-    /// [`RouteError::Unloaded`] and the non-stopped ones are stopped with their
-    /// `unload_timeout`, smallest timeout first, equal timeouts in parallel.
-    ///
-    /// Returns the stop to wait for, or `None` when nothing was running.
-    ///
-    /// # Errors
-    ///
-    /// [`RouteError::UnknownModel`] for a name that is not configured (nothing is
-    /// changed), [`RouteError::ShuttingDown`] during shutdown.
-    pub fn unload(
-        &mut self,
-        now: Tick,
-        models: Option<&[String]>,
-        out: &mut Vec<Effect>,
-    ) -> Result<Option<StopId>, RouteError> {
-        if self.shutting_down {
-            return Err(RouteError::ShuttingDown);
-        }
-        let mut targets: Vec<usize> = match models {
-            None => (0..self.models.len()).collect(),
-            Some(names) => names
-                .iter()
-                .map(|n| {
-                    self.names
-                        .get(n)
-                        .copied()
-                        .ok_or_else(|| RouteError::UnknownModel { model: n.clone() })
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        targets.sort_unstable();
-        targets.dedup();
-        let mut selected = vec![false; self.models.len()];
-        for &t in &targets {
-            selected[t] = true;
-        }
-        self.fail_waiters(now, out, |s, t| {
-            selected[t].then(|| RouteError::Unloaded {
-                model: s.models[t].id.clone(),
-            })
-        });
-        let mut running: Vec<usize> = targets
-            .into_iter()
-            .filter(|&t| self.state_of(t) != ModelState::Stopped)
-            .collect();
-        running.sort_by_key(|&t| (self.models[t].unload_timeout, t));
-        let mut batches: Vec<Vec<usize>> = Vec::new();
-        for t in running {
-            match batches.last_mut() {
-                Some(batch)
-                    if self.models[batch[0]].unload_timeout == self.models[t].unload_timeout =>
-                {
-                    batch.push(t);
-                }
-                _ => batches.push(vec![t]),
-            }
-        }
-        let stop = self.issue_stop(batches, out);
-        self.drain(out);
-        self.flush_positions(out);
-        Ok(stop)
-    }
-
-    /// Starts shutdown: every waiter fails with [`RouteError::ShuttingDown`], later
-    /// submits are refused, and every non-stopped model is stopped in parallel.
-    ///
-    /// Returns the stop to wait for; `None` when nothing runs or shutdown had already begun.
-    pub fn shutdown(&mut self, now: Tick, out: &mut Vec<Effect>) -> Option<StopId> {
-        if self.shutting_down {
-            return None;
-        }
-        self.fail_waiters(now, out, |_, _| Some(RouteError::ShuttingDown));
-        self.shutting_down = true;
-        let running: Vec<usize> = (0..self.models.len())
-            .filter(|&t| self.state_of(t) != ModelState::Stopped)
-            .collect();
-        let batches = if running.is_empty() {
-            Vec::new()
-        } else {
-            vec![running]
-        };
-        self.issue_stop(batches, out)
-    }
-
-    /// Stops models whose TTL expired at `now` (ready, nothing admitted, idle for `ttl`).
-    pub fn tick(&mut self, now: Tick, out: &mut Vec<Effect>) {
-        if self.shutting_down {
-            return;
-        }
-        let expired: Vec<usize> = (0..self.models.len())
-            .filter(|&t| self.ttl_deadline(t).is_some_and(|d| d <= now))
-            .collect();
-        for t in expired {
-            self.issue_stop(vec![vec![t]], out);
-        }
-    }
-
-    /// When [`Scheduler::tick`] next has work to do, if ever.
-    pub fn next_wake(&self) -> Option<Tick> {
-        if self.shutting_down {
-            return None;
-        }
-        (0..self.models.len())
-            .filter_map(|t| self.ttl_deadline(t))
-            .min()
-    }
-
     /// Waiting requests in queue order, with their positions.
     pub fn queue(&self, now: Tick) -> Vec<QueueEntry> {
         self.queue
@@ -536,13 +396,6 @@ impl Scheduler {
         }
     }
 
-    fn ttl_deadline(&self, t: usize) -> Option<Tick> {
-        let m = &self.models[t];
-        let ttl = m.ttl?;
-        let idle = m.idle_since?;
-        (m.reserved == 0 && self.state_of(t) == ModelState::Ready).then_some(idle + ttl)
-    }
-
     pub(super) fn grant(&mut self, id: RequestId, out: &mut Vec<Effect>) {
         let Some(request) = self.requests.get_mut(&id) else {
             return;
@@ -557,14 +410,20 @@ impl Scheduler {
     }
 
     /// Ends a request that is not (or no longer) in the queue or a swap with `error`.
-    fn fail(&mut self, now: Tick, id: RequestId, error: RouteError, out: &mut Vec<Effect>) {
+    pub(super) fn fail(
+        &mut self,
+        now: Tick,
+        id: RequestId,
+        error: RouteError,
+        out: &mut Vec<Effect>,
+    ) {
         if self.finish(now, id) {
             out.push(Effect::Fail { id, error });
         }
     }
 
     /// Forgets a request and releases its reservation. Returns false if it was unknown.
-    fn finish(&mut self, now: Tick, id: RequestId) -> bool {
+    pub(super) fn finish(&mut self, now: Tick, id: RequestId) -> bool {
         let Some(request) = self.requests.remove(&id) else {
             return false;
         };
@@ -574,70 +433,6 @@ impl Scheduler {
             m.idle_since = Some(now);
         }
         true
-    }
-
-    /// Fails every queued and swap-waiting request of the models `error_for` names,
-    /// cancelling those models' swaps.
-    fn fail_waiters(
-        &mut self,
-        now: Tick,
-        out: &mut Vec<Effect>,
-        error_for: impl Fn(&Self, usize) -> Option<RouteError>,
-    ) {
-        let errors: Vec<Option<RouteError>> =
-            (0..self.models.len()).map(|t| error_for(self, t)).collect();
-        for (t, error) in errors.iter().enumerate() {
-            let Some(error) = error else { continue };
-            let Some(swap) = self.models[t].swap.as_mut() else {
-                continue;
-            };
-            swap.cancelled = true;
-            for id in std::mem::take(&mut swap.waiters) {
-                self.fail(now, id, error.clone(), out);
-            }
-        }
-        let removed = self.remove_queued(|q| errors[q.model].is_some());
-        for q in removed {
-            if let Some(error) = &errors[q.model] {
-                self.fail(now, q.id, error.clone(), out);
-            }
-        }
-    }
-
-    /// Emits a stop for `batches` of model indices (empty batches skipped).
-    fn issue_stop(&mut self, batches: Vec<Vec<usize>>, out: &mut Vec<Effect>) -> Option<StopId> {
-        let batches: Vec<Vec<usize>> = batches.into_iter().filter(|b| !b.is_empty()).collect();
-        if batches.is_empty() {
-            return None;
-        }
-        let id = StopId(self.next_stop);
-        self.next_stop += 1;
-        let mut all = Vec::new();
-        let mut effect_batches = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let mut effect_batch = Vec::with_capacity(batch.len());
-            for t in batch {
-                let m = &mut self.models[t];
-                m.stopping += 1;
-                m.ready = false;
-                m.idle_since = None;
-                if let Some(swap) = m.swap.as_mut() {
-                    swap.cancelled = true;
-                }
-                effect_batch.push(StopModel {
-                    model: m.id.clone(),
-                    grace: m.unload_timeout,
-                });
-                all.push(t);
-            }
-            effect_batches.push(effect_batch);
-        }
-        self.stops.insert(id, all);
-        out.push(Effect::Stop {
-            id,
-            batches: effect_batches,
-        });
-        Some(id)
     }
 
     pub(super) fn push_status(out: &mut Vec<Effect>, id: RequestId, status: WaitStatus) {

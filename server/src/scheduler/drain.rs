@@ -195,17 +195,19 @@ impl Scheduler {
     /// Removes every queued request matching `pred`, in queue order.
     pub(super) fn remove_queued(&mut self, pred: impl Fn(&Queued) -> bool) -> Vec<Queued> {
         let mut removed = Vec::new();
-        let mut kept = Vec::with_capacity(self.queue.len());
         let mut first = None;
-        for q in std::mem::take(&mut self.queue) {
+        let mut write = 0;
+        for read in 0..self.queue.len() {
+            let q = self.queue[read];
             if pred(&q) {
-                first.get_or_insert(kept.len());
+                first.get_or_insert(write);
                 removed.push(q);
             } else {
-                kept.push(q);
+                self.queue[write] = q;
+                write += 1;
             }
         }
-        self.queue = kept;
+        self.queue.truncate(write);
         for q in &removed {
             self.uncount(q);
         }
@@ -234,15 +236,16 @@ impl Scheduler {
         let Some(from) = self.dirty_from.take() else {
             return;
         };
+        let mut changes = Vec::with_capacity(self.queue.len().saturating_sub(from));
         for (offset, q) in self.queue.iter_mut().enumerate().skip(from) {
             let position = offset + 1;
             if q.reported != position {
                 q.reported = position;
-                out.push(Effect::Status {
-                    id: q.id,
-                    status: WaitStatus::Queued { position },
-                });
+                changes.push((q.id, position));
             }
+        }
+        if !changes.is_empty() {
+            out.push(Effect::Positions { changes });
         }
     }
 
@@ -261,10 +264,12 @@ impl Scheduler {
         // Decisions only change when a swap starts or a model gets its first request in
         // flight; between those, requests for the same model decide alike.
         let mut cache: Vec<Option<Decision>> = vec![None; self.models.len()];
-        let queue = std::mem::take(&mut self.queue);
-        let mut kept = Vec::with_capacity(queue.len());
+        // Compacted in place, so the queue keeps its allocation.
+        let mut queue = std::mem::take(&mut self.queue);
+        let mut write = 0;
         let mut first_removed = None;
-        for q in queue {
+        for read in 0..queue.len() {
+            let q = queue[read];
             let t = q.model;
             let decision = match &cache[t] {
                 Some(d) => d.clone(),
@@ -304,13 +309,15 @@ impl Scheduler {
                 }
             };
             if leaves {
-                first_removed.get_or_insert(kept.len());
+                first_removed.get_or_insert(write);
                 self.uncount(&q);
             } else {
-                kept.push(q);
+                queue[write] = q;
+                write += 1;
             }
         }
-        self.queue = kept;
+        queue.truncate(write);
+        self.queue = queue;
         if let Some(index) = first_removed {
             self.mark_dirty(index);
         }

@@ -58,6 +58,7 @@
 mod core;
 mod drain;
 mod error;
+mod lifecycle;
 mod settings;
 mod types;
 

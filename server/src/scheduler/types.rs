@@ -95,7 +95,13 @@ pub enum Effect {
         /// Why.
         error: RouteError,
     },
-    /// The waiting status of the request changed.
+    /// Queue positions that changed, as (request, new 1-based position), in queue
+    /// order. One effect per step however many changed, so a deep queue stays cheap.
+    Positions {
+        /// The changes.
+        changes: Vec<(RequestId, usize)>,
+    },
+    /// The request now waits for its model to start ([`WaitStatus::Starting`]).
     Status {
         /// The request.
         id: RequestId,

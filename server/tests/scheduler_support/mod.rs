@@ -115,6 +115,20 @@ impl Harness {
                         "request {id:?} ended twice"
                     );
                 }
+                Effect::Positions { changes } => {
+                    for (id, position) in changes {
+                        assert!(
+                            !self.outcomes.contains_key(id),
+                            "position after the end of {id:?}"
+                        );
+                        self.status.insert(
+                            *id,
+                            WaitStatus::Queued {
+                                position: *position,
+                            },
+                        );
+                    }
+                }
                 Effect::Status { id, status } => {
                     assert!(
                         !self.outcomes.contains_key(id),
