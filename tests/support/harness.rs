@@ -1,0 +1,439 @@
+//! The cross-crate harness: the real `llama-swap-server` in-process on
+//! `127.0.0.1:0`, real `mockswap` processes as its upstreams, an SDK client
+//! pointed at it, and the probes a test needs to watch both sides.
+//!
+//! A helper that cannot do its job panics with what it was doing and why: it
+//! only ever runs inside a test, where a panic is the failure report.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use llama_swap_client::{Client, RetryPolicy};
+use llama_swap_server::config::Config;
+use llama_swap_server::{ServeError, ServeOptions, serve_with};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::procs::{self, Process};
+
+/// Generous upper bound for anything a test waits for: it turns a hang into a
+/// failure, it is never a measurement.
+pub const LIMIT: Duration = Duration::from_secs(30);
+
+/// How often cross-process state (`/api/queue`, a mockswap gate) is polled:
+/// there is no event to wait on across processes.
+const POLL: Duration = Duration::from_millis(20);
+
+/// `target/<profile>` of the running test binary (`target/debug/deps/<test>-<hash>`).
+pub fn target_dir() -> PathBuf {
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| panic!("cannot locate the test binary: {e}"));
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("{} has no target directory", exe.display()))
+}
+
+/// A binary built into the target directory (`mockswap`, `examples/priority_tiers`).
+pub fn built(relative: &str) -> PathBuf {
+    let path = target_dir().join(relative);
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test builds it (cargo build --workspace --bins; \
+         cargo test builds examples)",
+        path.display()
+    );
+    path
+}
+
+/// The mockswap binary the server launches as an upstream.
+pub fn mockswap_bin() -> PathBuf {
+    built("mockswap")
+}
+
+/// A port that was free a moment ago; the kernel does not hand it out again at
+/// once, and the server needs a fixed port to put into the upstream's command.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0: {e}"))
+}
+
+/// One model of a test config, served by a mockswap process.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    id: String,
+    args: String,
+    yaml: String,
+}
+
+impl Upstream {
+    /// A model served by a mockswap with default flags.
+    pub fn new(id: &str) -> Upstream {
+        Upstream {
+            id: id.to_owned(),
+            args: String::new(),
+            yaml: String::new(),
+        }
+    }
+
+    /// A model whose mockswap holds every request at its closed gate until the
+    /// test opens it (each new process starts closed again).
+    pub fn gated(id: &str) -> Upstream {
+        Upstream::new(id).args("--gate-closed")
+    }
+
+    /// Extra mockswap flags (`--tokens-per-second 2`, ...).
+    #[must_use]
+    pub fn args(mut self, args: &str) -> Upstream {
+        self.args = format!("{} {args}", self.args);
+        self
+    }
+
+    /// Extra YAML keys under the model (one per line, no indentation needed).
+    #[must_use]
+    pub fn yaml(mut self, yaml: &str) -> Upstream {
+        self.yaml.push_str(yaml);
+        self.yaml.push('\n');
+        self
+    }
+}
+
+/// One waiter of `GET /api/queue`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    /// Model ID the request waits for.
+    pub model: String,
+    /// The `X-Priority` the request carried (0 when absent).
+    pub requested_priority: i64,
+    /// `max(config floor, requested)`.
+    pub effective_priority: i64,
+    /// 1-based place in the queue.
+    pub position: u64,
+}
+
+impl Waiter {
+    fn from_json(entry: &Value) -> Waiter {
+        let int = |key: &str| {
+            entry[key]
+                .as_i64()
+                .unwrap_or_else(|| panic!("queue entry without integer {key}: {entry}"))
+        };
+        Waiter {
+            model: entry["model"]
+                .as_str()
+                .unwrap_or_else(|| panic!("queue entry without model: {entry}"))
+                .to_owned(),
+            requested_priority: int("requested_priority"),
+            effective_priority: int("effective_priority"),
+            position: entry["position"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("queue entry without position: {entry}")),
+        }
+    }
+}
+
+/// The model IDs of a queue snapshot, in queue order.
+pub fn models_of(queue: &[Waiter]) -> Vec<&str> {
+    queue.iter().map(|w| w.model.as_str()).collect()
+}
+
+/// A running server, its upstream ports, and clients for it.
+pub struct Stack {
+    base: String,
+    http: reqwest::Client,
+    client: Client,
+    ports: BTreeMap<String, u16>,
+    mockswap: PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), ServeError>>>,
+}
+
+impl Stack {
+    /// Starts the server for `upstreams` with `global_yaml` appended at the top
+    /// level of the config (`sendLoadingState: true`, `routing: ...`).
+    pub async fn start(upstreams: &[Upstream], global_yaml: &str) -> Stack {
+        let mockswap = mockswap_bin();
+        let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
+        let mut ports = BTreeMap::new();
+        for u in upstreams {
+            let port = free_port();
+            ports.insert(u.id.clone(), port);
+            yaml.push_str(&format!(
+                "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} --models {id} {args}\n    proxy: http://127.0.0.1:{port}\n",
+                id = u.id,
+                bin = mockswap.display(),
+                args = u.args.trim(),
+            ));
+            for line in u.yaml.lines().filter(|l| !l.trim().is_empty()) {
+                yaml.push_str(&format!("    {}\n", line.trim()));
+            }
+        }
+        yaml.push_str(global_yaml);
+        Stack::serve(&yaml, ports, mockswap).await
+    }
+
+    async fn serve(yaml: &str, ports: BTreeMap<String, u16>, mockswap: PathBuf) -> Stack {
+        let loaded = Config::from_yaml_str("e2e.yaml", yaml, &|_: &str| None)
+            .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("cannot bind the server's listener: {e}"));
+        let addr: SocketAddr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("listener has no address: {e}"));
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_with(
+            listener,
+            loaded.config,
+            ServeOptions::default(),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        let base = format!("http://{addr}");
+        // No retries unless a test asks for them, so every error surfaces as sent.
+        let client = Client::builder()
+            .base_url(&base)
+            .retry_policy(RetryPolicy::none())
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build the SDK client: {e}"));
+        // Upstream processes restart on the same port: a pooled connection to a
+        // process that was just stopped would fail the next probe.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build the probe client: {e}"));
+        Stack {
+            base,
+            http,
+            client,
+            ports,
+            mockswap,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>` of the server.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The SDK client for the server (no retries; tests opt in per call).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The base URL of a model's mockswap process.
+    pub fn upstream_url(&self, model: &str) -> String {
+        let port = self
+            .ports
+            .get(model)
+            .unwrap_or_else(|| panic!("no upstream named {model}"));
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// `GET /api/queue`, in queue order.
+    pub async fn queue(&self) -> Vec<Waiter> {
+        let body = self.get_json(&format!("{}/api/queue", self.base)).await;
+        body["queue"]
+            .as_array()
+            .unwrap_or_else(|| panic!("/api/queue without a queue array: {body}"))
+            .iter()
+            .map(Waiter::from_json)
+            .collect()
+    }
+
+    /// `GET /running`: the IDs of models whose process is not stopped.
+    pub async fn running(&self) -> Vec<String> {
+        let body = self.get_json(&format!("{}/running", self.base)).await;
+        body["running"]
+            .as_array()
+            .unwrap_or_else(|| panic!("/running without a running array: {body}"))
+            .iter()
+            .filter_map(|m| m["model"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    async fn get_json(&self, url: &str) -> Value {
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        response
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: body is not JSON: {e}"))
+    }
+
+    /// Polls `/api/queue` until it holds exactly `n` waiters and returns them.
+    pub async fn wait_queue_len(&self, n: usize) -> Vec<Waiter> {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            let queue = self.queue().await;
+            if queue.len() == n {
+                return queue;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "waited {LIMIT:?} for {n} waiter(s) in /api/queue; last seen: {queue:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// How many requests a model's mockswap holds at its gate; `None` while no
+    /// process answers on its port.
+    pub async fn held(&self, model: &str) -> Option<u64> {
+        let url = format!("{}/__mockswap/gate", self.upstream_url(model));
+        let state: Value = self.http.get(url).send().await.ok()?.json().await.ok()?;
+        state["held"].as_u64()
+    }
+
+    /// Waits until a model's mockswap holds `n` requests at its gate.
+    pub async fn wait_held(&self, model: &str, n: u64) {
+        self.wait_for(&format!("{model} holding {n} request(s)"), || async {
+            (self.held(model).await == Some(n)).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until exactly one of `candidates` holds a request at its gate and
+    /// returns it: with one model running at a time, that is the waiter the
+    /// scheduler picked next. Failing fast on the wrong one beats waiting for
+    /// the right one until the limit.
+    pub async fn next_started(&self, candidates: &[&str]) -> String {
+        self.wait_for(
+            &format!("one of {candidates:?} to hold a request"),
+            || async {
+                let mut started = Vec::new();
+                for model in candidates {
+                    if self.held(model).await.unwrap_or(0) > 0 {
+                        started.push((*model).to_owned());
+                    }
+                }
+                assert!(
+                    started.len() <= 1,
+                    "several models serve at once: {started:?}"
+                );
+                started.pop()
+            },
+        )
+        .await
+    }
+
+    /// Opens a model's gate: the requests it holds proceed, later ones pass.
+    pub async fn open_gate(&self, model: &str) {
+        self.set_gate(model, true).await;
+    }
+
+    /// Closes a model's gate: later requests are held.
+    pub async fn close_gate(&self, model: &str) {
+        self.set_gate(model, false).await;
+    }
+
+    async fn set_gate(&self, model: &str, open: bool) {
+        let url = format!("{}/__mockswap/gate", self.upstream_url(model));
+        let response = self
+            .http
+            .post(&url)
+            .json(&json!({ "open": open }))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+        assert_eq!(response.status(), 200, "POST {url}");
+    }
+
+    /// The journal of a model's current mockswap process (`None` when none runs).
+    pub async fn journal(&self, model: &str) -> Option<Vec<Value>> {
+        let url = format!("{}/__mockswap/requests", self.upstream_url(model));
+        self.http.get(url).send().await.ok()?.json().await.ok()
+    }
+
+    /// Runs `probe` every 20 ms until it yields a value; panics naming `what`
+    /// after [`LIMIT`].
+    pub async fn wait_for<T, F, Fut>(&self, what: &str, probe: F) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        poll_until(what, probe).await
+    }
+
+    /// Stops the server, checks that `serve` returned `Ok` and that none of the
+    /// upstream processes it started is left.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let task = self
+            .task
+            .take()
+            .unwrap_or_else(|| panic!("shutdown called twice"));
+        match tokio::time::timeout(LIMIT, task).await {
+            Err(_) => panic!("serve did not return within {LIMIT:?} of the shutdown signal"),
+            Ok(Err(join)) => panic!("serve panicked: {join}"),
+            Ok(Ok(Err(e))) => panic!("serve returned an error: {e}"),
+            Ok(Ok(Ok(()))) => {}
+        }
+        let ports: Vec<u16> = self.ports.values().copied().collect();
+        let left = procs::listening_on(&self.mockswap, &ports);
+        assert!(
+            left.is_empty(),
+            "mockswap processes left after shutdown: {left:?}"
+        );
+    }
+
+    /// The mockswap processes of this stack that are alive now.
+    pub fn live_upstreams(&self) -> Vec<Process> {
+        let ports: Vec<u16> = self.ports.values().copied().collect();
+        procs::listening_on(&self.mockswap, &ports)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // A failed test unwinds here: the runtime drops the serve task and the
+        // supervisor's drop kills every process group it started.
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Runs `probe` every 20 ms until it yields a value; panics naming `what`
+/// after [`LIMIT`].
+pub async fn poll_until<T, F, Fut>(what: &str, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited {LIMIT:?} for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Awaits a spawned call with [`LIMIT`] as the upper bound.
+pub async fn finish<T>(what: &str, handle: JoinHandle<T>) -> T {
+    match tokio::time::timeout(LIMIT, handle).await {
+        Err(_) => panic!("{what} did not finish within {LIMIT:?}"),
+        Ok(Err(join)) => panic!("{what} panicked: {join}"),
+        Ok(Ok(value)) => value,
+    }
+}
