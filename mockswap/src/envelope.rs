@@ -60,6 +60,18 @@ pub enum ApiError {
     /// The fake model is still loading (`--load-time`), like llama.cpp answers.
     #[error("model is loading; retry when GET /health answers 200")]
     Loading,
+    /// An admin API wait (`wait_for`, `wait_held`) ran out of time.
+    #[error("waited {timeout_ms} ms for {wanted} {what}, found {got}")]
+    WaitTimeout {
+        /// What was waited for (`requests`, `held requests`).
+        what: &'static str,
+        /// How many were wanted.
+        wanted: usize,
+        /// How many there were at the end.
+        got: usize,
+        /// How long was waited.
+        timeout_ms: u64,
+    },
     /// An admin API request was malformed.
     #[error("bad admin request: {reason}")]
     BadAdminRequest {
@@ -80,6 +92,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ShuttingDown | Self::Loading => StatusCode::SERVICE_UNAVAILABLE,
+            Self::WaitTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -94,6 +107,7 @@ impl ApiError {
             | Self::BodyRead { .. } => "invalid_request_error",
             Self::ModelNotFound { .. } | Self::NotFound { .. } => "not_found_error",
             Self::ShuttingDown | Self::Loading => "server_error",
+            Self::WaitTimeout { .. } => "timeout_error",
         }
     }
 
@@ -110,6 +124,7 @@ impl ApiError {
             Self::ShuttingDown => "shutting_down",
             Self::Loading => "model_loading",
             Self::BadAdminRequest { .. } => "invalid_admin_request",
+            Self::WaitTimeout { .. } => "wait_timeout",
         }
     }
 

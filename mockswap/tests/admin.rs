@@ -3,12 +3,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use support::{BOUND, Proc, chat};
+use support::{Proc, chat};
 
 async fn admin(
     client: &reqwest::Client,
@@ -187,17 +185,15 @@ async fn admin_gate_holds_requests_and_dispatch_order_follows_priority() {
             .json(&chat("m", "x", false));
         tasks.spawn(async move { request.send().await.unwrap().status() });
         // Arrival order is fixed by waiting until each request is held.
-        tokio::time::timeout(BOUND, async {
-            loop {
-                let (_, gate) = admin(&client, reqwest::Method::GET, &proc.uri, "gate", None).await;
-                if gate["held"] == i + 1 {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .unwrap();
+        let (status, gate) = admin(
+            &client,
+            reqwest::Method::GET,
+            &proc.uri,
+            &format!("gate?wait_held={}", i + 1),
+            None,
+        )
+        .await;
+        assert_eq!((status, gate["held"].as_u64()), (200, Some(i as u64 + 1)));
     }
     let (_, order) = admin(
         &client,
@@ -258,6 +254,62 @@ async fn admin_replies_script_a_response_for_a_path() {
         response.json::<Value>().await.unwrap(),
         json!({"scripted": true})
     );
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}
+
+#[tokio::test]
+async fn admin_long_polls_wait_for_requests_and_held_requests_without_client_sleeps() {
+    let mut proc = Proc::spawn(&["--gate-closed"]).await;
+    let client = reqwest::Client::new();
+    let waiting = tokio::spawn({
+        let url = format!(
+            "{}/__mockswap/requests?wait_for=2&timeout_ms=10000",
+            proc.uri
+        );
+        let client = client.clone();
+        async move { client.get(url).send().await.unwrap() }
+    });
+    let mut calls = tokio::task::JoinSet::new();
+    for priority in ["-10", "10"] {
+        let request = client
+            .post(format!("{}/v1/chat/completions", proc.uri))
+            .header("x-priority", priority)
+            .json(&chat("m", "x", false));
+        calls.spawn(async move { request.send().await.unwrap().status() });
+    }
+    let journal: Value = waiting.await.unwrap().json().await.unwrap();
+    assert_eq!(journal.as_array().unwrap().len(), 2);
+    let (status, gate) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "gate?wait_held=2",
+        None,
+    )
+    .await;
+    assert_eq!((status, gate["held"].clone()), (200, json!(2)));
+    let (status, timeout) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "requests?wait_for=5&timeout_ms=50",
+        None,
+    )
+    .await;
+    assert_eq!(status, 408);
+    assert_eq!(timeout["error"]["code"], "wait_timeout");
+    admin(
+        &client,
+        reqwest::Method::POST,
+        &proc.uri,
+        "gate",
+        Some(json!({"open": true})),
+    )
+    .await;
+    while let Some(done) = calls.join_next().await {
+        assert_eq!(done.unwrap(), 200);
+    }
     proc.signal(Signal::SIGTERM);
     assert_eq!(proc.wait().await.code(), Some(0));
 }

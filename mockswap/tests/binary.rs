@@ -164,24 +164,12 @@ async fn binary_exits_zero_on_sigterm_while_a_request_hangs() {
             .send(),
     );
     // The journal shows the request arrived before the signal is sent.
-    tokio::time::timeout(BOUND, async {
-        loop {
-            let journal: Value = client
-                .get(format!("{}/__mockswap/requests", proc.uri))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if journal.as_array().unwrap().len() == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
+    let journal = client
+        .get(format!("{}/__mockswap/requests?wait_for=1", proc.uri))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(journal.status(), 200);
     proc.signal(Signal::SIGTERM);
     assert_eq!(proc.wait().await.code(), Some(0));
     let response = hanging.await.unwrap().unwrap();

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::extract::query_param;
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
 use crate::spec;
@@ -15,6 +16,66 @@ use crate::spec;
 #[serde(deny_unknown_fields)]
 struct GateJson {
     open: bool,
+}
+
+/// Default bound of an admin wait when `timeout_ms` is not given.
+const DEFAULT_WAIT_MS: u64 = 10_000;
+
+/// Long-polling for tests without a client library: `GET requests?wait_for=N` waits
+/// until the journal holds N requests, `GET gate?wait_held=N` until the gate holds N,
+/// each bounded by `timeout_ms` (default 10 s). Errors are answered as responses.
+pub(crate) async fn wait(shared: &Shared, parts: &http::request::Parts) -> Result<(), ApiError> {
+    if parts.method != Method::GET {
+        return Ok(());
+    }
+    let query = parts.uri.query().unwrap_or("");
+    let number = |name: &str| -> Result<Option<u64>, ApiError> {
+        query_param(query, name)
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| ApiError::BadAdminRequest {
+                    reason: format!("{name}={v:?} is not a number"),
+                })
+            })
+            .transpose()
+    };
+    let timeout_ms = number("timeout_ms")?.unwrap_or(DEFAULT_WAIT_MS);
+    let timeout = std::time::Duration::from_millis(timeout_ms);
+    let route = parts
+        .uri
+        .path()
+        .trim_start_matches("/__mockswap")
+        .trim_end_matches('/');
+    let as_count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    match route {
+        "/requests" => {
+            if let Some(n) = number("wait_for")?.map(as_count) {
+                let waited = tokio::time::timeout(timeout, shared.journal.wait_for_len(n)).await;
+                if waited.is_err() {
+                    return Err(ApiError::WaitTimeout {
+                        what: "requests",
+                        wanted: n,
+                        got: shared.journal.len(),
+                        timeout_ms,
+                    });
+                }
+            }
+        }
+        "/gate" => {
+            if let Some(n) = number("wait_held")?.map(as_count) {
+                let waited = tokio::time::timeout(timeout, shared.gate.wait_held(n)).await;
+                if waited.is_err() {
+                    return Err(ApiError::WaitTimeout {
+                        what: "held requests",
+                        wanted: n,
+                        got: shared.gate.state().held,
+                        timeout_ms,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 pub(crate) fn handle(

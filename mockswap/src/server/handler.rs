@@ -44,7 +44,10 @@ pub(crate) async fn handle(
     let method = request.method().clone();
     if path == "/__mockswap" || path.starts_with("/__mockswap/") {
         return match read_body(&shared, request, false).await {
-            Ok((parts, body)) => admin::handle(&shared, &parts, &body),
+            Ok((parts, body)) => match admin::wait(&shared, &parts).await {
+                Ok(()) => admin::handle(&shared, &parts, &body),
+                Err(err) => err.into_response(),
+            },
             Err(err) => err.into_response(),
         };
     }
