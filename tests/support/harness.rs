@@ -149,7 +149,7 @@ pub struct Stack {
     http: reqwest::Client,
     client: Client,
     ports: BTreeMap<String, u16>,
-    mockswap: PathBuf,
+    upstream_bin: PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServeError>>>,
 }
@@ -181,6 +181,22 @@ impl Stack {
     async fn serve(yaml: &str, ports: BTreeMap<String, u16>, mockswap: PathBuf) -> Stack {
         let loaded = Config::from_yaml_str("e2e.yaml", yaml, &|_: &str| None)
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        Stack::launch(loaded.config, ports, mockswap).await
+    }
+
+    /// Serves a loaded configuration whose models run `upstream_bin` on the
+    /// ports the configuration gives them ([`shutdown`](Self::shutdown) checks
+    /// that none of those processes is left).
+    pub async fn serve_config(config: Config, upstream_bin: &Path) -> Stack {
+        let ports: BTreeMap<String, u16> = config
+            .models
+            .iter()
+            .filter_map(|m| m.port.map(|p| (m.id.clone(), p)))
+            .collect();
+        Stack::launch(config, ports, upstream_bin.to_path_buf()).await
+    }
+
+    async fn launch(config: Config, ports: BTreeMap<String, u16>, upstream_bin: PathBuf) -> Stack {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("cannot bind the server's listener: {e}"));
@@ -190,7 +206,7 @@ impl Stack {
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_with(
             listener,
-            loaded.config,
+            config,
             ServeOptions::default(),
             async {
                 let _ = rx.await;
@@ -214,7 +230,7 @@ impl Stack {
             http,
             client,
             ports,
-            mockswap,
+            upstream_bin,
             shutdown: Some(tx),
             task: Some(task),
         }
@@ -385,17 +401,17 @@ impl Stack {
             Ok(Ok(Ok(()))) => {}
         }
         let ports: Vec<u16> = self.ports.values().copied().collect();
-        let left = procs::listening_on(&self.mockswap, &ports);
+        let left = procs::listening_on(&self.upstream_bin, &ports);
         assert!(
             left.is_empty(),
-            "mockswap processes left after shutdown: {left:?}"
+            "upstream processes left after shutdown: {left:?}"
         );
     }
 
-    /// The mockswap processes of this stack that are alive now.
+    /// The upstream processes of this stack that are alive now.
     pub fn live_upstreams(&self) -> Vec<Process> {
         let ports: Vec<u16> = self.ports.values().copied().collect();
-        procs::listening_on(&self.mockswap, &ports)
+        procs::listening_on(&self.upstream_bin, &ports)
     }
 }
 
