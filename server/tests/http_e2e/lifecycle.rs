@@ -257,3 +257,49 @@ async fn preload_hook_starts_models_without_a_request() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn loading_stream_position_goes_up_when_higher_priority_work_arrives() {
+    let loading = |id| crate::support::ModelSpec {
+        id,
+        args: "",
+        yaml: "sendLoadingState: true",
+    };
+    let h = Harness::start(
+        &[model("a", "--gate-closed"), loading("b"), loading("c")],
+        "",
+    )
+    .await;
+    let busy = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let response = h.chat("b", None, true).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("\"position\":1") {
+        let chunk = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let elevated = h.spawn(h.chat("c", Some("10"), false));
+    while !text.contains("\"position\":2") {
+        let chunk = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("Queue position: #2"), "{text}");
+    h.open_gate("a").await;
+    assert_eq!(finish(busy).await.0, 200);
+    assert_eq!(finish(elevated).await.0, 200);
+    while let Some(chunk) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    h.shutdown().await;
+}
