@@ -249,6 +249,52 @@ fn fenced_requests_go_when_the_elevated_waiter_leaves() {
     assert!(h.granted(fenced), "the fence lifts with its cause");
 }
 
+/// b (exclusive) must stop a and c; a and c (non-exclusive) can run together. a serves
+/// a low request, an elevated request for b waits for it, then a low request for c
+/// arrives. Returns the harness and the swaps started before a's request ended.
+fn low_start_behind_elevated_waiter(kind: SchedulerKind) -> (Harness, Vec<(String, Vec<String>)>) {
+    let mut s = settings(models(&["a", "b", "c"]));
+    s.groups = vec![
+        scheduler_support::group("ga", &["a"], true, false, false),
+        scheduler_support::group("gb", &["b"], true, true, false),
+        scheduler_support::group("gc", &["c"], true, false, false),
+    ];
+    let mut h = Harness::with_kind(s, kind);
+    h.make_ready("a");
+    h.swaps.clear();
+    let running = h.submit("a", LOW);
+    h.submit("b", HIGH);
+    h.submit("c", LOW);
+    let before = h.swaps.clone();
+    h.done(running);
+    (h, before)
+}
+
+#[test]
+fn fence_keeps_low_request_from_starting_a_model_the_elevated_waiter_must_stop() {
+    let (h, before) = low_start_behind_elevated_waiter(SchedulerKind::Fifo { drain_fence: true });
+    assert!(
+        before.is_empty(),
+        "c is not started while b waits: b would have to stop it"
+    );
+    assert_eq!(
+        h.swaps[0],
+        ("b".to_owned(), names(&["a"])),
+        "b starts as soon as a is free"
+    );
+}
+
+#[test]
+fn without_fence_low_request_starts_a_model_the_elevated_waiter_must_then_wait_for() {
+    let (mut h, before) =
+        low_start_behind_elevated_waiter(SchedulerKind::Fifo { drain_fence: false });
+    assert_eq!(before, vec![("c".to_owned(), vec![])]);
+    h.swap_ok("c");
+    // c now serves, so b must also wait for c's request, not only a's.
+    assert_eq!(h.swaps.len(), 1, "b is still not started");
+    assert_eq!(h.s.in_flight("c"), 1);
+}
+
 // ---- queue positions ----------------------------------------------------------------------
 
 #[test]

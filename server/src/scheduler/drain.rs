@@ -80,23 +80,15 @@ impl Scheduler {
         matches!(self.kind, SchedulerKind::Fifo { drain_fence: true })
     }
 
-    /// Highest effective priority of a queued request that needs `t` stopped.
+    /// Highest rank of a queued request whose model cannot run alongside `t`: it
+    /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started).
     fn fence_level(&self, t: usize) -> Option<i32> {
-        let mut level = None;
-        for (u, m) in self.models.iter().enumerate() {
-            let Some((&best, _)) = m.queued.last_key_value() else {
-                continue;
-            };
-            if u == t || level.is_some_and(|l| l >= best) {
-                continue;
-            }
-            if let Decision::Wait(evict) = self.decide(u)
-                && evict.contains(&t)
-            {
-                level = Some(best);
-            }
-        }
-        level
+        self.models
+            .iter()
+            .enumerate()
+            .filter(|&(u, _)| u != t && self.policy.evicts(u, t))
+            .filter_map(|(_, m)| m.queued.last_key_value().map(|(&rank, _)| rank))
+            .max()
     }
 
     /// Places a newly admitted request (FIFO scheduler): serve, join, start or queue.
@@ -105,17 +97,12 @@ impl Scheduler {
             return;
         };
         let (t, effective) = (request.model, request.effective);
+        let fenced =
+            |s: &Self| s.fence_enabled() && s.fence_level(t).is_some_and(|level| level > effective);
         match self.decide(t) {
             Decision::Join => self.join(id, t, out),
-            Decision::Serve => {
-                let fenced = self.fence_enabled()
-                    && self.fence_level(t).is_some_and(|level| level > effective);
-                if fenced {
-                    self.enqueue(id);
-                } else {
-                    self.grant(id, out);
-                }
-            }
+            Decision::Serve | Decision::Start(_) if fenced(self) => self.enqueue(id),
+            Decision::Serve => self.grant(id, out),
             Decision::Start(evict) => self.start_swap(t, evict, id, out),
             Decision::Wait(_) => self.enqueue(id),
         }
@@ -259,8 +246,12 @@ impl Scheduler {
             return;
         }
         let fence_on = self.fence_enabled();
-        // Highest rank of a request earlier in this walk that stays and needs a model stopped.
+        // Highest rank of a request earlier in this walk that stays and whose model
+        // cannot run alongside each model: lower requests may not use or start it.
         let mut fence: Vec<Option<i32>> = vec![None; self.models.len()];
+        // Whether a request for the model already stayed in this walk (ranks only go
+        // down along the walk, so the first one sets the fence).
+        let mut stayed = vec![false; self.models.len()];
         // Decisions only change when a swap starts or a model gets its first request in
         // flight; between those, requests for the same model decide alike.
         let mut cache: Vec<Option<Decision>> = vec![None; self.models.len()];
@@ -279,35 +270,36 @@ impl Scheduler {
                     d
                 }
             };
+            let fenced = fence_on && fence[t].is_some_and(|level| level > q.rank);
             let leaves = match decision {
                 Decision::Join => {
                     self.join(q.id, t, out);
                     true
                 }
+                Decision::Serve | Decision::Start(_) if fenced => false,
                 Decision::Serve => {
-                    if fence_on && fence[t].is_some_and(|level| level > q.rank) {
-                        false
-                    } else {
-                        let first_in_flight = self.models[t].in_flight == 0;
-                        self.grant(q.id, out);
-                        if first_in_flight {
-                            cache.iter_mut().for_each(|c| *c = None);
-                        }
-                        true
+                    let first_in_flight = self.models[t].in_flight == 0;
+                    self.grant(q.id, out);
+                    if first_in_flight {
+                        cache.iter_mut().for_each(|c| *c = None);
                     }
+                    true
                 }
                 Decision::Start(evict) => {
                     self.start_swap(t, evict, q.id, out);
                     cache.iter_mut().for_each(|c| *c = None);
                     true
                 }
-                Decision::Wait(evict) => {
-                    for e in evict {
-                        fence[e] = Some(fence[e].map_or(q.rank, |l| l.max(q.rank)));
-                    }
-                    false
-                }
+                Decision::Wait(_) => false,
             };
+            if !leaves && !stayed[t] {
+                stayed[t] = true;
+                for (e, level) in fence.iter_mut().enumerate() {
+                    if e != t && self.policy.evicts(t, e) {
+                        *level = Some(level.map_or(q.rank, |l| l.max(q.rank)));
+                    }
+                }
+            }
             if leaves {
                 first_removed.get_or_insert(write);
                 self.uncount(&q);

@@ -20,7 +20,9 @@
 //! 6. the model or a model it must evict is being started or stopped → queue;
 //! 7. a model it must evict has requests in flight → queue (no preemption);
 //! 8. otherwise start a swap: stop the evicted models, then start it. Swaps whose
-//!    models do not overlap run in parallel.
+//!    models do not overlap run in parallel. The drain fence holds back starts too: a
+//!    model that a queued request of strictly higher priority would have to stop is not
+//!    started for a lower one (it would only add to what the higher one waits for).
 //!
 //! The queue is ordered by (effective priority desc, arrival sequence asc), effective
 //! = `max(model priority from config, header priority)`. Whenever something may have
