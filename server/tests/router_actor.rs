@@ -143,6 +143,27 @@ impl Rig {
     }
 }
 
+#[test]
+fn handles_tickets_and_leases_can_cross_tasks() {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    send_sync_static::<RouterHandle>();
+    send_sync_static::<llama_swap_server::router::Ticket>();
+    send_sync_static::<Lease>();
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_settings_are_refused_at_spawn() {
+    let (calls, _rx) = mpsc::unbounded_channel();
+    let (_exits, exits_rx) = mpsc::channel(1);
+    let mut s = models(&["a"]);
+    s.models.push(ModelSettings::new("a"));
+    let error = Router::spawn(s, Arc::new(FakeLauncher { calls }), exits_rx).unwrap_err();
+    assert_eq!(
+        error,
+        llama_swap_server::scheduler::SettingsError::DuplicateModel { model: "a".into() }
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn ticket_is_granted_once_the_launcher_reports_ready() {
     let mut r = rig(models(&["a"]));
