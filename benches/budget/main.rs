@@ -25,6 +25,7 @@ mod procs;
 mod report;
 mod scheduler;
 mod sse;
+mod stamped;
 mod stats;
 mod swap;
 

@@ -116,7 +116,15 @@ async fn measure(server: &Proc, addr: SocketAddr) -> Res<(f64, f64, f64, usize)>
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let running = get_json(addr, "/running").await?;
-        if running.to_string().contains("\"a\"") {
+        let ready = running
+            .get("running")
+            .and_then(|r| r.as_array())
+            .is_some_and(|models| {
+                models.iter().any(|m| {
+                    m.get("model") == Some(&"a".into()) && m.get("state") == Some(&"ready".into())
+                })
+            });
+        if ready {
             break;
         }
         if Instant::now() > until {

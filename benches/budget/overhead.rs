@@ -57,7 +57,9 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
 
     let server_dir = dir.path().join("server");
     std::fs::create_dir_all(&server_dir)?;
-    let config = crate::procs::server_config(&ctx.bin, "", &[("m", UPSTREAM_ARGS.to_owned())])?;
+    let mut config = crate::procs::server_config(&ctx.bin, "", &[("m", UPSTREAM_ARGS.to_owned())])?;
+    // The default limit (10 queued + serving per model) would answer most of 64 clients 429.
+    config.push_str("    concurrencyLimit: 1000\n");
     let server = crate::procs::server(&ctx.bin, &server_dir, &config).await;
     let server = match server {
         Ok((proc, addr)) => {
@@ -88,7 +90,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         (Duration::from_millis(500), Duration::from_secs(2))
     };
     let mut series: [[Series; 3]; 2] = Default::default();
-    let mut errors = 0u64;
+    let mut errors = [0u64; 3];
     for round in 0..ctx.rounds {
         for (ci, clients) in [1usize, 64].into_iter().enumerate() {
             for (ti, (_, addr)) in targets.iter().enumerate() {
@@ -104,7 +106,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                         };
                         match loadgen::run(&spec).await {
                             Ok(result) => {
-                                errors += result.errors;
+                                errors[ti] += result.errors;
                                 Some(result)
                             }
                             Err(err) => {
@@ -242,13 +244,15 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             "×",
         ));
     }
-    if errors > 0 {
-        rows.push(Row::info(
-            SECTION,
-            "failed requests during the load (all targets)",
-            Some(errors as f64),
-            "",
-        ));
+    for (ti, (name, _)) in targets.iter().enumerate() {
+        if errors[ti] > 0 {
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}: failed requests during the load"),
+                Some(errors[ti] as f64),
+                "",
+            ));
+        }
     }
 
     if let Some((proc, _)) = server {

@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
 
 use crate::Res;
 
@@ -40,6 +41,16 @@ pub fn free_port() -> Res<u16> {
 pub struct Proc {
     child: Child,
     name: &'static str,
+    /// Reads the child's stdout after its first line, so it never blocks on the pipe.
+    drain: Option<JoinHandle<()>>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(drain) = &self.drain {
+            drain.abort();
+        }
+    }
 }
 
 impl Proc {
@@ -92,32 +103,56 @@ pub fn rss_bytes(pid: u32) -> Res<u64> {
     Ok(kib * 1024)
 }
 
-/// Starts `mockswap` with `args` and returns it with the address it bound.
-pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
-    let mut child = Command::new(bin.join("mockswap"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env("MOCKSWAP_LOG", "warn")
+/// Starts `command` with stdout piped, reads its first line, `listening on http://ADDR`
+/// (the contract of both mockswap and llama-swap-server), and keeps draining stdout so
+/// the child never blocks on a full pipe. stderr goes to `log`.
+async fn announced(
+    name: &'static str,
+    mut command: Command,
+    log: Option<&Path>,
+) -> Res<(Proc, SocketAddr)> {
+    let stderr = match log {
+        Some(path) => Stdio::from(std::fs::File::create(path)?),
+        None => Stdio::null(),
+    };
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn()?;
-    let stdout = child.stdout.take().ok_or("mockswap stdout not piped")?;
-    let proc = Proc {
+    let stdout = child.stdout.take().ok_or("stdout not piped")?;
+    let mut proc = Proc {
         child,
-        name: "mockswap",
+        name,
+        drain: None,
     };
     let mut lines = BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
         .await
-        .map_err(|_| "mockswap printed nothing for 10 s")??
-        .ok_or("mockswap exited before printing its address")?;
+        .map_err(|_| format!("{name} printed nothing for 20 s"))??;
+    let Some(first) = first else {
+        let status = proc.child.wait().await?;
+        return Err(format!("{name} exited ({status}) before printing its address").into());
+    };
     let addr = first
         .strip_prefix("listening on http://")
-        .ok_or_else(|| format!("unexpected first line from mockswap: {first}"))?
+        .ok_or_else(|| format!("unexpected first line from {name}: {first}"))?
         .parse()?;
+    proc.drain = Some(tokio::spawn(async move {
+        while let Ok(Some(_)) = lines.next_line().await {}
+    }));
     Ok((proc, addr))
+}
+
+/// Starts `mockswap` with `args` and returns it with the address it bound.
+pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
+    let mut command = Command::new(bin.join("mockswap"));
+    command
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("MOCKSWAP_LOG", "warn");
+    announced("mockswap", command, None).await
 }
 
 /// Starts a program that listens on `addr` (given on its command line) and waits until
@@ -135,7 +170,11 @@ pub async fn listening(
         .stderr(log)
         .kill_on_drop(true)
         .spawn()?;
-    let mut proc = Proc { child, name };
+    let mut proc = Proc {
+        child,
+        name,
+        drain: None,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if TcpStream::connect(addr).await.is_ok() {
@@ -156,24 +195,39 @@ pub async fn listening(
 pub async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
     let path = dir.join("config.yaml");
     std::fs::write(&path, config)?;
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let mut command = Command::new(bin.join("llama-swap-server"));
     command
         .arg("--config")
         .arg(&path)
-        .arg("--listen")
-        .arg(addr.to_string())
+        .args(["--listen", "127.0.0.1:0"])
         .env("RUST_LOG", "warn")
         .env("MOCKSWAP_LOG", "warn");
-    let proc = listening("llama-swap-server", command, addr, &dir.join("server.log")).await?;
-    Ok((proc, addr))
+    announced("llama-swap-server", command, Some(&dir.join("server.log"))).await
+}
+
+/// The first of `count` consecutive free ports below the kernel's ephemeral range (from
+/// 32768), so upstream ports cannot collide with the local ends of client connections.
+pub fn upstream_ports(count: u16) -> Res<u16> {
+    let seed = u64::from(std::process::id()) ^ u64::from(free_port()?);
+    let mut next = seed;
+    for _ in 0..1000 {
+        // A small LCG is plenty to spread the attempts.
+        next = next
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let start = 20_000 + u16::try_from((next >> 33) % 12_000)?;
+        if (start..start + count).all(|port| StdListener::bind(("127.0.0.1", port)).is_ok()) {
+            return Ok(start);
+        }
+    }
+    Err(format!("no {count} consecutive free ports in 20000..32000").into())
 }
 
 /// A llama-swap config: one entry per `(model, mockswap args)`, extra top-level YAML first.
 pub fn server_config(bin: &Path, extra: &str, models: &[(&str, String)]) -> Res<String> {
     let mut yaml = format!(
         "healthCheckTimeout: 60\nstartPort: {}\n{extra}\nmodels:\n",
-        free_port()?
+        upstream_ports(16)?
     );
     for (model, args) in models {
         yaml.push_str(&format!(

@@ -1,182 +1,141 @@
-//! SSE pass-through: a paced stream (one token every 5 ms) read directly, through nginx
-//! and through the server, one stream at a time. For every event we record when it
-//! completed, relative to when the request was sent; the published delay is, per event
-//! index, the median arrival through the proxy minus the median arrival direct, then the
-//! median over the indices. It includes forwarding the request once, so it is an upper
-//! bound on the per-chunk delay.
+//! SSE pass-through: a paced stream (one event every 5 ms, each stamped with the time the
+//! upstream wrote it, see [`crate::stamped`]) read directly, through nginx and through
+//! the server, one stream at a time, interleaved. Each event's delivery delay is its
+//! arrival time minus its stamp; the per-chunk delay a proxy adds is the median delivery
+//! delay through it minus the median direct, per stream round, then the median over
+//! rounds.
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use http_body_util::BodyExt as _;
 
-use crate::http::{Conn, post};
+use crate::http::{Conn, chat_body, post};
 use crate::report::Row;
-use crate::stats::median;
+use crate::stamped::{EVENTS, Stamped, now_ns};
+use crate::stats::{median, quantile};
 use crate::{Ctx, Res};
 
 const SECTION: &str = "SSE pass-through";
-/// 200 tokens/s: a frame every 5 ms, faster than any real model streams.
-const UPSTREAM_ARGS: &str = "--tokens-per-second 200 --journal-limit 1000";
-/// Words in the prompt; mockswap echoes them, one token per frame.
-const WORDS: usize = 40;
 
-fn stream_body() -> bytes::Bytes {
-    let prompt = vec!["word"; WORDS].join(" ");
-    bytes::Bytes::from(
-        serde_json::json!({
-            "model": "m",
-            "stream": true,
-            "messages": [{"role": "user", "content": prompt}],
-        })
-        .to_string(),
-    )
-}
-
-/// Arrival offsets (seconds since send) of every SSE event of one stream.
+/// Delivery delays (seconds) of every stamped event of one stream.
 async fn one_stream(addr: SocketAddr) -> Res<Vec<f64>> {
     let mut conn = Conn::open(addr).await?;
-    let sent = Instant::now();
     let response = conn
-        .send(post("/v1/chat/completions", stream_body(), &[])?)
+        .send(post("/v1/chat/completions", chat_body("m", true), &[])?)
         .await?;
     if !response.status().is_success() {
         return Err(format!("stream answered {}", response.status()).into());
     }
     let mut body = response.into_body();
     let mut pending: Vec<u8> = Vec::new();
-    let mut arrivals = Vec::new();
+    let mut delays = Vec::with_capacity(EVENTS);
     while let Some(frame) = body.frame().await {
         let frame = frame?;
         let Some(data) = frame.data_ref() else {
             continue;
         };
-        let now = sent.elapsed().as_secs_f64();
+        let arrived = now_ns();
         pending.extend_from_slice(data);
-        // Each complete event ("\n\n"-terminated) arrived no later than now.
         while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
-            pending.drain(..end + 2);
-            arrivals.push(now);
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&event);
+            let Some(json) = text.trim().strip_prefix("data: ") else {
+                continue;
+            };
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(json)
+                && let Some(stamp) = value.get("stamp_ns").and_then(serde_json::Value::as_u64)
+            {
+                delays.push((arrived as f64 - stamp as f64) / 1e9);
+            }
         }
     }
-    Ok(arrivals)
-}
-
-/// Per-index median arrival over `streams` streams.
-async fn profile(addr: SocketAddr, streams: usize) -> Res<Vec<f64>> {
-    let mut runs = Vec::with_capacity(streams);
-    for _ in 0..streams {
-        runs.push(one_stream(addr).await?);
+    if delays.len() < EVENTS {
+        return Err(format!("stream carried {} of {EVENTS} events", delays.len()).into());
     }
-    let len = runs.iter().map(Vec::len).min().unwrap_or(0);
-    if len < WORDS {
-        return Err(format!("streams had only {len} events").into());
-    }
-    Ok((0..len)
-        .filter_map(|i| median(&runs.iter().map(|r| r[i]).collect::<Vec<_>>()))
-        .collect())
-}
-
-fn lag(proxied: &[f64], direct: &[f64]) -> Option<f64> {
-    let lags: Vec<f64> = proxied.iter().zip(direct).map(|(p, d)| p - d).collect();
-    median(&lags)
+    Ok(delays)
 }
 
 /// Runs the SSE comparison and returns its rows.
 pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let dir = ctx.tempdir()?;
-    let args: Vec<String> = UPSTREAM_ARGS
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    let (upstream, direct) = crate::procs::mockswap(&ctx.bin, &args).await?;
-    let streams = if ctx.quick { 8 } else { 25 };
+    let upstream = Stamped::start().await?;
+    let direct = upstream.addr();
+    let rounds = if ctx.quick { 10 } else { 30 };
 
     let nginx = match &ctx.nginx {
         Some(path) => crate::nginx::start(path, dir.path(), direct).await.ok(),
         None => None,
     };
-    let config = crate::procs::server_config(&ctx.bin, "", &[("m", UPSTREAM_ARGS.to_owned())])?;
+    // The server launches a placeholder process and proxies to the stamped upstream,
+    // which its health check finds ready at once.
+    let config = format!(
+        "healthCheckTimeout: 30\nmodels:\n  m:\n    cmd: sleep 3600\n    proxy: http://{direct}\n"
+    );
     let server = crate::procs::server(&ctx.bin, dir.path(), &config)
         .await
         .ok();
 
-    // Warm every path (and load the server's model) before the first timed stream.
-    one_stream(direct).await?;
     let mut targets = vec![("direct", direct)];
-    if let Some((_, addr)) = &nginx
-        && one_stream(*addr).await.is_ok()
-    {
+    if let Some((_, addr)) = &nginx {
         targets.push(("nginx", *addr));
     }
-    if let Some((_, addr)) = &server
-        && one_stream(*addr).await.is_ok()
-    {
+    if let Some((_, addr)) = &server {
         targets.push(("server", *addr));
     }
-    // Interleave the targets, stream by stream, so they share the machine's noise.
-    let mut per_target: Vec<Vec<Vec<f64>>> = vec![Vec::new(); targets.len()];
-    for _ in 0..streams {
-        for (i, (_, addr)) in targets.iter().enumerate() {
-            per_target[i].push(profile(*addr, 1).await?);
+    // Warm every path (and load the server's model); drop a target that cannot stream.
+    let mut usable = Vec::new();
+    for (name, addr) in targets {
+        match one_stream(addr).await {
+            Ok(_) => usable.push((name, addr)),
+            Err(err) => eprintln!("{name} cannot stream: {err}"),
         }
     }
-    let merged: Vec<Vec<f64>> = per_target
-        .iter()
-        .map(|runs| {
-            let len = runs.iter().map(Vec::len).min().unwrap_or(0);
-            (0..len)
-                .filter_map(|i| median(&runs.iter().map(|r| r[i]).collect::<Vec<_>>()))
-                .collect()
-        })
-        .collect();
-
+    let mut medians: Vec<Vec<f64>> = vec![Vec::new(); usable.len()];
+    let mut p99s: Vec<Vec<f64>> = vec![Vec::new(); usable.len()];
+    for _ in 0..rounds {
+        for (i, (_, addr)) in usable.iter().enumerate() {
+            let delays = one_stream(*addr).await?;
+            medians[i].extend(median(&delays));
+            p99s[i].extend(quantile(&delays, 0.99));
+        }
+    }
     let ms = |v: Option<f64>| v.map(|s| s * 1e3);
-    let mut rows = Vec::new();
-    let direct_profile = &merged[0];
-    let gaps: Vec<f64> = direct_profile.windows(2).map(|w| w[1] - w[0]).collect();
-    rows.push(
+    let added = |i: usize, of: &[Vec<f64>]| -> Option<f64> {
+        let per_round: Vec<f64> = of[i].iter().zip(&of[0]).map(|(p, d)| p - d).collect();
+        median(&per_round)
+    };
+    let mut rows = vec![
         Row::info(
             SECTION,
-            "direct: median gap between events",
-            ms(median(&gaps)),
+            "direct: delivery delay per event, median",
+            ms(median(&medians[0])),
             "ms",
         )
         .note(format!(
-            "{streams} streams of {} events per target",
-            direct_profile.len()
+            "{rounds} streams of {EVENTS} events, 5 ms apart, per target"
         )),
-    );
-    let find = |name: &str| targets.iter().position(|(n, _)| *n == name);
-    match find("nginx") {
-        Some(i) => rows.push(Row::info(
-            SECTION,
-            "nginx: delay per event vs direct",
-            ms(lag(&merged[i], direct_profile)),
-            "ms",
-        )),
-        None => rows.push(Row::missing(
-            SECTION,
-            "nginx: delay per event vs direct",
-            "nginx not available",
-        )),
-    }
-    match find("server") {
-        Some(i) => rows.push(
-            Row::at_most(
+    ];
+    for name in ["nginx", "server"] {
+        let label = format!("{name}: added delay per event, median");
+        let label99 = format!("{name}: added delay per event, p99");
+        match usable.iter().position(|(n, _)| *n == name) {
+            Some(i) if name == "server" => {
+                rows.push(
+                    Row::at_most(SECTION, label, ms(added(i, &medians)), "ms", 1.0)
+                        .note("budget line 3"),
+                );
+                rows.push(Row::info(SECTION, label99, ms(added(i, &p99s)), "ms"));
+            }
+            Some(i) => {
+                rows.push(Row::info(SECTION, label, ms(added(i, &medians)), "ms"));
+                rows.push(Row::info(SECTION, label99, ms(added(i, &p99s)), "ms"));
+            }
+            None => rows.push(Row::missing(
                 SECTION,
-                "server: delay per event vs direct",
-                ms(lag(&merged[i], direct_profile)),
-                "ms",
-                1.0,
-            )
-            .note("includes forwarding the request once: an upper bound"),
-        ),
-        None => rows.push(Row::missing(
-            SECTION,
-            "server: delay per event vs direct",
-            "server not available",
-        )),
+                label,
+                format!("{name} not available"),
+            )),
+        }
     }
 
     if let Some((proc, _)) = server {
@@ -185,6 +144,5 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     if let Some((proc, _)) = nginx {
         proc.stop().await?;
     }
-    upstream.stop().await?;
     Ok(rows)
 }

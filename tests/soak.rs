@@ -1,0 +1,745 @@
+//! Reliability soak (DESIGN section 8): the real `llama-swap-server` binary with real
+//! `mockswap` upstream processes under a seeded mix of models, priorities, streaming and
+//! client disconnects (while queued, mid-swap, mid-stream), one upstream that crashes
+//! every few requests, a priority-order phase, and a shutdown with work in flight.
+//!
+//! Asserted: every request resolves within a generous bound; no server error; the queue
+//! is empty and nothing is left in flight afterwards; requests are served in priority
+//! order; SIGTERM stops the server cleanly and leaves no process behind (every process
+//! carrying this run's environment marker is gone).
+//!
+//! Short by default (a few seconds, 300 requests); `SOAK_REQUESTS=5000` for a long run,
+//! `SOAK_SEED=<n>` for another deterministic mix. Needs the binaries built first
+//! (`cargo build --workspace --bins`, which `scripts/test` does).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use rand::rngs::StdRng;
+use rand::{RngExt as _, SeedableRng as _};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// No request may take longer than this (the longest legitimate one is a few swaps).
+const REQUEST_BOUND: Duration = Duration::from_secs(60);
+/// Stable models (never fail) and the one whose upstream crashes.
+const STABLE: [&str; 3] = ["alpha", "beta", "gamma"];
+const CRASHY: &str = "crashy";
+/// Models of the priority-order phase, and the one held busy while its queue fills.
+const ORDERED: [&str; 4] = ["p1", "p2", "p3", "p4"];
+const HOLD: &str = "hold";
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Directory of the workspace binaries: this test runs from `target/<profile>/deps`.
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    let dir = if dir.ends_with("deps") {
+        dir.parent().unwrap()
+    } else {
+        dir
+    };
+    for bin in ["mockswap", "llama-swap-server"] {
+        assert!(
+            dir.join(bin).is_file(),
+            "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
+            dir.join(bin).display()
+        );
+    }
+    dir.to_path_buf()
+}
+
+/// The first of `count` consecutive free ports below the kernel's ephemeral range, so
+/// the upstreams' ports cannot collide with the local ends of client connections.
+fn upstream_ports(count: u16) -> u16 {
+    let mut rng = StdRng::seed_from_u64(u64::from(std::process::id()));
+    for _ in 0..1000 {
+        let start = rng.random_range(20_000..32_000u16);
+        if (start..start + count).all(|port| StdListener::bind(("127.0.0.1", port)).is_ok()) {
+            return start;
+        }
+    }
+    panic!("no {count} consecutive free ports in 20000..32000");
+}
+
+fn config(bin: &Path) -> String {
+    let mock = bin.join("mockswap");
+    let entry = |name: &str, args: &str| {
+        format!(
+            "  {name}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} {args}\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
+            mock.display()
+        )
+    };
+    let mut yaml = format!(
+        "healthCheckTimeout: 30\nstartPort: {}\n\
+         routing:\n  scheduler:\n    settings:\n      fifo:\n        priority:\n          p1: -5\n          p4: 5\n\
+         models:\n",
+        upstream_ports(16)
+    );
+    for model in STABLE {
+        yaml.push_str(&entry(
+            model,
+            "--latency 5ms --load-time 30ms --tokens-per-second 400",
+        ));
+    }
+    yaml.push_str(&entry(
+        CRASHY,
+        "--load-time 30ms --crash-after 4 --tokens-per-second 400",
+    ));
+    for model in ORDERED {
+        yaml.push_str(&entry(model, "--load-time 20ms"));
+    }
+    yaml.push_str(&entry(HOLD, "--gate-closed"));
+    yaml
+}
+
+/// The server process, its address, and the marker its children inherit.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    marker: String,
+    dir: tempfile::TempDir,
+    stdout: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(bin: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, config(bin)).unwrap();
+        let marker = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let mut child = Command::new(bin.join("llama-swap-server"))
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("SOAK_MARKER", &marker)
+            .env("MOCKSWAP_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // The first stdout line names the bound address; later lines are drained.
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("server printed nothing for 20 s")
+            .unwrap()
+            .unwrap_or_default();
+        let stdout =
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let server = Self {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            marker,
+            dir,
+            stdout,
+        };
+        let addr = first
+            .strip_prefix("listening on http://")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}:\n{}", server.log()));
+        Self { addr, ..server }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+/// Every live process whose environment carries `marker` (the server's descendants).
+fn marked_processes(marker: &str) -> Vec<u32> {
+    let needle = format!("SOAK_MARKER={marker}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            // A zombie still listed but already dead has no threads to run: skip it.
+            let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            if !state.contains(") Z ") {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Header {
+    Absent,
+    Value(i32),
+    Garbage,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    Never,
+    /// The client goes away after this long (queued, mid-swap or mid-response).
+    After(Duration),
+    /// The client goes away after the first streamed chunk.
+    MidStream,
+}
+
+#[derive(Debug, Clone)]
+struct Spec {
+    model: &'static str,
+    header: Header,
+    stream: bool,
+    cut: Cut,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    /// A status and, for streams, whether `[DONE]` arrived.
+    Answered { status: u16, complete: bool },
+    /// We went away on purpose.
+    Cut,
+    /// The connection failed.
+    Transport(#[allow(dead_code, reason = "read through Debug in failure messages")] String),
+    /// Nothing within the bound.
+    Hung,
+}
+
+fn spec(rng: &mut StdRng) -> Spec {
+    let model = if rng.random_bool(0.15) {
+        CRASHY
+    } else {
+        STABLE[rng.random_range(0..STABLE.len())]
+    };
+    let header = match rng.random_range(0..6) {
+        0 | 1 => Header::Absent,
+        2 => Header::Value(10),
+        3 => Header::Value(-10),
+        4 => Header::Value(rng.random_range(-3..=3)),
+        _ => Header::Garbage,
+    };
+    let stream = rng.random_bool(0.4);
+    let cut = match rng.random_range(0..10) {
+        0 => Cut::After(Duration::from_millis(rng.random_range(0..120))),
+        1 if stream => Cut::MidStream,
+        _ => Cut::Never,
+    };
+    Spec {
+        model,
+        header,
+        stream,
+        cut,
+    }
+}
+
+fn chat(
+    client: &reqwest::Client,
+    server: &Server,
+    model: &str,
+    header: Header,
+    stream: bool,
+) -> reqwest::RequestBuilder {
+    let mut request = client
+        .post(server.url("/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "model": model,
+                "stream": stream,
+                "messages": [{"role": "user", "content": "one two three four five six"}],
+            })
+            .to_string(),
+        );
+    match header {
+        Header::Absent => {}
+        Header::Value(v) => request = request.header("x-priority", v.to_string()),
+        Header::Garbage => request = request.header("x-priority", "high, 3"),
+    }
+    request
+}
+
+async fn send(client: reqwest::Client, server: Arc<Server>, spec: Spec) -> Outcome {
+    let exchange = async {
+        let response = match chat(&client, &server, spec.model, spec.header, spec.stream)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(err) => return Outcome::Transport(err.to_string()),
+        };
+        let status = response.status().as_u16();
+        let mut body = response.bytes_stream();
+        let mut text = Vec::new();
+        while let Some(chunk) = body.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    text.extend_from_slice(&bytes);
+                    if matches!(spec.cut, Cut::MidStream) {
+                        return Outcome::Cut;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let complete = !spec.stream || String::from_utf8_lossy(&text).contains("data: [DONE]");
+        Outcome::Answered { status, complete }
+    };
+    let bound = match spec.cut {
+        Cut::After(after) => after,
+        _ => REQUEST_BOUND,
+    };
+    match tokio::time::timeout(bound, exchange).await {
+        Ok(outcome) => outcome,
+        Err(_) if matches!(spec.cut, Cut::After(_)) => Outcome::Cut,
+        Err(_) => Outcome::Hung,
+    }
+}
+
+/// Polls `GET /api/queue` until it is empty; returns the last answer.
+async fn queue_drained(client: &reqwest::Client, server: &Server) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let queue: serde_json::Value = client
+            .get(server.url("/api/queue"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if waiters(&queue).is_empty() || Instant::now() > deadline {
+            return queue;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The non-zero in-progress and queue-depth lines of `/metrics`.
+async fn busy_lines(client: &reqwest::Client, server: &Server) -> Vec<String> {
+    let text = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("llamaswap_requests_in_progress"),
+        "/metrics has no llamaswap_requests_in_progress:\n{text}"
+    );
+    text.lines()
+        .filter(|l| {
+            l.starts_with("llamaswap_requests_in_progress")
+                || l.starts_with("llamaswap_queue_depth")
+        })
+        .filter(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) != Some(0.0))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Polls `/metrics` until nothing is in progress or queued; returns the non-zero lines.
+async fn idle_metrics(client: &reqwest::Client, server: &Server) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let busy = busy_lines(client, server).await;
+        if busy.is_empty() || Instant::now() > deadline {
+            return busy;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The waiters of a `GET /api/queue` answer, in the order listed.
+fn waiters(queue: &serde_json::Value) -> Vec<serde_json::Value> {
+    queue
+        .as_array()
+        .or_else(|| queue.get("queue").and_then(|q| q.as_array()))
+        .or_else(|| queue.get("waiting").and_then(|q| q.as_array()))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The mixed phase: every request resolves, and only as its model allows.
+async fn mixed_phase(client: &reqwest::Client, server: &Arc<Server>, requests: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let specs: Vec<Spec> = (0..requests).map(|_| spec(&mut rng)).collect();
+    let in_flight = Arc::new(Semaphore::new(env_or("SOAK_CLIENTS", 24)));
+    let mut set = JoinSet::new();
+    for (i, spec) in specs.into_iter().enumerate() {
+        let permit = Arc::clone(&in_flight).acquire_owned().await.unwrap();
+        let (client, server) = (client.clone(), Arc::clone(server));
+        set.spawn(async move {
+            let outcome = send(client, server, spec.clone()).await;
+            drop(permit);
+            (i, spec, outcome)
+        });
+    }
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let (i, spec, outcome) = joined.unwrap();
+        let key = match &outcome {
+            Outcome::Answered { status, .. } => format!("{}:{status}", spec.model == CRASHY),
+            other => format!("{}:{other:?}", spec.model == CRASHY)
+                .chars()
+                .take(40)
+                .collect(),
+        };
+        *tally.entry(key).or_default() += 1;
+        let acceptable = match (&outcome, spec.model == CRASHY) {
+            (Outcome::Hung, _) => false,
+            (Outcome::Cut, _) => true,
+            (
+                Outcome::Answered {
+                    status: 200,
+                    complete,
+                },
+                crashy,
+            ) => *complete || crashy,
+            // A crashing upstream may fail the requests it had (502) or was starting (502/503).
+            (
+                Outcome::Answered {
+                    status: 502 | 503, ..
+                },
+                true,
+            ) => true,
+            (Outcome::Transport(_), true) => true,
+            _ => false,
+        };
+        if !acceptable {
+            failures.push(format!("request {i} {spec:?}: {outcome:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} requests ended wrongly (tally {tally:?}):\n{}\nserver log:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        server.log()
+    );
+    eprintln!("mixed phase: {requests} requests, outcomes (crashy:status) {tally:?}");
+}
+
+/// The priority phase: `hold` is busy (its upstream's gate is closed), requests for
+/// p1..p4 queue one by one with known arrival order; once the gate opens they must be
+/// served model by model in (effective priority, first arrival) order.
+async fn priority_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mut StdRng) {
+    let holder = {
+        let (client, server) = (client.clone(), Arc::clone(server));
+        tokio::spawn(async move {
+            chat(&client, &server, HOLD, Header::Absent, false)
+                .send()
+                .await
+                .map(|r| r.status())
+        })
+    };
+    // Wait for the held request to reach the upstream's gate.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let gate = client
+            .get(server.url(&format!("/upstream/{HOLD}/__mockswap/gate")))
+            .send()
+            .await;
+        if let Ok(gate) = gate
+            && let Ok(json) = gate.json::<serde_json::Value>().await
+            && json.get("held").and_then(serde_json::Value::as_u64) == Some(1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hold request never reached its upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // One header per model.
+    let headers: Vec<Header> = ORDERED
+        .iter()
+        .map(|_| match rng.random_range(0..4) {
+            0 => Header::Absent,
+            1 => Header::Garbage,
+            2 => Header::Value(rng.random_range(1..=9)),
+            _ => Header::Value(-rng.random_range(1..=9)),
+        })
+        .collect();
+    let effective = |m: usize| {
+        let header = match headers[m] {
+            Header::Value(v) => v,
+            Header::Absent | Header::Garbage => 0,
+        };
+        // Config floors: p1 -5, p4 5, the others llama-swap's default 0 (a header can
+        // raise a model's priority, never lower it).
+        let floor = match ORDERED[m] {
+            "p1" => -5,
+            "p4" => 5,
+            _ => 0,
+        };
+        header.max(floor)
+    };
+    let arrivals: Vec<usize> = (0..8).map(|_| rng.random_range(0..ORDERED.len())).collect();
+    let mut waiting = JoinSet::new();
+    for (n, &m) in arrivals.iter().enumerate() {
+        let (task_client, task_server, header) = (client.clone(), Arc::clone(server), headers[m]);
+        waiting.spawn(async move {
+            let status = chat(&task_client, &task_server, ORDERED[m], header, false)
+                .send()
+                .await
+                .map(|r| r.status().as_u16());
+            (n, m, status, Instant::now())
+        });
+        // Arrival order is the contract under test: wait until this one is queued.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let queue: serde_json::Value = client
+                .get(server.url("/api/queue"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if waiters(&queue).len() == n + 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "request {n} never queued: {queue}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // The queue ranks them: position order is effective priority descending.
+    let queue: serde_json::Value = client
+        .get(server.url("/api/queue"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = waiters(&queue);
+    let ranks: Vec<i64> = listed
+        .iter()
+        .map(|w| {
+            w.get("effective_priority")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        ranks.windows(2).all(|w| w[0] >= w[1]),
+        "queue not ranked: {queue}"
+    );
+    for waiter in &listed {
+        let model = waiter
+            .get("model")
+            .and_then(serde_json::Value::as_str)
+            .unwrap();
+        let m = ORDERED.iter().position(|o| *o == model).unwrap();
+        assert_eq!(
+            waiter
+                .get("effective_priority")
+                .and_then(serde_json::Value::as_i64),
+            Some(i64::from(effective(m))),
+            "effective priority of {model} with header {:?}",
+            headers[m]
+        );
+    }
+    // Open the gate; this request must pass the fence, so it outranks every waiter.
+    let opened = client
+        .post(server.url(&format!("/upstream/{HOLD}/__mockswap/gate")))
+        .header("x-priority", "100")
+        .json(&serde_json::json!({"open": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(opened.status().is_success(), "gate: {}", opened.status());
+    assert_eq!(holder.await.unwrap().unwrap(), 200);
+    let mut done = Vec::new();
+    while let Some(joined) = waiting.join_next().await {
+        let (n, m, status, at) = joined.unwrap();
+        assert_eq!(
+            status.ok(),
+            Some(200),
+            "priority phase request {n} for {}:\n{}",
+            ORDERED[m],
+            server.log()
+        );
+        done.push((m, at));
+    }
+    // Expected model order: by effective priority, then by first arrival.
+    let mut models: Vec<usize> = Vec::new();
+    for &m in &arrivals {
+        if !models.contains(&m) {
+            models.push(m);
+        }
+    }
+    models.sort_by_key(|&m| std::cmp::Reverse(effective(m)));
+    for pair in models.windows(2) {
+        let last_of_first = done
+            .iter()
+            .filter(|(m, _)| *m == pair[0])
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap();
+        let first_of_next = done
+            .iter()
+            .filter(|(m, _)| *m == pair[1])
+            .map(|(_, t)| *t)
+            .min()
+            .unwrap();
+        assert!(
+            last_of_first < first_of_next,
+            "{} (priority {}) was served after {} (priority {}); arrivals {:?}, headers {:?}",
+            ORDERED[pair[0]],
+            effective(pair[0]),
+            ORDERED[pair[1]],
+            effective(pair[1]),
+            arrivals.iter().map(|&m| ORDERED[m]).collect::<Vec<_>>(),
+            headers
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_every_request_resolves_in_priority_order_and_nothing_is_left_behind() {
+    let bin = bin_dir();
+    let requests = env_or("SOAK_REQUESTS", 300usize);
+    let seed = env_or("SOAK_SEED", 0x50a4_u64);
+    let server = Arc::new(Server::start(&bin).await);
+    let client = reqwest::Client::builder().build().unwrap();
+    let started = Instant::now();
+
+    mixed_phase(&client, &server, requests, seed).await;
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xface);
+    for _ in 0..requests.div_ceil(300) {
+        priority_phase(&client, &server, &mut rng).await;
+    }
+
+    let queue = queue_drained(&client, &server).await;
+    assert!(
+        waiters(&queue).is_empty(),
+        "queue not empty after the soak: {queue}"
+    );
+    let idle = idle_metrics(&client, &server).await;
+    assert!(
+        idle.is_empty(),
+        "scheduler counters not back to zero: {idle:?}"
+    );
+    let running: serde_json::Value = client
+        .get(server.url("/running"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    eprintln!("after the load: /running = {running}");
+
+    // The marker finds the server and its upstreams while they run (else the orphan check
+    // below would prove nothing).
+    let alive = marked_processes(&server.marker);
+    assert!(
+        alive.len() >= 2,
+        "expected the server and at least one upstream to carry the marker, found {alive:?}"
+    );
+
+    // Shutdown with work in flight: every request still resolves.
+    let mut last = JoinSet::new();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xdead);
+    for _ in 0..6 {
+        let (client, server) = (client.clone(), Arc::clone(&server));
+        let spec = Spec {
+            cut: Cut::Never,
+            ..spec(&mut rng)
+        };
+        last.spawn(async move {
+            let crashy = spec.model == CRASHY;
+            (crashy, send(client, server, spec).await)
+        });
+    }
+    // Signal once the server holds some of them (bounded: they may all finish first).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while busy_lines(&client, &server).await.is_empty()
+        && Instant::now() < deadline
+        && !last.is_empty()
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    while let Some(joined) = last.join_next().await {
+        let (crashy, outcome) = joined.unwrap();
+        let acceptable = match outcome {
+            // Finished, or refused while waiting because the server is shutting down.
+            Outcome::Answered {
+                status: 200,
+                complete,
+            } => complete || crashy,
+            Outcome::Answered { status: 503, .. } => true,
+            Outcome::Answered { status: 502, .. } | Outcome::Transport(_) => crashy,
+            _ => false,
+        };
+        assert!(acceptable, "request during shutdown: {outcome:?}");
+    }
+    let mut server = Arc::into_inner(server).expect("every request task has ended");
+    let status = tokio::time::timeout(Duration::from_secs(45), server.child.wait())
+        .await
+        .expect("server did not exit within 45 s of SIGTERM")
+        .unwrap();
+    assert!(
+        status.success(),
+        "server exit status {status}:\n{}",
+        server.log()
+    );
+    // Its stdout closed with it.
+    tokio::time::timeout(Duration::from_secs(5), &mut server.stdout)
+        .await
+        .unwrap()
+        .unwrap();
+    let left = marked_processes(&server.marker);
+    assert!(
+        left.is_empty(),
+        "processes left behind after shutdown: {left:?}"
+    );
+    eprintln!(
+        "soak: {requests} requests (seed {seed}) in {:?}",
+        started.elapsed()
+    );
+}
