@@ -539,3 +539,43 @@ fn non_exclusive_group_does_not_unload_an_exclusive_one() {
     assert_eq!(h.s.model_state("a"), Some(ModelState::Ready));
     assert_eq!(h.swaps_of("b"), 1);
 }
+
+// ---- settings validation ----------------------------------------------------------------
+
+#[test]
+fn alias_naming_another_model_is_refused() {
+    let mut a = ModelSettings::new("a");
+    a.aliases = vec!["b".into()];
+    assert_eq!(
+        Scheduler::new(&settings(vec![a, ModelSettings::new("b")])).unwrap_err(),
+        SettingsError::AmbiguousName {
+            name: "b".into(),
+            first: "b".into(),
+            second: "a".into()
+        }
+    );
+}
+
+#[test]
+fn zero_concurrency_limit_and_duplicate_models_are_refused() {
+    let mut a = ModelSettings::new("a");
+    a.concurrency_limit = 0;
+    assert_eq!(
+        Scheduler::new(&settings(vec![a])).unwrap_err(),
+        SettingsError::ZeroConcurrencyLimit { model: "a".into() }
+    );
+    assert_eq!(
+        Scheduler::new(&settings(models(&["a", "a"]))).unwrap_err(),
+        SettingsError::DuplicateModel { model: "a".into() }
+    );
+}
+
+#[test]
+fn requests_by_alias_use_the_model() {
+    let mut a = ModelSettings::new("a");
+    a.aliases = vec!["alpha".into()];
+    let mut h = Harness::new(settings(vec![a]));
+    h.submit("alpha", 0);
+    assert_eq!(h.swaps, vec![("a".to_owned(), vec![])]);
+    assert_eq!(h.s.resolve("alpha"), Some("a"));
+}

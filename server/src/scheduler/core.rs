@@ -129,20 +129,24 @@ impl Scheduler {
                 idle_since: None,
             });
         }
-        for (index, m) in sorted.iter().enumerate() {
-            for name in std::iter::once(&m.id).chain(&m.aliases) {
-                match names.get(name) {
-                    Some(&other) if other == index => {}
-                    Some(&other) => {
-                        return Err(SettingsError::AmbiguousName {
-                            name: name.clone(),
-                            first: models[other].id.clone(),
-                            second: m.id.clone(),
-                        });
-                    }
-                    None => {
-                        names.insert(name.clone(), index);
-                    }
+        // IDs first, so an alias that names another model is reported against that model.
+        let ids = sorted.iter().enumerate().map(|(index, m)| (index, &m.id));
+        let aliases = sorted
+            .iter()
+            .enumerate()
+            .flat_map(|(index, m)| m.aliases.iter().map(move |alias| (index, alias)));
+        for (index, name) in ids.chain(aliases) {
+            match names.get(name) {
+                Some(&other) if other == index => {}
+                Some(&other) => {
+                    return Err(SettingsError::AmbiguousName {
+                        name: name.clone(),
+                        first: models[other].id.clone(),
+                        second: sorted[index].id.clone(),
+                    });
+                }
+                None => {
+                    names.insert(name.clone(), index);
                 }
             }
         }
