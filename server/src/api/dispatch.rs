@@ -6,6 +6,7 @@
 //! the lease moved into the response body.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use bytes::Bytes;
 use http::{HeaderMap, Method, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::error::ApiError;
 use super::extract::RequestModel;
@@ -21,8 +23,13 @@ use super::metrics::Band;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
 use crate::priority::HeaderPriority;
-use crate::proxy::{Outbound, OutboundBody};
-use crate::router::{RouteError, Submit, Ticket, WaitStatus};
+use crate::proxy::{Outbound, OutboundBody, SendError};
+use crate::router::{ModelState, RouteError, Submit, Ticket, WaitStatus};
+use crate::upstream::ProcessState;
+
+/// How long a crashed upstream may take to be noticed by the supervisor, and
+/// then by the router, before a refused request is retried.
+const EXIT_NOTICE: Duration = Duration::from_secs(1);
 
 /// The path prefix of the loading-state-capable endpoint.
 const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
@@ -141,24 +148,100 @@ async fn serve(
         .map_err(route_error)?;
     let status = ticket.status();
     let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
+    let priority = priority.value();
     if loading && !granted_at_once {
         let id = model.id.clone();
         let work = async move {
-            let lease = wait_for_grant(&state, ticket).await?;
-            state
-                .inner
-                .proxy
-                .forward(&model.id, &model.proxy, outbound, (lease, token))
-                .await
+            grant_and_forward(&state, &model, outbound, ticket, token, priority).await
         };
         return Ok(loading_response(id, status, describe, work));
     }
-    let lease = wait_for_grant(&state, ticket).await?;
-    state
-        .inner
-        .proxy
-        .forward(&model.id, &model.proxy, outbound, (lease, token))
+    grant_and_forward(&state, &model, outbound, ticket, token, priority).await
+}
+
+/// Waits for the grant and forwards. When the upstream turns out to be gone
+/// before the request reached it (it crashed and the router had not heard yet),
+/// the request is scheduled once more, which starts the model again.
+async fn grant_and_forward(
+    state: &AppState,
+    model: &ModelEntry,
+    outbound: Outbound,
+    ticket: Ticket,
+    token: TaskTrackerToken,
+    priority: i32,
+) -> Result<Response, ApiError> {
+    let lease = wait_for_grant(state, ticket).await?;
+    let proxy = &state.inner.proxy;
+    match proxy
+        .send(&model.id, &model.proxy, outbound, (lease, token))
         .await
+    {
+        Ok(response) => Ok(response),
+        Err(SendError {
+            unsent: Some((outbound, (lease, token))),
+            error,
+        }) => {
+            drop(lease);
+            if !upstream_exited(state, &model.id).await {
+                return Err(error);
+            }
+            tracing::info!(model = %model.id, "the upstream exited before the request reached it; scheduling it again");
+            let ticket = state
+                .inner
+                .router
+                .submit(Submit {
+                    model: model.id.clone(),
+                    priority,
+                })
+                .await
+                .map_err(route_error)?;
+            let lease = wait_for_grant(state, ticket).await?;
+            proxy
+                .forward(&model.id, &model.proxy, outbound, (lease, token))
+                .await
+        }
+        Err(failed) => Err(failed.error),
+    }
+}
+
+/// True when `model`'s process has exited (so a refused connection means a
+/// crash, not a misconfigured upstream). Also waits, briefly, until the router
+/// has processed that exit, so a new submit starts the model instead of being
+/// granted the dead process.
+async fn upstream_exited(state: &AppState, model: &str) -> bool {
+    let Some(mut status) = state
+        .inner
+        .supervisor
+        .as_ref()
+        .and_then(|s| s.watch_status(model))
+    else {
+        return false;
+    };
+    // The refusal can arrive before the supervisor has reaped the process.
+    let exited = tokio::time::timeout(
+        EXIT_NOTICE,
+        status.wait_for(|s| s.state != ProcessState::Ready),
+    )
+    .await
+    .is_ok_and(|changed| changed.is_ok());
+    if !exited {
+        return false;
+    }
+    let deadline = tokio::time::Instant::now() + EXIT_NOTICE;
+    while tokio::time::Instant::now() < deadline {
+        let ready = state
+            .inner
+            .router
+            .running()
+            .await
+            .iter()
+            .any(|m| m.model == model && m.state == ModelState::Ready);
+        if !ready {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }
 
 /// After a reload, waits until the previous configuration's upstreams are gone.

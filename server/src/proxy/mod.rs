@@ -60,6 +60,16 @@ pub enum OutboundBody {
     Streaming(Body),
 }
 
+/// Why [`Proxy::send`] produced no response.
+#[derive(Debug)]
+pub struct SendError<L> {
+    /// What to answer the client.
+    pub error: ApiError,
+    /// The request and its lease, when no connection could be made and the
+    /// request can be sent again unchanged (its body was buffered).
+    pub unsent: Option<(Outbound, L)>,
+}
+
 /// The pooled client that forwards requests to upstreams. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Proxy {
@@ -92,8 +102,9 @@ impl Proxy {
     /// # Errors
     ///
     /// [`ApiError::UpstreamUnreachable`] when the upstream cannot be connected to
-    /// or fails before answering; [`ApiError::Internal`] for a base URL the proxy
-    /// cannot use (not `http://`).
+    /// or fails before answering; [`ApiError::BodyTooLarge`] when a streamed body
+    /// passes its limit; [`ApiError::Internal`] for a base URL the proxy cannot
+    /// use (not `http://`).
     pub async fn forward<L>(
         &self,
         model: &str,
@@ -104,12 +115,49 @@ impl Proxy {
     where
         L: Send + 'static,
     {
-        let uri = upstream_uri(base, &outbound.path_and_query).ok_or_else(|| {
+        self.send(model, base, outbound, lease)
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// As [`forward`](Self::forward), but when no connection could be made and
+    /// the body was buffered, hands the request and the lease back so the
+    /// caller can send it again: the upstream never saw it.
+    ///
+    /// # Errors
+    ///
+    /// A [`SendError`] with the error for the client, and the request when it
+    /// can be replayed.
+    pub async fn send<L>(
+        &self,
+        model: &str,
+        base: &str,
+        outbound: Outbound,
+        lease: L,
+    ) -> Result<Response, SendError<L>>
+    where
+        L: Send + 'static,
+    {
+        let Some(uri) = upstream_uri(base, &outbound.path_and_query) else {
             tracing::error!(%model, %base, "the model's proxy URL is not a usable http:// URL");
-            ApiError::Internal {
-                what: "the model's proxy URL is not a usable http:// URL",
-            }
-        })?;
+            return Err(SendError {
+                error: ApiError::Internal {
+                    what: "the model's proxy URL is not a usable http:// URL",
+                },
+                unsent: None,
+            });
+        };
+        let replay = match &outbound.body {
+            OutboundBody::Buffered(bytes) => Some(Outbound {
+                method: outbound.method.clone(),
+                path_and_query: outbound.path_and_query.clone(),
+                headers: outbound.headers.clone(),
+                body: OutboundBody::Buffered(bytes.clone()),
+                client_ip: outbound.client_ip,
+                body_limit: outbound.body_limit,
+            }),
+            OutboundBody::Streaming(_) => None,
+        };
         let mut headers = outbound.headers;
         request_headers_for_upstream(&mut headers);
         if let Some(ip) = outbound.client_ip {
@@ -128,15 +176,29 @@ impl Proxy {
         *request.headers_mut() = headers;
 
         let limit = outbound.body_limit;
-        let response = self.client.request(request).await.map_err(|error| {
-            if caused_by_body_limit(&error) {
-                return ApiError::BodyTooLarge { limit };
+        let response = match self.client.request(request).await {
+            Ok(response) => response,
+            Err(error) if caused_by_body_limit(&error) => {
+                return Err(SendError {
+                    error: ApiError::BodyTooLarge { limit },
+                    unsent: None,
+                });
             }
-            tracing::warn!(%model, %error, "upstream request failed");
-            ApiError::UpstreamUnreachable {
-                model: model.to_owned(),
+            Err(error) => {
+                tracing::warn!(%model, %error, "upstream request failed");
+                let unsent = if error.is_connect() {
+                    replay.map(|outbound| (outbound, lease))
+                } else {
+                    None
+                };
+                return Err(SendError {
+                    error: ApiError::UpstreamUnreachable {
+                        model: model.to_owned(),
+                    },
+                    unsent,
+                });
             }
-        })?;
+        };
 
         let (mut parts, incoming) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);

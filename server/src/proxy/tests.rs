@@ -395,3 +395,53 @@ async fn streamed_body_over_the_limit_is_body_too_large() {
         .unwrap_err();
     assert_eq!(error.kind().code, "body_too_large");
 }
+
+#[tokio::test]
+async fn refused_buffered_request_is_handed_back_for_replay() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let failed = Proxy::new()
+        .send(
+            "m",
+            &base,
+            outbound(
+                Method::POST,
+                "/v1/completions",
+                HeaderMap::new(),
+                OutboundBody::Buffered(Bytes::from_static(b"{}")),
+            ),
+            7_u8,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failed.error.kind().code, "upstream_unreachable");
+    let (replay, lease) = failed
+        .unsent
+        .expect("a refused buffered request can be replayed");
+    assert_eq!(lease, 7);
+    assert_eq!(replay.path_and_query, "/v1/completions");
+    assert!(matches!(replay.body, OutboundBody::Buffered(ref b) if b == "{}"));
+
+    let streaming = Body::from_stream(futures_util::stream::iter(vec![Ok::<_, std::io::Error>(
+        Bytes::from_static(b"{}"),
+    )]));
+    let failed = Proxy::new()
+        .send(
+            "m",
+            &base,
+            outbound(
+                Method::POST,
+                "/",
+                HeaderMap::new(),
+                OutboundBody::Streaming(streaming),
+            ),
+            (),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        failed.unsent.is_none(),
+        "a streamed body cannot be replayed"
+    );
+}
