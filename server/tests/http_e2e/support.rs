@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use llama_swap_server::config::Config;
-use llama_swap_server::{ServeError, ServeOptions, serve_with};
+use llama_swap_server::{ServeError, ServeOptions, serve_reloading};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// Generous upper bound for anything a test waits for.
@@ -61,6 +61,8 @@ pub struct Harness {
     ports: BTreeMap<String, u16>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServeError>>>,
+    yaml: String,
+    reloads: mpsc::Sender<Config>,
 }
 
 impl Harness {
@@ -114,16 +116,32 @@ impl Harness {
         let listener = tokio::net::TcpListener::from_std(listener).unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with(listener, loaded.config, options, async {
-            let _ = rx.await;
-        }));
+        let (reloads, reloads_rx) = mpsc::channel(1);
+        let task = tokio::spawn(serve_reloading(
+            listener,
+            loaded.config,
+            options,
+            reloads_rx,
+            async {
+                let _ = rx.await;
+            },
+        ));
         Self {
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
             ports,
             shutdown: Some(tx),
             task: Some(task),
+            yaml: yaml.to_owned(),
+            reloads,
         }
+    }
+
+    /// Reloads the same configuration (same models, same ports): the server
+    /// replaces its router and supervisor.
+    pub async fn reload_same(&self) {
+        let loaded = Config::from_yaml_str("test.yaml", &self.yaml, &|_: &str| None).unwrap();
+        self.reloads.send(loaded.config).await.unwrap();
     }
 
     /// A URL on the server.
