@@ -340,3 +340,24 @@ async fn reload_lets_in_flight_finish_and_new_requests_wait_for_the_handover() {
     assert_eq!(status, 200, "{body}");
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn log_stream_ends_when_the_server_shuts_down() {
+    // A drain deadline beyond the harness's wait: only the stream ending lets
+    // shutdown finish in time.
+    let options = llama_swap_server::ServeOptions::default().drain_deadline(LIMIT * 4);
+    let mut h = Harness::start_with(&[model("a", "")], "", options).await;
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    let response = h.http.get(h.url("/logs/stream")).send().await.unwrap();
+    let mut stream = response.bytes_stream();
+    tokio::time::timeout(LIMIT, stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    h.begin_shutdown();
+    while let Some(chunk) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
+        chunk.unwrap();
+    }
+    h.shutdown().await;
+}
