@@ -229,13 +229,20 @@ impl Harness {
         .await
     }
 
-    /// Polls until the model's mockswap holds `n` requests at its gate.
+    /// Waits until the model's mockswap holds `n` requests at its gate, with
+    /// mockswap's long-poll; retried only while the process is not up yet.
     pub async fn wait_held(&self, model: &str, n: u64) {
-        let url = format!("{}/__mockswap/gate", self.upstream(model));
+        let timeout_ms = LIMIT.as_millis();
+        let url = format!(
+            "{}/__mockswap/gate?wait_held={n}&timeout_ms={timeout_ms}",
+            self.upstream(model)
+        );
         self.wait_for(|h| {
             let url = url.clone();
             async move {
-                let state: Value = h.http.get(&url).send().await.ok()?.json().await.ok()?;
+                let response = h.http.get(&url).send().await.ok()?;
+                assert_eq!(response.status(), 200, "gate of {model} never held {n}");
+                let state: Value = response.json().await.ok()?;
                 (state["held"].as_u64() == Some(n)).then_some(())
             }
         })
