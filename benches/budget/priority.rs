@@ -153,9 +153,11 @@ struct ElevatedRun {
 async fn jump(ctx: &Ctx, mode: Mode, queued: &[&str], target: &str) -> Res<ElevatedRun> {
     let dir = ctx.tempdir()?;
     let mut models = vec!["a"];
-    models.extend(queued.iter().copied().filter(|m| *m != "a"));
-    models.push(target);
-    models.dedup();
+    for m in queued.iter().copied().chain([target]) {
+        if !models.contains(&m) {
+            models.push(m);
+        }
+    }
     let bench = Bench::start(ctx, dir.path(), mode, &models, true).await?;
     let elevated_at = Duration::from_millis(100);
     let mut trace = vec![Arrival {
@@ -341,38 +343,39 @@ fn elevated_rows(
     rows
 }
 
-/// Runs every scenario and returns the rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
-    let reps = if ctx.quick { 1 } else { ctx.reps.min(5) };
-    let cap = Duration::from_secs(if ctx.quick { 2 } else { 4 });
-    let span = Duration::from_secs(if ctx.quick { 4 } else { 10 });
-    let mut rows = Vec::new();
-
+/// The queue jump: one running low request, four lows queued for b, elevated for c.
+async fn queue_jump(ctx: &Ctx, reps: usize) -> Res<Vec<Row>> {
     let (mut p, mut f) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         p.push(jump(ctx, Mode::Priority, &["b", "b", "b", "b"], "c").await?);
         f.push(jump(ctx, Mode::Fifo, &["b", "b", "b", "b"], "c").await?);
     }
-    rows.extend(elevated_rows(
+    Ok(elevated_rows(
         "queue jump (1 running low, 4 low queued for b)",
         &p,
         &f,
         "expected ≈ bound + service + swap",
-    ));
+    ))
+}
 
+/// The swap jump: one running low request, six lows queued for b, c, d, elevated for e.
+async fn swap_jump(ctx: &Ctx, reps: usize) -> Res<Vec<Row>> {
     let (mut p, mut f) = (Vec::new(), Vec::new());
     let queued = ["b", "c", "d", "b", "c", "d"];
     for _ in 0..reps {
         p.push(jump(ctx, Mode::Priority, &queued, "e").await?);
         f.push(jump(ctx, Mode::Fifo, &queued, "e").await?);
     }
-    rows.extend(elevated_rows(
+    Ok(elevated_rows(
         "swap jump (6 low queued for b, c, d)",
         &p,
         &f,
         "expected ≈ bound + 3 × (service + swap)",
-    ));
+    ))
+}
 
+/// Steady low traffic on a loaded model, elevated for another.
+async fn steady_low(ctx: &Ctx, reps: usize, cap: Duration) -> Res<Vec<Row>> {
     let (mut p, mut f) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         p.push(steady(ctx, Mode::Priority, cap).await?);
@@ -382,13 +385,17 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         "low traffic stops {} s after the elevated request arrives: ≥ that means starved",
         cap.as_secs()
     );
-    rows.extend(elevated_rows(
+    Ok(elevated_rows(
         "steady low on a (4 clients) + elevated for b",
         &p,
         &f,
         &starved,
-    ));
+    ))
+}
 
+/// The conservation check on a seeded Poisson trace.
+async fn conservation_rows(ctx: &Ctx, reps: usize, span: Duration) -> Res<Vec<Row>> {
+    let mut rows = Vec::new();
     let (mut pa, mut pl, mut ph, mut fa, mut fl, mut fh, mut failed) =
         (vec![], vec![], vec![], vec![], vec![], vec![], 0);
     for _ in 0..reps {
@@ -424,30 +431,19 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         Row::info(SECTION, format!("{name}: mean wait priority ÷ FIFO"), median(&ratios), "×")
             .note("conservation: ≈ 1 (priority redistributes waiting); differs by the swaps it adds or saves"),
     );
-    rows.push(
-        Row::info(
+    for (label, values) in [
+        ("elevated mean wait, priority", &ph),
+        ("elevated mean wait, FIFO without fence", &fh),
+        ("low mean wait, priority", &pl),
+        ("low mean wait, FIFO without fence", &fl),
+    ] {
+        rows.push(Row::info(
             SECTION,
-            format!("{name}: elevated mean wait, priority / FIFO"),
-            ms(median(&ph)),
+            format!("{name}: {label}"),
+            ms(median(values)),
             "ms",
-        )
-        .note(format!(
-            "FIFO: {} ms",
-            crate::report::fmt_value(median(&fh).unwrap_or(f64::NAN) * 1e3)
-        )),
-    );
-    rows.push(
-        Row::info(
-            SECTION,
-            format!("{name}: low mean wait, priority / FIFO"),
-            ms(median(&pl)),
-            "ms",
-        )
-        .note(format!(
-            "FIFO: {} ms",
-            crate::report::fmt_value(median(&fl).unwrap_or(f64::NAN) * 1e3)
-        )),
-    );
+        ));
+    }
     if failed > 0 {
         rows.push(Row::info(
             SECTION,
@@ -455,6 +451,33 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             Some(failed as f64),
             "",
         ));
+    }
+    Ok(rows)
+}
+
+/// Runs every scenario and returns the rows; a scenario that fails is reported as n/a.
+pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+    let reps = if ctx.quick { 1 } else { ctx.reps.min(5) };
+    let cap = Duration::from_secs(if ctx.quick { 2 } else { 4 });
+    let span = Duration::from_secs(if ctx.quick { 4 } else { 15 });
+    let mut rows = Vec::new();
+    let results = [
+        ("queue jump", queue_jump(ctx, reps).await),
+        ("swap jump", swap_jump(ctx, reps).await),
+        ("steady low", steady_low(ctx, reps, cap).await),
+        (
+            "conservation",
+            conservation_rows(ctx, reps.min(3), span).await,
+        ),
+    ];
+    for (name, result) in results {
+        match result {
+            Ok(more) => rows.extend(more),
+            Err(err) => {
+                eprintln!("priority scenario {name} failed: {err}");
+                rows.push(Row::missing(SECTION, name, err.to_string()));
+            }
+        }
     }
     Ok(rows)
 }
