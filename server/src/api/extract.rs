@@ -6,7 +6,8 @@
 //!
 //! Where the model comes from, by request shape:
 //! - `multipart/form-data`: the `model` form field;
-//! - `application/x-www-form-urlencoded`: the `model` field;
+//! - `application/x-www-form-urlencoded`: the `model` field (unless the body
+//!   opens like a JSON object: `curl -d` sends JSON with this type);
 //! - any other non-empty body: a JSON object's `"model"` string (and `"stream"`);
 //! - `?model=` in the query when the body names none (always for an empty body).
 
@@ -77,13 +78,17 @@ impl RequestModel {
                             location: Location::Multipart(range),
                         })
                 }
-                Some("application/x-www-form-urlencoded") => form_urlencoded::parse(body)
-                    .find(|(k, _)| k == "model")
-                    .map(|(_, v)| Self {
-                        name: v.into_owned(),
-                        stream: query_stream,
-                        location: Location::Elsewhere,
-                    }),
+                // `curl -d '{...}'` labels JSON as a form; a body that opens
+                // like a JSON object is read as one.
+                Some("application/x-www-form-urlencoded") if !looks_like_json(body) => {
+                    form_urlencoded::parse(body)
+                        .find(|(k, _)| k == "model")
+                        .map(|(_, v)| Self {
+                            name: v.into_owned(),
+                            stream: query_stream,
+                            location: Location::Elsewhere,
+                        })
+                }
                 _ => json_model(body, query_stream)?,
             }
         };
@@ -126,6 +131,10 @@ impl RequestModel {
         out.extend_from_slice(&body[range.end..]);
         out.freeze()
     }
+}
+
+fn looks_like_json(body: &[u8]) -> bool {
+    body.trim_ascii_start().starts_with(b"{")
 }
 
 fn query_param(query: &str, name: &str) -> Option<String> {
@@ -420,6 +429,18 @@ mod tests {
         let err = RequestModel::extract(Some("multipart/form-data; boundary=other"), None, &body)
             .unwrap_err();
         assert!(matches!(err, ApiError::ModelMissing));
+    }
+
+    #[test]
+    fn json_sent_with_curls_default_form_content_type_is_read_as_json() {
+        let found = RequestModel::extract(
+            Some("application/x-www-form-urlencoded"),
+            None,
+            br#" {"model":"a","stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!(found.name, "a");
+        assert!(found.stream);
     }
 
     #[test]
