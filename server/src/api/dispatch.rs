@@ -6,6 +6,7 @@
 //! the lease moved into the response body.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -126,7 +127,7 @@ async fn dispatch_by_path(state: AppState, request: Request) -> Result<Response,
 /// Submits the request, waits for its turn and forwards it.
 async fn serve(
     state: AppState,
-    model: ModelEntry,
+    model: Arc<ModelEntry>,
     outbound: Outbound,
     loading: bool,
 ) -> Result<Response, ApiError> {
@@ -327,7 +328,7 @@ fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-fn lookup(state: &AppState, name: &str) -> Result<ModelEntry, ApiError> {
+fn lookup(state: &AppState, name: &str) -> Result<Arc<ModelEntry>, ApiError> {
     state
         .inner
         .router

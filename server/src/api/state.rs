@@ -72,7 +72,8 @@ pub(crate) struct Inner {
     pub(crate) router: RouterHandle,
     /// The source of `/logs`; `None` serves empty logs.
     pub(crate) supervisor: Option<Arc<Supervisor>>,
-    pub(crate) models: BTreeMap<String, ModelEntry>,
+    /// Shared per entry so a request holds its model's settings without copying them.
+    pub(crate) models: BTreeMap<String, Arc<ModelEntry>>,
     pub(crate) include_aliases_in_list: bool,
     pub(crate) keys: ApiKeys,
     pub(crate) proxy: Proxy,
@@ -125,7 +126,7 @@ impl AppState {
                     metadata: m.metadata.clone(),
                     ttl: m.ttl,
                 };
-                (m.id.clone(), entry)
+                (m.id.clone(), Arc::new(entry))
             })
             .collect();
         let keys = ApiKeys::new(config.api_keys.iter().map(|k| k.expose()));
