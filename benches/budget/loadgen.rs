@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use crate::Res;
-use crate::http::{Conn, post};
+use crate::http::{Conn, get, post};
 use crate::stats::quantile;
 
 /// What to send, how hard and for how long.
@@ -19,8 +19,8 @@ pub struct LoadSpec {
     pub addr: SocketAddr,
     /// Request path.
     pub path: String,
-    /// JSON body.
-    pub body: Bytes,
+    /// JSON body of a POST; `None` sends a GET.
+    pub body: Option<Bytes>,
     /// Concurrent clients (connections).
     pub clients: usize,
     /// Discarded warm-up.
@@ -110,7 +110,11 @@ async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<Clie
             Some(live) => live,
             None => Conn::open(spec.addr).await?,
         };
-        let outcome = live.call(post(&spec.path, spec.body.clone(), &[])?).await;
+        let request = match &spec.body {
+            Some(body) => post(&spec.path, body.clone(), &[])?,
+            None => get(&spec.path)?,
+        };
+        let outcome = live.call(request).await;
         let done = Instant::now();
         match outcome {
             Ok((status, _)) if status.is_success() => {

@@ -91,6 +91,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     };
     let mut series: [[Series; 3]; 2] = Default::default();
     let mut errors = [0u64; 3];
+    let mut health: [Vec<Option<f64>>; 2] = Default::default();
     for round in 0..ctx.rounds {
         for (ci, clients) in [1usize, 64].into_iter().enumerate() {
             for (ti, (_, addr)) in targets.iter().enumerate() {
@@ -99,7 +100,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                         let spec = LoadSpec {
                             addr: *addr,
                             path: "/v1/chat/completions".to_owned(),
-                            body: http::chat_body("m", false),
+                            body: Some(http::chat_body("m", false)),
                             clients,
                             warmup,
                             measure,
@@ -119,6 +120,24 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 };
                 series[ci][ti].push(result.as_ref());
             }
+        }
+        // Diagnostic: the HTTP stack alone (no model, no upstream), server vs mockswap.
+        for (hi, addr) in [(0usize, Some(direct)), (1, targets[2].1)] {
+            let result = match addr {
+                Some(addr) => {
+                    let spec = LoadSpec {
+                        addr,
+                        path: "/health".to_owned(),
+                        body: None,
+                        clients: 1,
+                        warmup,
+                        measure: measure / 2,
+                    };
+                    loadgen::run(&spec).await.ok()
+                }
+                None => None,
+            };
+            health[hi].push(result.as_ref().and_then(LoadResult::p50));
         }
         eprintln!("  overhead round {}/{} done", round + 1, ctx.rounds);
     }
@@ -244,6 +263,21 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             "×",
         ));
     }
+    rows.push(Row::info(
+        SECTION,
+        "diagnostic: mockswap GET /health, 1 client, p50",
+        us(median_of(&health[0])),
+        "µs",
+    ));
+    rows.push(
+        Row::info(
+            SECTION,
+            "diagnostic: server GET /health, 1 client, p50",
+            us(median_of(&health[1])),
+            "µs",
+        )
+        .note("the HTTP stack alone, without dispatch or proxying"),
+    );
     for (ti, (name, _)) in targets.iter().enumerate() {
         if errors[ti] > 0 {
             rows.push(Row::info(
