@@ -65,8 +65,8 @@ fn llama_server_example_config_has_two_models_in_one_exclusive_group() {
     }
     // The priority is keyed by the alias `chat` and applies to the model.
     assert_eq!(config.resolve("chat"), Some("gemma-chat"));
-    assert_eq!(config.priority("gemma-chat"), 5);
-    assert_eq!(config.priority("gemma-batch"), 0);
+    assert_eq!(config.priority("gemma-chat"), Some(5));
+    assert_eq!(config.priority("gemma-batch"), None);
 }
 
 /// The two variables, when both name files.

@@ -73,7 +73,7 @@ fn minimal_config_gets_llama_swap_defaults() {
     assert!(tiny.env.is_empty());
     assert!(!tiny.unlisted);
     assert!(!tiny.send_loading_state);
-    assert_eq!(config.priority("tiny"), 0);
+    assert_eq!(config.priority("tiny"), None);
 }
 
 #[test]
@@ -138,9 +138,9 @@ fn realistic_llama_cpp_example_resolves_fully() {
     let embeddings = &config.groups[1];
     assert!(!embeddings.swap && !embeddings.exclusive && embeddings.persistent);
 
-    assert_eq!(config.priority("qwen3-14b"), 10);
-    assert_eq!(config.priority("nomic-embed"), 5);
-    assert_eq!(config.priority("qwen2.5-coder-7b"), 0);
+    assert_eq!(config.priority("qwen3-14b"), Some(10));
+    assert_eq!(config.priority("nomic-embed"), Some(5));
+    assert_eq!(config.priority("qwen2.5-coder-7b"), None);
     assert_eq!(config.hooks.preload, ["nomic-embed"]);
     assert_eq!(config.resolve("gpt-4o-mini"), Some("qwen3-14b"));
     assert_eq!(config.resolve("nope"), None);
@@ -258,9 +258,9 @@ fn priority_keys_resolve_aliases_and_drain_fence_can_be_disabled() {
             ("chat-model".to_owned(), 10)
         ])
     );
-    assert_eq!(config.priority("chat-model"), 10);
-    assert_eq!(config.priority("batch-model"), -10);
-    assert_eq!(config.priority("plain"), 0);
+    assert_eq!(config.priority("chat-model"), Some(10));
+    assert_eq!(config.priority("batch-model"), Some(-10));
+    assert_eq!(config.priority("plain"), None);
 }
 
 #[test]

@@ -33,7 +33,8 @@ fn example_maps_to_scheduler_settings_the_scheduler_accepts() {
         .unwrap();
     assert_eq!(chat.aliases, ["chat", "gpt-4o-mini"]);
     assert_eq!(
-        chat.priority, 10,
+        chat.priority,
+        Some(10),
         "priority keyed by the alias `chat` applies"
     );
     assert_eq!(chat.ttl, Some(Duration::from_secs(600)));
@@ -45,7 +46,7 @@ fn example_maps_to_scheduler_settings_the_scheduler_accepts() {
         .find(|m| m.id == "qwen2.5-coder-7b")
         .unwrap();
     assert_eq!(coder.concurrency_limit, 4);
-    assert_eq!(coder.priority, 0);
+    assert_eq!(coder.priority, None, "no floor configured");
 
     assert_eq!(settings.groups.len(), 2);
     assert_eq!(settings.groups[0].name, "llm");

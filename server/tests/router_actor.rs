@@ -324,7 +324,7 @@ async fn elevated_request_overtakes_queued_low() {
 #[tokio::test(start_paused = true)]
 async fn queue_snapshot_reports_priorities_positions_and_wait() {
     let mut m = ModelSettings::new("c");
-    m.priority = 5;
+    m.priority = Some(5);
     let mut r = rig(SchedulerSettings::new(vec![
         ModelSettings::new("a"),
         ModelSettings::new("b"),

@@ -20,7 +20,7 @@ fn with_priorities(list: &[(&str, i32)]) -> Harness {
         .iter()
         .map(|(id, p)| {
             let mut m = ModelSettings::new(*id);
-            m.priority = *p;
+            m.priority = Some(*p);
             m
         })
         .collect();
@@ -130,7 +130,7 @@ fn effective_priority_is_max_of_config_and_header() {
 
     let mut s = Scheduler::new(&settings(vec![{
         let mut m = ModelSettings::new("c");
-        m.priority = 5;
+        m.priority = Some(5);
         m
     }]))
     .unwrap();
@@ -139,6 +139,35 @@ fn effective_priority_is_max_of_config_and_header() {
         raised.effective_priority, 9,
         "the header can raise the floor"
     );
+}
+
+#[test]
+fn low_header_ranks_below_no_header_when_the_model_has_no_floor() {
+    // Without a configured floor the header alone ranks: Low (-10) must not collapse
+    // to Normal (0), or the SDK's Low tier would mean nothing.
+    let mut h = Harness::with_models(&["a", "b", "c"]);
+    h.make_ready("a");
+    let running = h.submit("a", 0);
+    let low = h.submit("b", LOW);
+    let normal = h.submit("c", 0);
+    let entries = h.s.queue(h.now);
+    assert_eq!(entries[0].id, normal);
+    assert_eq!(entries[1].id, low);
+    assert_eq!(entries[1].requested_priority, LOW);
+    assert_eq!(entries[1].effective_priority, LOW);
+    let before = h.swaps.len();
+    h.done(running);
+    assert_eq!(next_swap(&h, before), Some("c"));
+}
+
+#[test]
+fn an_explicit_zero_floor_lifts_low_headers_to_zero() {
+    let mut h = with_priorities(&[("a", 0), ("b", 0)]);
+    h.make_ready("a");
+    let _running = h.submit("a", 0);
+    let _low = h.submit("b", LOW);
+    let entries = h.s.queue(h.now);
+    assert_eq!(entries[0].effective_priority, 0);
 }
 
 // ---- the drain fence --------------------------------------------------------------------
@@ -376,7 +405,7 @@ fn serial_rejects_a_non_zero_priority() {
 #[test]
 fn serial_refuses_configured_priorities() {
     let mut m = ModelSettings::new("a");
-    m.priority = 3;
+    m.priority = Some(3);
     let mut s = settings(vec![m]);
     s.kind = SchedulerKind::Serial;
     assert_eq!(

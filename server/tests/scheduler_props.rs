@@ -66,7 +66,7 @@ fn setup() -> impl Strategy<Value = SchedulerSettings> {
             _ => SchedulerKind::Serial,
         };
         if kind != SchedulerKind::Serial {
-            models[3].priority = 5;
+            models[3].priority = Some(5);
         }
         let mut s = SchedulerSettings::new(models);
         s.kind = kind;

@@ -32,7 +32,7 @@ fn fast_path_serves_ready_model_without_a_swap() {
 #[test]
 fn admission_reports_config_priority_of_the_model() {
     let mut m = ModelSettings::new("a");
-    m.priority = 7;
+    m.priority = Some(7);
     let mut s = Scheduler::new(&settings(vec![m])).unwrap();
     let admitted = s.submit(Tick::ZERO, "a", 0, &mut Vec::new()).unwrap();
     assert_eq!(admitted.effective_priority, 7);
@@ -279,7 +279,7 @@ fn unload_fails_only_the_queued_requests_of_that_model() {
 fn queue_is_ordered_by_model_priority_then_arrival() {
     let mut ms = models(&["a", "b", "c", "d", "z"]);
     for (m, p) in ms.iter_mut().zip([10, 5, 5, 1, 0]) {
-        m.priority = p;
+        m.priority = Some(p);
     }
     let mut h = Harness::new(settings(ms));
     h.submit("z", 0);

@@ -121,11 +121,13 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
     };
     writeln!(f, "    aliases:     {aliases}")?;
     match config.scheduler {
-        SchedulerConfig::Fifo { .. } => writeln!(
-            f,
-            "    priority:    {} (floor; X-Priority may raise it)",
-            config.priority(&model.id)
-        )?,
+        SchedulerConfig::Fifo { .. } => match config.priority(&model.id) {
+            Some(floor) => writeln!(
+                f,
+                "    priority:    {floor} (floor; X-Priority may raise it)"
+            )?,
+            None => writeln!(f, "    priority:    X-Priority alone (no floor)")?,
+        },
         SchedulerConfig::Serial => writeln!(f, "    priority:    none (serial scheduler)")?,
     }
     writeln!(f, "    ttl:         {}", ttl(model.ttl))?;

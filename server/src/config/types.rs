@@ -65,15 +65,13 @@ impl Config {
             .map(|m| m.id.as_str())
     }
 
-    /// The configured priority floor of a model (0 when none is set, and always 0
-    /// under the serial scheduler).
+    /// The configured priority floor of a model: `None` when none is set (requests
+    /// then rank by their header alone), and always `None` under the serial scheduler.
     #[must_use]
-    pub fn priority(&self, model_id: &str) -> i32 {
+    pub fn priority(&self, model_id: &str) -> Option<i32> {
         match &self.scheduler {
-            SchedulerConfig::Fifo { priorities, .. } => {
-                priorities.get(model_id).copied().unwrap_or(0)
-            }
-            SchedulerConfig::Serial => 0,
+            SchedulerConfig::Fifo { priorities, .. } => priorities.get(model_id).copied(),
+            SchedulerConfig::Serial => None,
         }
     }
 

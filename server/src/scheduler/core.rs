@@ -38,7 +38,7 @@ pub struct Scheduler {
 #[derive(Debug)]
 pub(super) struct Model {
     pub(super) id: String,
-    pub(super) priority: i32,
+    pub(super) priority: Option<i32>,
     pub(super) limit: usize,
     pub(super) unload_timeout: Duration,
     pub(super) ttl: Option<Duration>,
@@ -107,10 +107,10 @@ impl Scheduler {
                     model: m.id.clone(),
                 });
             }
-            if settings.kind == SchedulerKind::Serial && m.priority != 0 {
+            if let (SchedulerKind::Serial, Some(priority)) = (settings.kind, m.priority) {
                 return Err(SettingsError::PriorityWithSerial {
                     model: m.id.clone(),
-                    priority: m.priority,
+                    priority,
                 });
             }
             models.push(Model {
@@ -211,7 +211,7 @@ impl Scheduler {
         }
         m.reserved += 1;
         m.idle_since = None;
-        let effective = m.priority.max(priority);
+        let effective = m.priority.map_or(priority, |floor| floor.max(priority));
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.requests.insert(

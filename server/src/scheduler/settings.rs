@@ -51,8 +51,9 @@ pub struct ModelSettings {
     /// Other names a request may use for this model.
     pub aliases: Vec<String>,
     /// Config floor of the effective priority (`routing.scheduler.settings.fifo.priority`,
-    /// keys resolved through aliases); 0 if absent.
-    pub priority: i32,
+    /// keys resolved through aliases). `None` = no floor: requests rank by their
+    /// header alone, so `X-Priority: -10` ranks below a request without a header.
+    pub priority: Option<i32>,
     /// Most requests admitted at once (queued, waiting for a start, or being served).
     pub concurrency_limit: usize,
     /// Grace for stopping this model on unload, TTL expiry and shutdown.
@@ -62,12 +63,12 @@ pub struct ModelSettings {
 }
 
 impl ModelSettings {
-    /// A model with llama-swap's defaults: no alias, priority 0, limit 10, unload timeout 10 s, no TTL.
+    /// A model with llama-swap's defaults: no alias, no priority floor, limit 10, unload timeout 10 s, no TTL.
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
             aliases: Vec::new(),
-            priority: 0,
+            priority: None,
             concurrency_limit: DEFAULT_CONCURRENCY_LIMIT,
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             ttl: None,
