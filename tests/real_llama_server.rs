@@ -162,7 +162,7 @@ async fn real_llama_server_swap_and_priority_or_skip() {
         .iter()
         .map(|w| (w.requested_priority, w.effective_priority))
         .collect();
-    assert_eq!(ranks, [(10, 10), (-10, 0)]);
+    assert_eq!(ranks, [(10, 10), (-10, -10)]);
     assert_eq!(stack.running().await, ["gemma-batch"]);
 
     // The running generation is not interrupted: it runs to its token limit.

@@ -503,14 +503,13 @@ async fn priority_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mu
             Header::Value(v) => v,
             Header::Absent | Header::Garbage => 0,
         };
-        // Config floors: p1 -5, p4 5, the others llama-swap's default 0 (a header can
-        // raise a model's priority, never lower it).
-        let floor = match ORDERED[m] {
-            "p1" => -5,
-            "p4" => 5,
-            _ => 0,
-        };
-        header.max(floor)
+        // Config floors: p1 -5, p4 5; the others have none and rank by the header
+        // alone (a header can raise a floor, never go below it).
+        match ORDERED[m] {
+            "p1" => header.max(-5),
+            "p4" => header.max(5),
+            _ => header,
+        }
     };
     let arrivals: Vec<usize> = (0..8).map(|_| rng.random_range(0..ORDERED.len())).collect();
     let mut waiting = JoinSet::new();

@@ -114,7 +114,7 @@ async fn priority_tiers_example_reaches_the_real_server_as_10_0_minus_10_twice()
     }
     assert_eq!(
         ranks,
-        [(10, 10), (0, 0), (-10, 0), (10, 10), (0, 0), (-10, 0)]
+        [(10, 10), (0, 0), (-10, -10), (10, 10), (0, 0), (-10, -10)]
     );
     check_output(&finish("the example", example).await);
     stack.shutdown().await;

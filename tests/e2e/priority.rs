@@ -105,22 +105,22 @@ async fn equal_priority_calls_keep_arrival_order() {
 }
 
 #[tokio::test]
-async fn low_and_normal_calls_rank_alike_on_a_model_without_a_floor() {
-    // max(floor, header) with the default floor 0: Low cannot go below Normal,
-    // so arrival order decides between them.
+async fn low_call_ranks_below_a_later_normal_call_on_a_model_without_a_floor() {
+    // No configured floor: the header alone ranks, so Low (-10) waits behind a Normal
+    // call that arrived after it.
     let stack = Stack::start(&gated(&["a", "b", "c"]), "").await;
     let client = stack.client();
     let busy = occupy(&stack, "a").await;
-    let normal = spawn_chat(client, "b", Priority::Normal);
-    stack.wait_queue_len(1).await;
     let low = spawn_chat(client, "c", Priority::Low);
+    stack.wait_queue_len(1).await;
+    let normal = spawn_chat(client, "b", Priority::Normal);
     let queue = stack.wait_queue_len(2).await;
     assert_eq!(models_of(&queue), ["b", "c"]);
     let ranks: Vec<(i64, i64)> = queue
         .iter()
         .map(|w| (w.requested_priority, w.effective_priority))
         .collect();
-    assert_eq!(ranks, [(0, 0), (-10, 0)]);
+    assert_eq!(ranks, [(0, 0), (-10, -10)]);
 
     release(&stack, "a", busy).await;
     expect_start_order(&stack, vec![("b", normal), ("c", low)]).await;
