@@ -37,6 +37,9 @@ const CRASHY: &str = "crashy";
 /// Models of the priority-order phase, and the one held busy while its queue fills.
 const ORDERED: [&str; 4] = ["p1", "p2", "p3", "p4"];
 const HOLD: &str = "hold";
+/// A model whose only request disconnects while queued, and the file its start would leave.
+const GHOST: &str = "ghost";
+const GHOST_TRACE: &str = "ghost-started";
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -77,7 +80,7 @@ fn upstream_ports(count: u16) -> u16 {
     panic!("no {count} consecutive free ports in 20000..32000");
 }
 
-fn config(bin: &Path) -> String {
+fn config(bin: &Path, dir: &Path) -> String {
     let mock = bin.join("mockswap");
     let entry = |name: &str, args: &str| {
         format!(
@@ -105,6 +108,12 @@ fn config(bin: &Path) -> String {
         yaml.push_str(&entry(model, "--load-time 20ms"));
     }
     yaml.push_str(&entry(HOLD, "--gate-closed"));
+    // Never to be started: its only request is withdrawn while queued. Starting it
+    // would leave a file behind.
+    yaml.push_str(&format!(
+        "  {GHOST}:\n    cmd: touch {}\n    proxy: http://127.0.0.1:1\n",
+        dir.join(GHOST_TRACE).display()
+    ));
     yaml
 }
 
@@ -121,7 +130,7 @@ impl Server {
     async fn start(bin: &Path) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
-        std::fs::write(&path, config(bin)).unwrap();
+        std::fs::write(&path, config(bin, dir.path())).unwrap();
         let marker = format!(
             "{}-{}",
             std::process::id(),
@@ -385,6 +394,29 @@ async fn idle_metrics(client: &reqwest::Client, server: &Server) -> Vec<String> 
     }
 }
 
+/// Polls `GET /api/queue` until it lists exactly `n` waiters.
+async fn queue_reaches(client: &reqwest::Client, server: &Server, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let queue: serde_json::Value = client
+            .get(server.url("/api/queue"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if waiters(&queue).len() == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queue never held {n} waiters: {queue}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The waiters of a `GET /api/queue` answer, in the order listed.
 fn waiters(queue: &serde_json::Value) -> Vec<serde_json::Value> {
     queue
@@ -523,26 +555,22 @@ async fn priority_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mu
             (n, m, status, Instant::now())
         });
         // Arrival order is the contract under test: wait until this one is queued.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let queue: serde_json::Value = client
-                .get(server.url("/api/queue"))
+        queue_reaches(client, server, n + 1).await;
+    }
+    // A client that goes away while queued is removed and never causes a model load.
+    let ghost = {
+        let (client, server) = (client.clone(), Arc::clone(server));
+        tokio::spawn(async move {
+            chat(&client, &server, GHOST, Header::Value(100), false)
                 .send()
                 .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if waiters(&queue).len() == n + 1 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "request {n} never queued: {queue}"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
+                .map(|r| r.status())
+        })
+    };
+    queue_reaches(client, server, arrivals.len() + 1).await;
+    ghost.abort();
+    queue_reaches(client, server, arrivals.len()).await;
+
     // The queue ranks them: position order is effective priority descending.
     let queue: serde_json::Value = client
         .get(server.url("/api/queue"))
@@ -602,6 +630,10 @@ async fn priority_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mu
         );
         done.push((m, at));
     }
+    assert!(
+        !server.dir.path().join(GHOST_TRACE).exists(),
+        "the withdrawn request started its model"
+    );
     // Expected model order: by effective priority, then by first arrival.
     let mut models: Vec<usize> = Vec::new();
     for &m in &arrivals {
