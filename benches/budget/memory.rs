@@ -19,7 +19,12 @@ use crate::stats::median;
 use crate::{Ctx, Res};
 
 const SECTION: &str = "memory";
+/// Waiting requests in a full run; quick runs use a fifth (the per-request figure is a slope).
 const WAITING: usize = 10_000;
+
+fn waiting(ctx: &Ctx) -> usize {
+    if ctx.quick { WAITING / 5 } else { WAITING }
+}
 
 /// Number of waiters in a `GET /api/queue` answer (an array, or an object holding one).
 pub fn queue_len(answer: &serde_json::Value) -> Option<usize> {
@@ -64,13 +69,14 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         &[("a", "--latency 3600s".to_owned()), ("b", String::new())],
     )?;
     config.push_str(&format!("    concurrencyLimit: {}\n", WAITING + 100));
+    let n = waiting(ctx);
     let (server, addr) = crate::procs::server(&ctx.bin, dir.path(), &config).await?;
-    let result = measure(&server, addr).await;
+    let result = measure(&server, addr, n).await;
     server.stop().await?;
     let (idle, busy, full, queued) = result?;
     let mib = |b: f64| b / 1024.0 / 1024.0;
     let per_waiter = (full - busy) / queued as f64;
-    Ok(vec![
+    let mut rows = vec![
         Row::at_most(
             SECTION,
             "RSS idle (config loaded, no model running)",
@@ -98,10 +104,77 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             4.0,
         )
         .note("includes its connection and HTTP state; the body is ~100 bytes"),
-    ])
+    ];
+    match reference(ctx).await {
+        Ok(per_held) => rows.push(
+            Row::info(SECTION, "reference: mockswap RSS per held request", Some(per_held / 1024.0), "KiB")
+                .note("hyper HTTP/1 server, requests held at its gate: the cost of a waiting connection alone"),
+        ),
+        Err(err) => rows.push(Row::missing(SECTION, "reference: mockswap RSS per held request", err.to_string())),
+    }
+    Ok(rows)
 }
 
-async fn measure(server: &Proc, addr: SocketAddr) -> Res<(f64, f64, f64, usize)> {
+/// RSS growth per request held at a mockswap's closed gate, bytes: what one waiting
+/// HTTP/1 connection costs in a plain hyper server, with no scheduler behind it.
+async fn reference(ctx: &Ctx) -> Res<f64> {
+    let n = waiting(ctx);
+    let args: Vec<String> = ["--gate-closed", "--journal-limit", "10"]
+        .map(str::to_owned)
+        .to_vec();
+    let (mock, addr) = crate::procs::mockswap(&ctx.bin, &args).await?;
+    let result = async {
+        let before = settled_rss(&mock).await?;
+        let holders = open_waiters(addr, "m", n).await;
+        let until = Instant::now() + Duration::from_secs(120);
+        let held = loop {
+            let gate = get_json(addr, "/__mockswap/gate").await?;
+            let held = gate
+                .get("held")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            if held >= n as u64 || Instant::now() > until {
+                break held;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let after = settled_rss(&mock).await?;
+        drop(holders);
+        if held == 0 {
+            return Err("mockswap held no request".into());
+        }
+        Res::Ok((after - before) / held as f64)
+    }
+    .await;
+    mock.stop().await?;
+    result
+}
+
+/// Opens `n` connections, each sending one chat completion for `model` that is
+/// expected to wait; the requests are abandoned when the returned set is dropped.
+async fn open_waiters(addr: SocketAddr, model: &'static str, n: usize) -> JoinSet<Res<()>> {
+    let connecting = Arc::new(Semaphore::new(256));
+    let mut holders = JoinSet::new();
+    for i in 0..n {
+        let connecting = Arc::clone(&connecting);
+        holders.spawn(async move {
+            let permit = connecting.acquire_owned().await?;
+            let mut conn = Conn::open(addr).await?;
+            drop(permit);
+            let priority = ((i * 7919) % 21) as i32 - 10;
+            let request = post(
+                "/v1/chat/completions",
+                chat_body(model, false),
+                &[("x-priority", priority.to_string())],
+            )?;
+            let _ = conn.send(request).await;
+            Res::Ok(())
+        });
+    }
+    holders
+}
+
+async fn measure(server: &Proc, addr: SocketAddr, n: usize) -> Res<(f64, f64, f64, usize)> {
     let idle = settled_rss(server).await?;
 
     // Occupy a: its upstream answers after an hour, the server is stopped long before.
@@ -134,27 +207,11 @@ async fn measure(server: &Proc, addr: SocketAddr) -> Res<(f64, f64, f64, usize)>
     }
     let busy = settled_rss(server).await?;
 
-    // Open the waiters, a few hundred connections at a time (the listen backlog is finite).
-    let connecting = Arc::new(Semaphore::new(256));
-    for i in 0..WAITING {
-        let connecting = Arc::clone(&connecting);
-        holders.spawn(async move {
-            let permit = connecting.acquire_owned().await?;
-            let mut conn = Conn::open(addr).await?;
-            let priority = ((i * 7919) % 21) as i32 - 10;
-            let request = post(
-                "/v1/chat/completions",
-                chat_body("b", false),
-                &[("x-priority", priority.to_string())],
-            )?;
-            let pending = conn.send(request);
-            drop(permit);
-            let _ = pending.await;
-            Res::Ok(())
-        });
-    }
-    let queued = wait_for_queue(addr, WAITING, Duration::from_secs(120)).await?;
+    // The waiters, a few hundred connections at a time (the listen backlog is finite).
+    let waiters = open_waiters(addr, "b", n).await;
+    let queued = wait_for_queue(addr, n, Duration::from_secs(120)).await?;
     let full = settled_rss(server).await?;
+    drop(waiters);
     holders.abort_all();
     if queued == 0 {
         return Err("no request was queued".into());
