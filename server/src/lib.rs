@@ -14,12 +14,14 @@
 //! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
 //! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
 //! | [`priority`] | parsing of the `X-Priority` header |
+//! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 
 pub mod api;
 pub mod config;
+pub mod metrics;
 pub mod policy;
 pub mod priority;
 pub mod proxy;

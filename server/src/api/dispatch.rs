@@ -16,13 +16,14 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio_util::task::task_tracker::TaskTrackerToken;
+use tracing::Instrument;
 
 use super::error::ApiError;
 use super::extract::RequestModel;
 use super::loading::{Progress, loading_response};
-use super::metrics::Band;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
+use crate::metrics::RequestOutcome;
 use crate::priority::HeaderPriority;
 use crate::proxy::{Outbound, OutboundBody, SendError};
 use crate::router::{ModelState, RouteError, Submit, Ticket, WaitStatus};
@@ -37,13 +38,20 @@ const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
 
 /// A model-dispatched endpoint: the model comes from the body, form or query.
 pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    match dispatch_by_body(state, request).await {
+    let mut outcome = Some(track_outcome(&state, request.headers()));
+    let result = dispatch_by_body(state, request, &mut outcome).await;
+    settle_early(outcome, &result);
+    match result {
         Ok(response) => response,
         Err(error) => error.into_response(),
     }
 }
 
-async fn dispatch_by_body(state: AppState, request: Request) -> Result<Response, ApiError> {
+async fn dispatch_by_body(
+    state: AppState,
+    request: Request,
+    outcome: &mut Option<RequestOutcome>,
+) -> Result<Response, ApiError> {
     refuse_when_draining(&state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
@@ -71,19 +79,26 @@ async fn dispatch_by_body(state: AppState, request: Request) -> Result<Response,
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading).await
+    serve(state, model, outbound, loading, outcome).await
 }
 
 /// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
 /// streams through unread.
 pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    match dispatch_by_path(state, request).await {
+    let mut outcome = Some(track_outcome(&state, request.headers()));
+    let result = dispatch_by_path(state, request, &mut outcome).await;
+    settle_early(outcome, &result);
+    match result {
         Ok(response) => response,
         Err(error) => error.into_response(),
     }
 }
 
-async fn dispatch_by_path(state: AppState, request: Request) -> Result<Response, ApiError> {
+async fn dispatch_by_path(
+    state: AppState,
+    request: Request,
+    outcome: &mut Option<RequestOutcome>,
+) -> Result<Response, ApiError> {
     refuse_when_draining(&state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
@@ -121,7 +136,7 @@ async fn dispatch_by_path(state: AppState, request: Request) -> Result<Response,
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading).await
+    serve(state, model, outbound, loading, outcome).await
 }
 
 /// Submits the request, waits for its turn and forwards it.
@@ -130,34 +145,81 @@ async fn serve(
     model: Arc<ModelEntry>,
     outbound: Outbound,
     loading: bool,
+    outcome: &mut Option<RequestOutcome>,
 ) -> Result<Response, ApiError> {
     // Counted until the response body ends, so a drain can wait for it.
     let token = state.track();
-    wait_for_gate(&state).await?;
     let priority = HeaderPriority::from_headers(&outbound.headers);
     if priority.is_malformed() {
         tracing::debug!(model = %model.id, ?priority, "malformed X-Priority served at 0");
     }
-    let ticket = state
+    let mut outcome = outcome
+        .take()
+        .unwrap_or_else(|| state.inner.metrics.request(priority.value()));
+    if let Err(error) = wait_for_gate(&state).await {
+        outcome.rejected(error.kind().code);
+        return Err(error);
+    }
+    let submitted = state
         .inner
         .router
         .submit(Submit {
             model: model.id.clone(),
             priority: priority.value(),
         })
-        .await
-        .map_err(route_error)?;
+        .await;
+    let ticket = match submitted {
+        Ok(ticket) => ticket,
+        Err(error) => {
+            let error = route_error(error);
+            outcome.rejected(error.kind().code);
+            return Err(error);
+        }
+    };
+    outcome.set_priority(ticket.effective_priority());
+    tracing::Span::current().record("seq", ticket.id().0);
     let status = ticket.status();
     let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
     let priority = priority.value();
     if loading && !granted_at_once {
         let id = model.id.clone();
         let work = async move {
-            grant_and_forward(&state, &model, outbound, ticket, token, priority).await
-        };
+            let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+            record(outcome, &result);
+            result
+        }
+        .in_current_span();
         return Ok(loading_response(id, status, describe, work));
     }
-    grant_and_forward(&state, &model, outbound, ticket, token, priority).await
+    let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+    record(outcome, &result);
+    result
+}
+
+/// Starts the outcome record of a model request, counting a bad `X-Priority`.
+fn track_outcome(state: &AppState, headers: &HeaderMap) -> RequestOutcome {
+    let priority = HeaderPriority::from_headers(headers);
+    state.inner.metrics.header(priority);
+    state.inner.metrics.request(priority.value())
+}
+
+/// A request that ended before it reached the router: refused (bad input,
+/// unknown model), or redirected (not a model request after all).
+fn settle_early(outcome: Option<RequestOutcome>, result: &Result<Response, ApiError>) {
+    if let Some(outcome) = outcome {
+        match result {
+            Ok(_) => outcome.discard(),
+            Err(error) => outcome.rejected(error.kind().code),
+        }
+    }
+}
+
+/// Records how a request that was admitted ended.
+fn record(outcome: RequestOutcome, result: &Result<Response, ApiError>) {
+    match result {
+        Ok(_) => outcome.served(),
+        Err(error) => outcome.error(error.kind().code),
+    }
 }
 
 /// Waits for the grant and forwards. When the upstream turns out to be gone
@@ -266,13 +328,16 @@ async fn wait_for_grant(
     ticket: Ticket,
 ) -> Result<crate::router::Lease, ApiError> {
     let admitted = tokio::time::Instant::now();
-    let band = Band::of(ticket.effective_priority());
+    let (model, priority) = (ticket.model().to_owned(), ticket.effective_priority());
     let lease = tokio::select! {
         biased;
         () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
         granted = ticket.granted() => granted.map_err(route_error),
     }?;
-    state.inner.waits.observe(band, admitted.elapsed());
+    state
+        .inner
+        .metrics
+        .granted(&model, priority, admitted.elapsed());
     Ok(lease)
 }
 

@@ -18,13 +18,14 @@
 //! | `GET /api/queue` | `{"queue":[{"model","requested_priority","effective_priority","position","waited_ms"}]}` in position order |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
-//! | `GET /metrics` | Prometheus text: queue depth and wait time by priority band |
+//! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
 //! | `GET /health` | `OK`, without authentication |
 //! | `OPTIONS *` | CORS preflight, without authentication |
 //!
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
 //! forwarded. With `apiKeys` configured every endpoint except `/health` and
-//! preflights needs a key, which is removed before forwarding. Errors are
+//! preflights needs a key, which is removed before forwarding. Every response
+//! carries an `X-Request-Id` ([`request_id`]). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).
 //!
 //! # Loading state
@@ -41,6 +42,7 @@ mod layers;
 pub mod loading;
 mod logs;
 mod metrics;
+pub mod request_id;
 mod routes;
 mod state;
 pub mod upstream_path;

@@ -14,6 +14,7 @@ use super::info;
 use super::layers;
 use super::logs;
 use super::metrics;
+use super::request_id;
 use super::state::AppState;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
@@ -87,11 +88,12 @@ pub fn app(state: AppState) -> Router {
         .route("/logs/stream", only(GET, get(logs::stream_all)))
         .route("/logs/stream/{*model}", only(GET, get(logs::stream_one)))
         .fallback(not_found);
-    // The last layer added runs first: log, then preflight, then auth.
+    // The last layer added runs first: request id, log, then preflight, then auth.
     router
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(layers::preflight))
         .layer(middleware::from_fn(layers::access_log))
+        .layer(middleware::from_fn(request_id::request_id))
         .with_state(state)
 }
 

@@ -11,8 +11,8 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::auth::ApiKeys;
-use super::metrics::WaitMetrics;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::router::RouterHandle;
 use crate::upstream::Supervisor;
@@ -85,8 +85,8 @@ pub(crate) struct Inner {
     pub(crate) gate: Option<watch::Receiver<bool>>,
     /// One token per model-dispatched request, held until its response body ends.
     pub(crate) inflight: TaskTracker,
-    /// Wait-time histograms for `/metrics`.
-    pub(crate) waits: WaitMetrics,
+    /// What `/metrics` shows; shared with the router actor.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -109,6 +109,19 @@ impl AppState {
         supervisor: Option<Arc<Supervisor>>,
         options: HttpOptions,
         gate: Option<watch::Receiver<bool>>,
+    ) -> Self {
+        let metrics = Arc::new(Metrics::for_config(config));
+        Self::assemble(config, router, supervisor, options, gate, metrics)
+    }
+
+    /// As [`gated`](Self::gated), recording into `metrics` (shared with the router).
+    pub(crate) fn assemble(
+        config: &Config,
+        router: RouterHandle,
+        supervisor: Option<Arc<Supervisor>>,
+        options: HttpOptions,
+        gate: Option<watch::Receiver<bool>>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let models = config
             .models
@@ -142,7 +155,7 @@ impl AppState {
                 draining: CancellationToken::new(),
                 gate,
                 inflight: TaskTracker::new(),
-                waits: WaitMetrics::default(),
+                metrics,
             }),
         }
     }
@@ -164,6 +177,11 @@ impl AppState {
     /// streaming are left to finish.
     pub fn drain(&self) {
         self.inner.draining.cancel();
+    }
+
+    /// The metrics `/metrics` shows.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// The router this state dispatches to.

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ticket::{Lease, Notice, Ticket};
-use super::{LaunchError, Launcher, UpstreamEvent};
+use super::{LaunchError, Launcher, RouterOptions, UpstreamEvent};
+use crate::metrics::Metrics;
 use crate::scheduler::{
     Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, StopId, StopModel, Tick,
     WaitStatus,
@@ -79,6 +80,11 @@ pub(super) struct Actor {
     swaps_cancel: CancellationToken,
     notices_tx: mpsc::UnboundedSender<Notice>,
     shutdown: Option<Shutdown>,
+    metrics: Option<Arc<Metrics>>,
+    /// Drain-fence holds already recorded into `metrics`.
+    fence_seen: u64,
+    /// When each swap in progress started, by target model.
+    swap_started: HashMap<String, Instant>,
 }
 
 impl Actor {
@@ -86,6 +92,7 @@ impl Actor {
         scheduler: Scheduler,
         launcher: Arc<dyn Launcher>,
         notices_tx: mpsc::UnboundedSender<Notice>,
+        options: RouterOptions,
     ) -> Self {
         Self {
             scheduler,
@@ -98,6 +105,9 @@ impl Actor {
             swaps_cancel: CancellationToken::new(),
             notices_tx,
             shutdown: None,
+            metrics: options.metrics,
+            fence_seen: 0,
+            swap_started: HashMap::new(),
         }
     }
 
@@ -195,10 +205,18 @@ impl Actor {
         let mut out = Vec::new();
         match done {
             TaskDone::Swap { model, result } => {
+                let took = self
+                    .swap_started
+                    .remove(&model)
+                    .map(|started| started.elapsed())
+                    .unwrap_or_default();
                 if let Err(error) = &result {
-                    tracing::warn!(%model, %error, "model start failed");
+                    tracing::warn!(%model, %error, ?took, "model start failed");
                 } else {
-                    tracing::debug!(%model, "model ready");
+                    tracing::debug!(%model, ?took, "model ready");
+                }
+                if let Some(metrics) = &self.metrics {
+                    metrics.swap(&model, result.is_ok(), took);
                 }
                 self.scheduler.swap_done(now, &model, result, &mut out);
             }
@@ -314,6 +332,11 @@ impl Actor {
     }
 
     fn apply(&mut self, effects: Vec<Effect>) {
+        let holds = self.scheduler.fence_holds();
+        if let Some(metrics) = &self.metrics {
+            metrics.fence_holds(holds.saturating_sub(self.fence_seen));
+        }
+        self.fence_seen = holds;
         for effect in effects {
             match effect {
                 Effect::Grant { id, model } => {
@@ -352,7 +375,21 @@ impl Actor {
     }
 
     fn spawn_swap(&mut self, model: String, evict: Vec<String>, grace: std::time::Duration) {
-        tracing::info!(%model, ?evict, "starting model");
+        // The one line per swap: what goes, what comes, and the request it is for.
+        match self.scheduler.swap_trigger(&model) {
+            Some((id, requested, effective)) => tracing::info!(
+                %model,
+                evicted = ?evict,
+                for_request = id.0,
+                requested_priority = requested,
+                effective_priority = effective,
+                "swap: starting {model}, stopping {evict:?} first"
+            ),
+            None => {
+                tracing::info!(%model, evicted = ?evict, "swap: starting {model}, stopping {evict:?} first")
+            }
+        }
+        self.swap_started.insert(model.clone(), Instant::now());
         let launcher = Arc::clone(&self.launcher);
         let cancel = self.swaps_cancel.clone();
         let target = model.clone();

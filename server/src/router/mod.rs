@@ -57,6 +57,7 @@ use tokio::task::JoinHandle;
 
 use self::actor::{Actor, Command};
 pub use self::ticket::{Lease, Ticket};
+use crate::metrics::Metrics;
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
 use crate::scheduler::{Scheduler, SchedulerSettings, SettingsError};
 pub use launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
@@ -88,6 +89,24 @@ impl Router {
         launcher: Arc<dyn Launcher>,
         events: mpsc::Receiver<UpstreamEvent>,
     ) -> Result<RouterHandle, SettingsError> {
+        Self::spawn_with(settings, launcher, events, RouterOptions::default())
+    }
+
+    /// As [`spawn`](Self::spawn), with the optional parts in `options`.
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Self::spawn).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn spawn_with(
+        settings: SchedulerSettings,
+        launcher: Arc<dyn Launcher>,
+        events: mpsc::Receiver<UpstreamEvent>,
+        options: RouterOptions,
+    ) -> Result<RouterHandle, SettingsError> {
         let scheduler = Scheduler::new(&settings)?;
         let mut names = BTreeMap::new();
         for model in &settings.models {
@@ -97,13 +116,30 @@ impl Router {
         }
         let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
-        let actor = Actor::new(scheduler, launcher, notices_tx);
+        let actor = Actor::new(scheduler, launcher, notices_tx, options);
         let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
         Ok(RouterHandle {
             commands: commands_tx,
             names: Arc::new(names),
             task: Arc::new(Mutex::new(Some(task))),
         })
+    }
+}
+
+/// Optional parts of a router; the default has none of them.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RouterOptions {
+    /// Where swaps and drain-fence holds are recorded (default: nowhere).
+    pub metrics: Option<Arc<Metrics>>,
+}
+
+impl RouterOptions {
+    /// Records swaps and drain-fence holds into `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 

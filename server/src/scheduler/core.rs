@@ -33,6 +33,8 @@ pub struct Scheduler {
     next_request: u64,
     pub(super) next_stop: u64,
     pub(super) shutting_down: bool,
+    /// Requests the drain fence held back, each counted once (for metrics).
+    pub(super) fence_holds: u64,
 }
 
 #[derive(Debug)]
@@ -75,6 +77,8 @@ pub(super) struct Request {
     pub(super) effective: i32,
     arrived: Tick,
     pub(super) state: RequestState,
+    /// The drain fence held it back at least once.
+    pub(super) fenced: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +169,7 @@ impl Scheduler {
             next_request: 0,
             next_stop: 0,
             shutting_down: false,
+            fence_holds: 0,
         })
     }
 
@@ -222,6 +227,7 @@ impl Scheduler {
                 effective,
                 arrived: now,
                 state: RequestState::Queued,
+                fenced: false,
             },
         );
         if serial {
@@ -382,6 +388,20 @@ impl Scheduler {
     /// Number of admitted requests that have not ended.
     pub fn pending(&self) -> usize {
         self.requests.len()
+    }
+
+    /// How many requests the drain fence has held back so far (each counted once).
+    pub fn fence_holds(&self) -> u64 {
+        self.fence_holds
+    }
+
+    /// The request that started the swap of `model` in progress, with its
+    /// requested and effective priority: the reason for the swap, for logs.
+    pub fn swap_trigger(&self, model: &str) -> Option<(RequestId, i32, i32)> {
+        let &t = self.names.get(model)?;
+        let id = *self.models[t].swap.as_ref()?.waiters.first()?;
+        let r = self.requests.get(&id)?;
+        Some((id, r.requested, r.effective))
     }
 
     /// Whether shutdown has begun.

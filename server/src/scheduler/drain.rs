@@ -101,10 +101,22 @@ impl Scheduler {
             |s: &Self| s.fence_enabled() && s.fence_level(t).is_some_and(|level| level > effective);
         match self.decide(t) {
             Decision::Join => self.join(id, t, out),
-            Decision::Serve | Decision::Start(_) if fenced(self) => self.enqueue(id),
+            Decision::Serve | Decision::Start(_) if fenced(self) => {
+                self.note_fenced(id);
+                self.enqueue(id);
+            }
             Decision::Serve => self.grant(id, out),
             Decision::Start(evict) => self.start_swap(t, evict, id, out),
             Decision::Wait(_) => self.enqueue(id),
+        }
+    }
+
+    fn note_fenced(&mut self, id: RequestId) {
+        if let Some(r) = self.requests.get_mut(&id)
+            && !r.fenced
+        {
+            r.fenced = true;
+            self.fence_holds += 1;
         }
     }
 
@@ -276,7 +288,10 @@ impl Scheduler {
                     self.join(q.id, t, out);
                     true
                 }
-                Decision::Serve | Decision::Start(_) if fenced => false,
+                Decision::Serve | Decision::Start(_) if fenced => {
+                    self.note_fenced(q.id);
+                    false
+                }
                 Decision::Serve => {
                     let first_in_flight = self.models[t].in_flight == 0;
                     self.grant(q.id, out);

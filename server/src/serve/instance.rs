@@ -9,7 +9,8 @@ use tokio::task::JoinSet;
 use super::{ServeError, ServeOptions};
 use crate::api::AppState;
 use crate::config::Config;
-use crate::router::{Launcher, Router, RouterHandle, Submit};
+use crate::metrics::Metrics;
+use crate::router::{Launcher, Router, RouterHandle, RouterOptions, Submit};
 use crate::upstream::Supervisor;
 
 /// Lines of output kept per model for `/logs`.
@@ -39,13 +40,20 @@ impl Instance {
         let specs = config.process_specs();
         let (supervisor, events) = Supervisor::new(specs, LOG_LINES_PER_MODEL);
         let launcher: Arc<dyn Launcher> = supervisor.clone();
-        let router = Router::spawn(settings, launcher, events)?;
-        let state = AppState::gated(
+        let metrics = Arc::new(Metrics::for_config(config));
+        let router = Router::spawn_with(
+            settings,
+            launcher,
+            events,
+            RouterOptions::default().metrics(Arc::clone(&metrics)),
+        )?;
+        let state = AppState::assemble(
             config,
             router.clone(),
             Some(supervisor.clone()),
             options.http.clone(),
             gate.clone(),
+            metrics,
         );
         let mut preload = JoinSet::new();
         if !config.hooks.preload.is_empty() {

@@ -6,5 +6,6 @@
 mod bad_input;
 mod errors;
 mod lifecycle;
+mod observability;
 mod priority;
 mod support;

@@ -1,0 +1,379 @@
+//! Prometheus metrics of the server, encoded with `prometheus-client`.
+//!
+//! Every label value comes from a bounded set: configured model IDs (a name
+//! that is not configured becomes `other`), configured [`Bands`], and fixed
+//! words (outcomes, error codes, model states). A client sending random
+//! priorities or model names cannot grow the number of series.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `llamaswap_requests_total` | counter | `outcome` (served, error, cancelled, rejected), `code` (error code, empty otherwise), `band` |
+//! | `llamaswap_queue_depth` | gauge | `band` |
+//! | `llamaswap_model_queue_depth` | gauge | `model`, `band` |
+//! | `llamaswap_queue_oldest_wait_seconds` | gauge | `band` |
+//! | `llamaswap_queue_wait_seconds` | histogram | `band` |
+//! | `llamaswap_model_queue_wait_seconds` | histogram | `model`, `band` |
+//! | `llamaswap_requests_in_progress` | gauge | |
+//! | `llamaswap_swaps_total` | counter | `model`, `result` (ok, failed) |
+//! | `llamaswap_swap_duration_seconds` | histogram | `model` |
+//! | `llamaswap_drain_fence_holds_total` | counter | |
+//! | `llamaswap_priority_header_rejected_total` | counter | `reason` (invalid, duplicated) |
+//! | `llamaswap_priority_capped_total` | counter | |
+//! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
+
+mod bands;
+mod outcome;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub use bands::{Band, Bands, BandsError};
+pub use outcome::RequestOutcome;
+
+use crate::priority::HeaderPriority;
+use crate::scheduler::{ModelState, QueueEntry, RunningModel};
+
+/// Content type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Label value for a model name that is not configured.
+pub const OTHER_MODEL: &str = "other";
+
+/// Wait-time bucket bounds in seconds (a swap can take minutes).
+const WAIT_BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 120.0,
+];
+
+/// Swap-duration bucket bounds in seconds.
+const SWAP_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0];
+
+type L1 = [(&'static str, String); 1];
+type L2 = [(&'static str, String); 2];
+type L3 = [(&'static str, String); 3];
+
+fn wait_histogram() -> Histogram {
+    Histogram::new(WAIT_BUCKETS)
+}
+
+fn swap_histogram() -> Histogram {
+    Histogram::new(SWAP_BUCKETS)
+}
+
+/// Every metric of one served configuration. Shared (`Arc`) by the HTTP layer
+/// and the router actor; recording is lock-free or a short read lock.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    bands: Bands,
+    models: BTreeSet<String>,
+    requests: Family<L3, Counter>,
+    queue_depth: Family<L1, Gauge>,
+    model_queue_depth: Family<L2, Gauge>,
+    oldest_wait: Family<L1, Gauge<f64, AtomicU64>>,
+    queue_wait: Family<L1, Histogram, fn() -> Histogram>,
+    model_queue_wait: Family<L2, Histogram, fn() -> Histogram>,
+    in_progress: Gauge<i64, AtomicI64>,
+    swaps: Family<L2, Counter>,
+    swap_duration: Family<L1, Histogram, fn() -> Histogram>,
+    fence_holds: Counter,
+    header_rejected: Family<L1, Counter>,
+    capped: Counter,
+    model_state: Family<L2, Gauge>,
+}
+
+impl Metrics {
+    /// Metrics for the configured `models` (IDs) with priority `bands`.
+    pub fn new<I, S>(models: I, bands: Bands) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut registry = Registry::with_prefix("llamaswap");
+        let requests = Family::<L3, Counter>::default();
+        registry.register(
+            "requests",
+            "Model requests by outcome, error code and priority band",
+            requests.clone(),
+        );
+        let queue_depth = Family::<L1, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Requests waiting in the ranked queue",
+            queue_depth.clone(),
+        );
+        let model_queue_depth = Family::<L2, Gauge>::default();
+        registry.register(
+            "model_queue_depth",
+            "Requests waiting in the ranked queue, by model",
+            model_queue_depth.clone(),
+        );
+        let oldest_wait = Family::<L1, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "queue_oldest_wait_seconds",
+            "Longest current wait in the queue",
+            oldest_wait.clone(),
+        );
+        let queue_wait: Family<L1, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(wait_histogram);
+        registry.register(
+            "queue_wait_seconds",
+            "Time from admission to grant of granted requests",
+            queue_wait.clone(),
+        );
+        let model_queue_wait: Family<L2, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(wait_histogram);
+        registry.register(
+            "model_queue_wait_seconds",
+            "Time from admission to grant of granted requests, by model",
+            model_queue_wait.clone(),
+        );
+        let in_progress = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "requests_in_progress",
+            "Model requests admitted and not yet finished",
+            in_progress.clone(),
+        );
+        let swaps = Family::<L2, Counter>::default();
+        registry.register(
+            "swaps",
+            "Model starts (stopping the models in the way first), by result",
+            swaps.clone(),
+        );
+        let swap_duration: Family<L1, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(swap_histogram);
+        registry.register(
+            "swap_duration_seconds",
+            "Time to stop the evicted models and make a model ready",
+            swap_duration.clone(),
+        );
+        let fence_holds = Counter::default();
+        registry.register(
+            "drain_fence_holds",
+            "Requests the drain fence held back for higher-priority work (each counted once)",
+            fence_holds.clone(),
+        );
+        let header_rejected = Family::<L1, Counter>::default();
+        registry.register(
+            "priority_header_rejected",
+            "X-Priority headers that could not be used and counted as 0",
+            header_rejected.clone(),
+        );
+        let capped = Counter::default();
+        registry.register(
+            "priority_capped",
+            "Requests whose X-Priority was lowered by a configured cap or ignored",
+            capped.clone(),
+        );
+        let model_state = Family::<L2, Gauge>::default();
+        registry.register(
+            "model_state",
+            "1 for the state each configured model is in",
+            model_state.clone(),
+        );
+        let metrics = Self {
+            registry,
+            bands,
+            models: models.into_iter().map(Into::into).collect(),
+            requests,
+            queue_depth,
+            model_queue_depth,
+            oldest_wait,
+            queue_wait,
+            model_queue_wait,
+            in_progress,
+            swaps,
+            swap_duration,
+            fence_holds,
+            header_rejected,
+            capped,
+            model_state,
+        };
+        metrics.zero_series();
+        metrics
+    }
+
+    /// Metrics for a loaded configuration: its model IDs and default bands.
+    pub fn for_config(config: &crate::config::Config) -> Self {
+        Self::new(config.models.iter().map(|m| m.id.clone()), Bands::default())
+    }
+
+    /// Creates the series that should read 0 before anything happened, so a
+    /// dashboard sees them from the first scrape.
+    fn zero_series(&self) {
+        for band in self.bands.iter() {
+            let _ = self
+                .queue_depth
+                .get_or_create(&[("band", band.name.clone())]);
+            let _ = self
+                .oldest_wait
+                .get_or_create(&[("band", band.name.clone())]);
+            let _ = self
+                .queue_wait
+                .get_or_create(&[("band", band.name.clone())]);
+        }
+        for reason in ["invalid", "duplicated"] {
+            let _ = self
+                .header_rejected
+                .get_or_create(&[("reason", reason.to_owned())]);
+        }
+    }
+
+    /// The configured bands.
+    pub fn bands(&self) -> &Bands {
+        &self.bands
+    }
+
+    /// The band label of a priority.
+    pub fn band(&self, priority: i32) -> String {
+        self.bands.name_of(priority).to_owned()
+    }
+
+    /// The model label of a name: itself if configured, [`OTHER_MODEL`] otherwise.
+    pub fn model_label(&self, model: &str) -> String {
+        if self.models.contains(model) {
+            model.to_owned()
+        } else {
+            OTHER_MODEL.to_owned()
+        }
+    }
+
+    /// Starts tracking one model request at header priority `priority`; see
+    /// [`RequestOutcome`].
+    pub fn request(self: &std::sync::Arc<Self>, priority: i32) -> RequestOutcome {
+        RequestOutcome::new(std::sync::Arc::clone(self), self.band(priority))
+    }
+
+    pub(crate) fn record_outcome(&self, outcome: &'static str, code: &'static str, band: String) {
+        self.requests
+            .get_or_create(&[
+                ("outcome", outcome.to_owned()),
+                ("code", code.to_owned()),
+                ("band", band),
+            ])
+            .inc();
+    }
+
+    /// Sets the number of model requests admitted and not yet finished.
+    pub fn set_in_progress(&self, n: usize) {
+        self.in_progress.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Records an X-Priority header that could not be used.
+    pub fn header(&self, priority: HeaderPriority) {
+        let reason = match priority {
+            HeaderPriority::Invalid => "invalid",
+            HeaderPriority::Duplicated => "duplicated",
+            HeaderPriority::Absent | HeaderPriority::Value(_) => return,
+        };
+        self.header_rejected
+            .get_or_create(&[("reason", reason.to_owned())])
+            .inc();
+    }
+
+    /// Records a request whose header priority a cap lowered (or that was ignored).
+    pub fn capped(&self) {
+        self.capped.inc();
+    }
+
+    /// Records that a request for `model` at effective `priority` waited
+    /// `waited` before its grant.
+    pub fn granted(&self, model: &str, priority: i32, waited: Duration) {
+        let band = self.band(priority);
+        let secs = waited.as_secs_f64();
+        self.queue_wait
+            .get_or_create(&[("band", band.clone())])
+            .observe(secs);
+        self.model_queue_wait
+            .get_or_create(&[("model", self.model_label(model)), ("band", band)])
+            .observe(secs);
+    }
+
+    /// Records one swap to `model` that took `took`.
+    pub fn swap(&self, model: &str, ok: bool, took: Duration) {
+        let model = self.model_label(model);
+        let result = if ok { "ok" } else { "failed" };
+        self.swaps
+            .get_or_create(&[("model", model.clone()), ("result", result.to_owned())])
+            .inc();
+        self.swap_duration
+            .get_or_create(&[("model", model)])
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records `n` more requests held back by the drain fence.
+    pub fn fence_holds(&self, n: u64) {
+        if n > 0 {
+            self.fence_holds.inc_by(n);
+        }
+    }
+
+    /// Sets the queue and model-state gauges from the router's current view.
+    pub fn observe_router(&self, queue: &[QueueEntry], running: &[RunningModel]) {
+        let mut depth: BTreeMap<(String, String), i64> = BTreeMap::new();
+        let mut band_depth: BTreeMap<String, i64> = BTreeMap::new();
+        let mut oldest: BTreeMap<String, Duration> = BTreeMap::new();
+        for band in self.bands.iter() {
+            band_depth.insert(band.name.clone(), 0);
+            oldest.insert(band.name.clone(), Duration::ZERO);
+            for model in &self.models {
+                depth.insert((model.clone(), band.name.clone()), 0);
+            }
+        }
+        for entry in queue {
+            let band = self.band(entry.effective_priority);
+            *depth
+                .entry((self.model_label(&entry.model), band.clone()))
+                .or_default() += 1;
+            *band_depth.entry(band.clone()).or_default() += 1;
+            let o = oldest.entry(band).or_default();
+            *o = (*o).max(entry.waited);
+        }
+        for ((model, band), n) in depth {
+            self.model_queue_depth
+                .get_or_create(&[("model", model), ("band", band)])
+                .set(n);
+        }
+        for (band, n) in band_depth {
+            self.queue_depth.get_or_create(&[("band", band)]).set(n);
+        }
+        for (band, waited) in oldest {
+            self.oldest_wait
+                .get_or_create(&[("band", band)])
+                .set(waited.as_secs_f64());
+        }
+        for model in &self.models {
+            let current = running
+                .iter()
+                .find(|r| &r.model == model)
+                .map_or(ModelState::Stopped, |r| r.state);
+            for (state, word) in [
+                (ModelState::Stopped, "stopped"),
+                (ModelState::Starting, "starting"),
+                (ModelState::Ready, "ready"),
+                (ModelState::Stopping, "stopping"),
+            ] {
+                self.model_state
+                    .get_or_create(&[("model", model.clone()), ("state", word.to_owned())])
+                    .set(i64::from(state == current));
+            }
+        }
+    }
+
+    /// The OpenMetrics text of every metric ([`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
