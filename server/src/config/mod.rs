@@ -37,7 +37,7 @@
 //! let qwen = loaded.config.model("qwen").unwrap();
 //! assert_eq!(qwen.cmd, "llama-server --port 5800 -m /models/qwen.gguf");
 //! assert_eq!(qwen.proxy, "http://localhost:5800");
-//! assert_eq!(loaded.config.priority("qwen"), 5);
+//! assert_eq!(loaded.config.priority("qwen"), Some(5));
 //! # Ok::<(), llama_swap_server::config::ConfigError>(())
 //! ```
 
