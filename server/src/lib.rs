@@ -14,6 +14,7 @@
 //! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
 //! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
 //! | [`priority`] | parsing of the `X-Priority` header |
+//! | [`trust`] | caps on `X-Priority`: global, per API key, or ignored |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
@@ -28,6 +29,7 @@ pub mod proxy;
 pub mod router;
 pub mod scheduler;
 pub mod serve;
+pub mod trust;
 pub mod upstream;
 
 pub use api::HttpOptions;

@@ -75,6 +75,20 @@ impl ApiKeys {
         }
     }
 
+    /// The index of the configured key the request presents, if any (every
+    /// key is compared, in constant time, as in [`check`](Self::check)).
+    pub fn matched(&self, headers: &HeaderMap) -> Option<usize> {
+        let mut found = None;
+        for candidate in candidates(headers) {
+            for (i, key) in self.keys.iter().enumerate() {
+                if constant_time_eq(&candidate, key) && found.is_none() {
+                    found = Some(i);
+                }
+            }
+        }
+        found
+    }
+
     /// Removes the headers that carried this server's key, so the key never
     /// reaches an upstream. Does nothing when authentication is off: then those
     /// headers belong to the upstream.

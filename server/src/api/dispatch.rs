@@ -27,6 +27,7 @@ use crate::metrics::RequestOutcome;
 use crate::priority::HeaderPriority;
 use crate::proxy::{Outbound, OutboundBody, SendError};
 use crate::router::{Lease, ModelState, RouteError, Submit, Ticket, WaitStatus};
+use crate::trust::KeyIndex;
 use crate::upstream::ProcessState;
 
 /// How long a crashed upstream may take to be noticed by the supervisor, and
@@ -39,7 +40,8 @@ const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
 /// A model-dispatched endpoint: the model comes from the body, form or query.
 pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let mut outcome = Some(track_outcome(&state, request.headers()));
-    let result = dispatch_by_body(state, request, &mut outcome).await;
+    let key = request.extensions().get::<KeyIndex>().copied();
+    let result = dispatch_by_body(state, request, key, &mut outcome).await;
     settle_early(outcome, &result);
     match result {
         Ok(response) => response,
@@ -50,6 +52,7 @@ pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Reque
 async fn dispatch_by_body(
     state: AppState,
     request: Request,
+    key: Option<KeyIndex>,
     outcome: &mut Option<RequestOutcome>,
 ) -> Result<Response, ApiError> {
     refuse_when_draining(&state)?;
@@ -79,14 +82,15 @@ async fn dispatch_by_body(
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading, outcome).await
+    serve(state, model, outbound, loading, key, outcome).await
 }
 
 /// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
 /// streams through unread.
 pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let mut outcome = Some(track_outcome(&state, request.headers()));
-    let result = dispatch_by_path(state, request, &mut outcome).await;
+    let key = request.extensions().get::<KeyIndex>().copied();
+    let result = dispatch_by_path(state, request, key, &mut outcome).await;
     settle_early(outcome, &result);
     match result {
         Ok(response) => response,
@@ -97,6 +101,7 @@ pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Re
 async fn dispatch_by_path(
     state: AppState,
     request: Request,
+    key: Option<KeyIndex>,
     outcome: &mut Option<RequestOutcome>,
 ) -> Result<Response, ApiError> {
     refuse_when_draining(&state)?;
@@ -136,7 +141,7 @@ async fn dispatch_by_path(
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading, outcome).await
+    serve(state, model, outbound, loading, key, outcome).await
 }
 
 /// Submits the request, waits for its turn and forwards it.
@@ -145,6 +150,7 @@ async fn serve(
     model: Arc<ModelEntry>,
     outbound: Outbound,
     loading: bool,
+    key: Option<KeyIndex>,
     outcome: &mut Option<RequestOutcome>,
 ) -> Result<Response, ApiError> {
     // Counted until the response body ends, so a drain can wait for it.
@@ -160,13 +166,22 @@ async fn serve(
         outcome.rejected(error.kind().code);
         return Err(error);
     }
+    let requested = priority.value();
+    let capped = state.inner.trust.cap(requested, key);
+    if capped != requested {
+        state.inner.metrics.capped();
+        tracing::debug!(model = %model.id, requested, capped, "X-Priority capped");
+    }
     let submitted = state
         .inner
         .router
-        .submit(Submit {
-            model: model.id.clone(),
-            priority: priority.value(),
-        })
+        .submit_capped(
+            Submit {
+                model: model.id.clone(),
+                priority: capped,
+            },
+            requested,
+        )
         .await;
     let ticket = match submitted {
         Ok(ticket) => ticket,
@@ -180,7 +195,7 @@ async fn serve(
     tracing::Span::current().record("seq", ticket.id().0);
     let status = ticket.status();
     let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
-    let priority = priority.value();
+    let priority = capped;
     if loading && !granted_at_once {
         let id = model.id.clone();
         let work = async move {
@@ -373,6 +388,15 @@ pub(crate) fn route_error(error: RouteError) -> ApiError {
         RouteError::PriorityNotSupported { priority } => {
             ApiError::PriorityNotSupported { priority }
         }
+        RouteError::QueueFull {
+            model,
+            waiting,
+            retry_after,
+        } => ApiError::QueueFull {
+            model,
+            waiting,
+            retry_after,
+        },
         RouteError::StartFailed(source) => ApiError::StartFailed {
             model: launch_model(&source),
             source,

@@ -83,6 +83,19 @@ pub enum ApiError {
         /// When to retry.
         retry_after: Duration,
     },
+    /// The model already has as many waiting requests as `priority.maxQueued` allows.
+    #[error(
+        "model '{model}' already has {waiting} requests waiting, the most priority.maxQueued allows; retry after {} s",
+        retry_after_secs(*.retry_after)
+    )]
+    QueueFull {
+        /// The model ID.
+        model: String,
+        /// Requests waiting for it.
+        waiting: usize,
+        /// When to retry, estimated from measured serve times.
+        retry_after: Duration,
+    },
     /// The upstream refused the connection, reset it or sent garbage.
     #[error(
         "the upstream server of model '{model}' could not be reached or failed mid-response; retry, and check GET /logs/stream/{model} if it persists"
@@ -163,6 +176,11 @@ impl ApiError {
                 "rate_limit_error",
                 "concurrency_limit",
             ),
+            Self::QueueFull { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "queue_full",
+            ),
             Self::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, UPSTREAM, "upstream_unreachable")
             }
@@ -223,7 +241,7 @@ impl IntoResponse for ApiError {
             Self::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            Self::ConcurrencyLimit { retry_after, .. } => {
+            Self::ConcurrencyLimit { retry_after, .. } | Self::QueueFull { retry_after, .. } => {
                 headers.insert(
                     header::RETRY_AFTER,
                     HeaderValue::from(retry_after_secs(*retry_after)),

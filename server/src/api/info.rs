@@ -118,7 +118,9 @@ pub(crate) async fn queue(State(state): State<AppState>) -> Json<Value> {
             json!({
                 "model": e.model,
                 "requested_priority": e.requested_priority,
+                "capped_priority": e.capped_priority,
                 "effective_priority": e.effective_priority,
+                "aged": e.aged,
                 "position": e.position,
                 "waited_ms": u64::try_from(e.waited.as_millis()).unwrap_or(u64::MAX),
             })

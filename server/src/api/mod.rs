@@ -15,7 +15,7 @@
 //! | any method `/upstream/<model>/<path>` | the longest model ID or alias prefix of the path; body streamed unread; `/upstream/<model>` redirects to `/upstream/<model>/` |
 //! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` |
 //! | `GET /running` | `{"running":[{"model","state","proxy","ttl","name","description"}]}` |
-//! | `GET /api/queue` | `{"queue":[{"model","requested_priority","effective_priority","position","waited_ms"}]}` in position order |
+//! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","waited_ms"}]}` in position order |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |

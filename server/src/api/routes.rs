@@ -16,6 +16,7 @@ use super::logs;
 use super::metrics;
 use super::request_id;
 use super::state::AppState;
+use crate::trust::KeyIndex;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
 const MODEL_POST: &[&str] = &[
@@ -117,6 +118,9 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
     if request.uri().path() != "/health" {
         if let Err(error) = state.inner.keys.check(request.headers()) {
             return error.into_response();
+        }
+        if let Some(index) = state.inner.keys.matched(request.headers()) {
+            request.extensions_mut().insert(KeyIndex(index));
         }
         state.inner.keys.strip_credentials(request.headers_mut());
     }

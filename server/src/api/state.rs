@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::router::RouterHandle;
+use crate::trust::Trust;
 use crate::upstream::Supervisor;
 
 /// Default request body limit: large enough for audio uploads and long prompts.
@@ -87,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) inflight: TaskTracker,
     /// What `/metrics` shows; shared with the router actor.
     pub(crate) metrics: Arc<Metrics>,
+    /// Caps on `X-Priority`.
+    pub(crate) trust: Trust,
 }
 
 impl AppState {
@@ -156,6 +159,7 @@ impl AppState {
                 gate,
                 inflight: TaskTracker::new(),
                 metrics,
+                trust: Trust::from_config(config),
             }),
         }
     }

@@ -269,6 +269,12 @@ pub enum Reason {
     /// An API key containing whitespace.
     #[error("an API key must not contain whitespace")]
     ApiKeyWhitespace,
+    /// A per-key priority cap names a key that is not in `apiKeys` (the key is not shown).
+    #[error("is not one of the keys listed in apiKeys")]
+    NotAnApiKey,
+    /// `priority.bands` is not a valid set of bands.
+    #[error("{0}")]
+    InvalidBands(#[source] crate::metrics::BandsError),
     /// A command that is empty once comment lines are removed.
     #[error("is empty once comment lines are removed")]
     EmptyCommand,

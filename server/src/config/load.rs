@@ -5,6 +5,7 @@ use super::fields::{Cx, Fields, secs};
 use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
 use super::node::Node;
+use super::priority::read_priority;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
 use super::types::{ApiKey, Config, Hooks, LogLevel, LogToStdout};
 
@@ -149,6 +150,10 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         legacy_matrix: fields.take("matrix"),
     };
     let (groups, scheduler) = read_routing(routing_keys, &resolver, cx);
+    let priority_rules = match fields.take("priority") {
+        Some((node, path)) => read_priority(node, path, &api_keys, &resolver, cx),
+        None => super::types::PriorityConfig::default(),
+    };
     let hooks = match fields.take("hooks") {
         Some((node, path)) => read_hooks(node, path, &resolver, cx),
         None => Hooks::default(),
@@ -174,6 +179,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         log_to_stdout,
         log_time_format,
         log_requests,
+        priority_rules,
     })
 }
 

@@ -22,6 +22,7 @@ impl Config {
                 concurrency_limit: model.concurrency_limit,
                 unload_timeout: model.unload_timeout,
                 ttl: model.ttl,
+                max_queued: self.priority_rules.max_queued.get(&model.id).copied(),
             })
             .collect();
         let groups = self
@@ -46,6 +47,7 @@ impl Config {
             groups,
             kind,
             stop_grace: self.health_check_timeout,
+            aging_after: self.priority_rules.aging_after,
         }
     }
 

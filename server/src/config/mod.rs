@@ -48,6 +48,7 @@ mod macros;
 mod mapping;
 mod model;
 mod node;
+mod priority;
 mod routing;
 mod summary;
 mod types;
@@ -58,7 +59,8 @@ pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind}
 pub use macros::EnvLookup;
 pub use summary::Summary;
 pub use types::{
-    ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, SchedulerConfig,
+    ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, PriorityConfig,
+    SchedulerConfig,
 };
 
 /// A configuration that loaded, with what was ignored or adjusted on the way.

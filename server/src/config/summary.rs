@@ -50,6 +50,26 @@ impl fmt::Display for Summary<'_> {
             config.start_port,
             config.api_keys.len(),
         )?;
+        let rules = &config.priority_rules;
+        writeln!(
+            f,
+            "priority: {}; bands: {}; aging: {}; maxQueued: {}",
+            crate::trust::Trust::from_config(config).describe(),
+            rules.bands,
+            rules
+                .aging_after
+                .map_or_else(|| "off".to_owned(), |a| format!("after {}", seconds(a))),
+            if rules.max_queued.is_empty() {
+                "none".to_owned()
+            } else {
+                rules
+                    .max_queued
+                    .iter()
+                    .map(|(m, n)| format!("{m}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        )?;
 
         writeln!(f, "models ({}):", config.models.len())?;
         for model in &config.models {

@@ -41,6 +41,27 @@ pub struct Config {
     pub log_time_format: Option<String>,
     /// `logRequests` (default false).
     pub log_requests: bool,
+    /// `priority` (this server's extension): trust caps, bands, aging, queue bounds.
+    pub priority_rules: PriorityConfig,
+}
+
+/// The `priority:` section: how far `X-Priority` is trusted, how priorities are
+/// grouped in metrics, anti-starvation aging and per-model queue bounds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PriorityConfig {
+    /// `ignoreHeader` (default false): every `X-Priority` counts as absent.
+    pub ignore_header: bool,
+    /// `maxHeaderPriority` (default none): ceiling on the header value.
+    pub max_header_priority: Option<i32>,
+    /// `apiKeys`: (index into the top-level `apiKeys`, ceiling) pairs.
+    pub key_caps: Vec<(usize, i32)>,
+    /// `bands` (default low < 0, normal 0, elevated > 0): metric label values.
+    pub bands: crate::metrics::Bands,
+    /// `agingAfter` (default off): a waiter older than this ranks ahead of newer work.
+    pub aging_after: Option<Duration>,
+    /// `maxQueued` (default none): per model ID, most requests that may wait.
+    pub max_queued: BTreeMap<String, usize>,
 }
 
 impl Config {

@@ -199,9 +199,12 @@ impl Metrics {
         metrics
     }
 
-    /// Metrics for a loaded configuration: its model IDs and default bands.
+    /// Metrics for a loaded configuration: its model IDs and `priority.bands`.
     pub fn for_config(config: &crate::config::Config) -> Self {
-        Self::new(config.models.iter().map(|m| m.id.clone()), Bands::default())
+        Self::new(
+            config.models.iter().map(|m| m.id.clone()),
+            config.priority_rules.bands.clone(),
+        )
     }
 
     /// Creates the series that should read 0 before anything happened, so a

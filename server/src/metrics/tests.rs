@@ -13,8 +13,10 @@ fn entry(model: &str, priority: i32) -> QueueEntry {
         id: RequestId(0),
         model: model.to_owned(),
         requested_priority: priority,
+        capped_priority: priority,
         effective_priority: priority,
         position: 1,
+        aged: false,
         waited: Duration::from_millis(1500),
     }
 }

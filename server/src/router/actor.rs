@@ -10,6 +10,7 @@ use tokio::task::{Id as TaskId, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::service::ServiceTimes;
 use super::ticket::{Lease, Notice, Ticket};
 use super::{LaunchError, Launcher, RouterOptions, UpstreamEvent};
 use crate::metrics::Metrics;
@@ -22,6 +23,7 @@ use crate::scheduler::{
 pub(super) enum Command {
     Submit {
         model: String,
+        requested: i32,
         priority: i32,
         reply: oneshot::Sender<Result<Ticket, RouteError>>,
     },
@@ -85,6 +87,8 @@ pub(super) struct Actor {
     fence_seen: u64,
     /// When each swap in progress started, by target model.
     swap_started: HashMap<String, Instant>,
+    /// Measured serve durations, for `Retry-After` on a full queue.
+    service: ServiceTimes,
 }
 
 impl Actor {
@@ -108,6 +112,7 @@ impl Actor {
             metrics: options.metrics,
             fence_seen: 0,
             swap_started: HashMap::new(),
+            service: ServiceTimes::default(),
         }
     }
 
@@ -178,7 +183,10 @@ impl Actor {
                 self.waiters.remove(&id);
                 self.scheduler.cancel(now, id, &mut out);
             }
-            Notice::ServeDone(id) => self.scheduler.serve_done(now, id, &mut out),
+            Notice::ServeDone(id) => {
+                self.service.done(id);
+                self.scheduler.serve_done(now, id, &mut out);
+            }
         }
         self.apply(out);
     }
@@ -251,9 +259,10 @@ impl Actor {
         match command {
             Command::Submit {
                 model,
+                requested,
                 priority,
                 reply,
-            } => self.submit(now, &model, priority, reply),
+            } => self.submit(now, &model, requested, priority, reply),
             Command::Queue { reply } => {
                 let _ = reply.send(self.scheduler.queue(now));
             }
@@ -281,12 +290,28 @@ impl Actor {
         &mut self,
         now: Tick,
         model: &str,
+        requested: i32,
         priority: i32,
         reply: oneshot::Sender<Result<Ticket, RouteError>>,
     ) {
         let mut out = Vec::new();
-        let admitted = match self.scheduler.submit(now, model, priority, &mut out) {
+        let submitted = self
+            .scheduler
+            .submit_capped(now, model, requested, priority, &mut out);
+        let admitted = match submitted {
             Ok(admitted) => admitted,
+            Err(RouteError::QueueFull { model, waiting, .. }) => {
+                let retry_after =
+                    self.service
+                        .retry_after(&model, waiting, self.scheduler.in_flight(&model));
+                tracing::info!(%model, waiting, ?retry_after, "queue full: request refused");
+                let _ = reply.send(Err(RouteError::QueueFull {
+                    model,
+                    waiting,
+                    retry_after,
+                }));
+                return;
+            }
             Err(error) => {
                 let _ = reply.send(Err(error));
                 return;
@@ -340,6 +365,7 @@ impl Actor {
         for effect in effects {
             match effect {
                 Effect::Grant { id, model } => {
+                    self.service.granted(id, &model);
                     // Built even without a waiter, so that dropping it reports the end.
                     let lease = Lease::new(id, model, self.notices_tx.clone());
                     if let Some(waiter) = self.waiters.remove(&id) {

@@ -47,6 +47,7 @@
 
 mod actor;
 pub mod launcher;
+mod service;
 mod ticket;
 
 use std::collections::BTreeMap;
@@ -170,9 +171,26 @@ impl RouterHandle {
     /// [`RouteError::PriorityNotSupported`] (serial scheduler) or
     /// [`RouteError::ShuttingDown`].
     pub async fn submit(&self, request: Submit) -> Result<Ticket, RouteError> {
+        let priority = request.priority;
+        self.submit_capped(request, priority).await
+    }
+
+    /// As [`submit`](Self::submit) for a request whose header said `requested`
+    /// before trust caps lowered it to `request.priority` (`/api/queue` shows both).
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit), and [`RouteError::QueueFull`] with a
+    /// `retry_after` estimated from measured serve times.
+    pub async fn submit_capped(
+        &self,
+        request: Submit,
+        requested: i32,
+    ) -> Result<Ticket, RouteError> {
         let (reply, answer) = oneshot::channel();
         let command = Command::Submit {
             model: request.model,
+            requested,
             priority: request.priority,
             reply,
         };

@@ -35,6 +35,10 @@ pub struct Scheduler {
     pub(super) shutting_down: bool,
     /// Requests the drain fence held back, each counted once (for metrics).
     pub(super) fence_holds: u64,
+    /// `aging_after` (FIFO only).
+    pub(super) aging_after: Option<Duration>,
+    /// Queued requests that have not aged yet, in arrival order (only with aging on).
+    pub(super) not_aged: std::collections::BTreeSet<RequestId>,
 }
 
 #[derive(Debug)]
@@ -42,6 +46,7 @@ pub(super) struct Model {
     pub(super) id: String,
     pub(super) priority: Option<i32>,
     pub(super) limit: usize,
+    pub(super) max_queued: Option<usize>,
     pub(super) unload_timeout: Duration,
     pub(super) ttl: Option<Duration>,
     /// Admitted, unfinished requests (queued + waiting on a swap + serving).
@@ -74,11 +79,15 @@ pub(super) struct Swap {
 pub(super) struct Request {
     pub(super) model: usize,
     requested: i32,
+    /// The header value after trust caps (what `max(floor, ..)` takes).
+    capped: i32,
     pub(super) effective: i32,
-    arrived: Tick,
+    pub(super) arrived: Tick,
     pub(super) state: RequestState,
     /// The drain fence held it back at least once.
     pub(super) fenced: bool,
+    /// Waited `aging_after`: ranks ahead of everything that has not aged.
+    pub(super) aged: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +130,7 @@ impl Scheduler {
                 id: m.id.clone(),
                 priority: m.priority,
                 limit: m.concurrency_limit,
+                max_queued: m.max_queued,
                 unload_timeout: m.unload_timeout,
                 ttl: m.ttl,
                 reserved: 0,
@@ -170,6 +180,11 @@ impl Scheduler {
             next_stop: 0,
             shutting_down: false,
             fence_holds: 0,
+            aging_after: match settings.kind {
+                SchedulerKind::Fifo { .. } => settings.aging_after,
+                SchedulerKind::Serial => None,
+            },
+            not_aged: std::collections::BTreeSet::new(),
         })
     }
 
@@ -195,6 +210,26 @@ impl Scheduler {
         priority: i32,
         out: &mut Vec<Effect>,
     ) -> Result<Admitted, RouteError> {
+        self.submit_capped(now, model, priority, priority, out)
+    }
+
+    /// As [`submit`](Self::submit) for a request whose header said `requested`
+    /// and that trust caps lowered to `capped` (shown apart in [`QueueEntry`]).
+    /// `capped` is what ranks: effective = `max(floor, capped)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit), and [`RouteError::QueueFull`] when the model
+    /// has its `max_queued` requests waiting.
+    pub fn submit_capped(
+        &mut self,
+        now: Tick,
+        model: &str,
+        requested: i32,
+        capped: i32,
+        out: &mut Vec<Effect>,
+    ) -> Result<Admitted, RouteError> {
+        let priority = capped;
         if self.shutting_down {
             return Err(RouteError::ShuttingDown);
         }
@@ -214,6 +249,14 @@ impl Scheduler {
                 retry_after: CONCURRENCY_RETRY_AFTER,
             });
         }
+        let waiting = m.reserved - m.in_flight;
+        if m.max_queued.is_some_and(|max| waiting >= max) {
+            return Err(RouteError::QueueFull {
+                model: m.id.clone(),
+                waiting,
+                retry_after: CONCURRENCY_RETRY_AFTER,
+            });
+        }
         m.reserved += 1;
         m.idle_since = None;
         let effective = m.priority.map_or(priority, |floor| floor.max(priority));
@@ -223,11 +266,13 @@ impl Scheduler {
             id,
             Request {
                 model: t,
-                requested: priority,
+                requested,
+                capped,
                 effective,
                 arrived: now,
                 state: RequestState::Queued,
                 fenced: false,
+                aged: false,
             },
         );
         if serial {
@@ -340,7 +385,9 @@ impl Scheduler {
                     id: q.id,
                     model: self.models[r.model].id.clone(),
                     requested_priority: r.requested,
+                    capped_priority: r.capped,
                     effective_priority: r.effective,
+                    aged: r.aged,
                     position: i + 1,
                     waited: now.saturating_since(r.arrived),
                 })
@@ -364,6 +411,14 @@ impl Scheduler {
     /// The scheduler's view of `model` (ID or alias); `None` if unknown.
     pub fn model_state(&self, model: &str) -> Option<ModelState> {
         self.names.get(model).map(|&t| self.state_of(t))
+    }
+
+    /// Requests waiting for `model` (queued, or waiting on its start).
+    pub fn waiting(&self, model: &str) -> usize {
+        self.names.get(model).map_or(0, |&t| {
+            let m = &self.models[t];
+            m.reserved - m.in_flight
+        })
     }
 
     /// Admitted, unfinished requests for `model` (queued, waiting on a start, serving).

@@ -13,11 +13,11 @@ pub(super) struct Queued {
     /// Ranking priority: the effective priority (0 for every request under `serial`).
     pub(super) rank: i32,
     /// Last position reported to the request (0 = none yet).
-    reported: usize,
+    pub(super) reported: usize,
 }
 
 impl Queued {
-    fn key(&self) -> (Reverse<i32>, RequestId) {
+    pub(super) fn key(&self) -> (Reverse<i32>, RequestId) {
         (Reverse(self.rank), self.id)
     }
 }
@@ -155,12 +155,12 @@ impl Scheduler {
             return;
         };
         request.state = RequestState::Queued;
-        let rank = if self.kind == SchedulerKind::Serial {
-            0
-        } else {
-            request.effective
-        };
+        let rank = Self::rank_of(self.kind, request);
+        let aging = self.aging_after.is_some() && !request.aged;
         let t = request.model;
+        if aging {
+            self.not_aged.insert(id);
+        }
         let entry = Queued {
             id,
             model: t,
@@ -178,11 +178,7 @@ impl Scheduler {
         let Some(request) = self.requests.get(&id) else {
             return;
         };
-        let rank = if self.kind == SchedulerKind::Serial {
-            0
-        } else {
-            request.effective
-        };
+        let rank = Self::rank_of(self.kind, request);
         let key = (Reverse(rank), id);
         if let Ok(index) = self.queue.binary_search_by(|q| q.key().cmp(&key)) {
             let q = self.queue.remove(index);
@@ -216,7 +212,18 @@ impl Scheduler {
         removed
     }
 
-    fn uncount(&mut self, q: &Queued) {
+    /// What a queued request ranks by: 0 under serial, the top for an aged
+    /// request, its effective priority otherwise.
+    pub(super) fn rank_of(kind: SchedulerKind, request: &super::core::Request) -> i32 {
+        match kind {
+            SchedulerKind::Serial => 0,
+            _ if request.aged => i32::MAX,
+            _ => request.effective,
+        }
+    }
+
+    pub(super) fn uncount(&mut self, q: &Queued) {
+        self.not_aged.remove(&q.id);
         let counts = &mut self.models[q.model].queued;
         if let Some(n) = counts.get_mut(&q.rank) {
             *n -= 1;
@@ -226,7 +233,7 @@ impl Scheduler {
         }
     }
 
-    fn mark_dirty(&mut self, index: usize) {
+    pub(super) fn mark_dirty(&mut self, index: usize) {
         self.dirty_from = Some(self.dirty_from.map_or(index, |d| d.min(index)));
     }
 

@@ -27,6 +27,16 @@ pub enum RouteError {
         /// When a retry may succeed.
         retry_after: Duration,
     },
+    /// The model already has `max_queued` requests waiting (429 `queue_full`).
+    #[error("model {model} already has {waiting} requests waiting; retry after {retry_after:?}")]
+    QueueFull {
+        /// The model ID.
+        model: String,
+        /// Requests waiting for it.
+        waiting: usize,
+        /// When a retry may succeed: the router's estimate from measured service times.
+        retry_after: Duration,
+    },
     /// The `serial` scheduler does not rank requests (400 `priority_not_supported`).
     #[error(
         "X-Priority {priority} is not supported: the serial scheduler serves requests in arrival order; send no X-Priority or 0"

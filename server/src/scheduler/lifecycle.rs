@@ -131,6 +131,7 @@ impl Scheduler {
         for t in expired {
             self.issue_stop(vec![vec![t]], out);
         }
+        self.age(now, out);
     }
 
     /// When [`Scheduler::tick`] next has work to do, if ever.
@@ -140,6 +141,7 @@ impl Scheduler {
         }
         (0..self.models.len())
             .filter_map(|t| self.ttl_deadline(t))
+            .chain(self.next_aging())
             .min()
     }
 

@@ -57,6 +57,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod aging;
 mod core;
 mod drain;
 mod error;

@@ -29,6 +29,9 @@ pub struct SchedulerSettings {
     pub kind: SchedulerKind,
     /// Grace for models stopped to make room for another (llama-swap: `healthCheckTimeout`).
     pub stop_grace: Duration,
+    /// Anti-starvation (`priority.agingAfter`, FIFO only): a request queued this
+    /// long ranks ahead of every request that has not aged, oldest first. `None`: off.
+    pub aging_after: Option<Duration>,
 }
 
 impl SchedulerSettings {
@@ -39,6 +42,7 @@ impl SchedulerSettings {
             groups: Vec::new(),
             kind: SchedulerKind::default(),
             stop_grace: DEFAULT_STOP_GRACE,
+            aging_after: None,
         }
     }
 }
@@ -60,6 +64,10 @@ pub struct ModelSettings {
     pub unload_timeout: Duration,
     /// Idle time after which the model is unloaded; `None` = never.
     pub ttl: Option<Duration>,
+    /// Most requests that may wait for this model (queued or waiting for its
+    /// start) before more are refused with [`RouteError::QueueFull`](super::RouteError::QueueFull);
+    /// `None` = no bound beyond the concurrency limit.
+    pub max_queued: Option<usize>,
 }
 
 impl ModelSettings {
@@ -72,6 +80,7 @@ impl ModelSettings {
             concurrency_limit: DEFAULT_CONCURRENCY_LIMIT,
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             ttl: None,
+            max_queued: None,
         }
     }
 }

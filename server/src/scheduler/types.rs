@@ -159,10 +159,16 @@ pub struct QueueEntry {
     pub model: String,
     /// Priority the request asked for (parsed header, 0 if none).
     pub requested_priority: i32,
+    /// The header priority after trust caps (`priority.maxHeaderPriority`,
+    /// per-key caps, `ignoreHeader`); equal to `requested_priority` without caps.
+    pub capped_priority: i32,
     /// `max(config floor, requested)`: what ranks it.
     pub effective_priority: i32,
     /// 1-based position in the queue.
     pub position: usize,
+    /// It waited `aging_after` and now ranks ahead of newer work; its
+    /// priorities above stay what they were, for display and metrics.
+    pub aged: bool,
     /// Time since the request was admitted.
     pub waited: Duration,
 }

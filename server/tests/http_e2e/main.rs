@@ -9,3 +9,4 @@ mod lifecycle;
 mod observability;
 mod priority;
 mod support;
+mod trust;

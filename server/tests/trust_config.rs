@@ -1,0 +1,92 @@
+//! The `priority:` section of the config: trust caps, bands, aging and queue
+//! bounds load with their defaults, and bad values name their key path
+//! without ever showing an API key.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llama_swap_server::config::{Config, Reason};
+use llama_swap_server::trust::{KeyIndex, Trust};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/config/trust")
+        .join(name)
+}
+
+#[test]
+fn priority_section_loads_every_key() {
+    let loaded = Config::load_with_env(fixture("priority-section.yaml"), &|_| None).unwrap();
+    let config = loaded.config;
+    let rules = &config.priority_rules;
+    assert!(!rules.ignore_header);
+    assert_eq!(rules.max_header_priority, Some(10));
+    assert_eq!(rules.key_caps, vec![(1, -10)]);
+    assert_eq!(rules.bands.name_of(-5), "batch");
+    assert_eq!(rules.bands.name_of(7), "urgent");
+    assert_eq!(rules.aging_after, Some(Duration::from_secs(120)));
+    // The alias resolves to its model.
+    assert_eq!(rules.max_queued.get("qwen"), Some(&20));
+    let settings = config.scheduler_settings();
+    assert_eq!(settings.aging_after, Some(Duration::from_secs(120)));
+    let qwen = settings.models.iter().find(|m| m.id == "qwen").unwrap();
+    assert_eq!(qwen.max_queued, Some(20));
+
+    let trust = Trust::from_config(&config);
+    assert_eq!(trust.cap(50, None), 10);
+    assert_eq!(trust.cap(5, Some(KeyIndex(1))), -10);
+    assert_eq!(trust.cap(5, Some(KeyIndex(0))), 5);
+
+    let summary = config.summary().to_string();
+    assert!(
+        summary.contains("X-Priority capped at 10, apiKeys[1] capped at -10"),
+        "{summary}"
+    );
+    assert!(summary.contains("aging: after 120s"), "{summary}");
+    assert!(summary.contains("maxQueued: qwen=20"), "{summary}");
+    assert!(!summary.contains("sk-batch"), "{summary}");
+}
+
+#[test]
+fn without_a_priority_section_nothing_is_capped_and_aging_is_off() {
+    let yaml = "models:\n  a:\n    cmd: x --port ${PORT}\n";
+    let config = Config::from_yaml_str("t.yaml", yaml, &|_: &str| None)
+        .unwrap()
+        .config;
+    let trust = Trust::from_config(&config);
+    assert_eq!(trust.cap(i32::MAX, None), i32::MAX);
+    assert_eq!(config.priority_rules.aging_after, None);
+    assert!(config.priority_rules.max_queued.is_empty());
+    assert_eq!(config.priority_rules.bands.name_of(0), "normal");
+}
+
+#[test]
+fn bad_priority_values_name_their_key_path_and_never_the_key() {
+    let err = Config::load_with_env(fixture("priority-errors.yaml"), &|_| None).unwrap_err();
+    let issues: Vec<(String, Reason)> = err
+        .issues()
+        .iter()
+        .map(|i| (i.path.to_string(), i.reason.clone()))
+        .collect();
+    let paths: Vec<&str> = issues.iter().map(|(p, _)| p.as_str()).collect();
+    for want in [
+        "priority.maxHeaderPriority",
+        "priority.apiKeys[0].key",
+        "priority.apiKeys[1].key",
+        "priority.bands",
+        "priority.agingAfter",
+        "priority.maxQueued.nope",
+    ] {
+        assert!(paths.contains(&want), "no issue at {want}: {issues:#?}");
+    }
+    assert!(
+        issues
+            .iter()
+            .any(|(p, r)| p == "priority.apiKeys[0].key" && *r == Reason::NotAnApiKey)
+    );
+    let text = err.to_string();
+    assert!(!text.contains("sk-not-configured"), "{text}");
+    assert!(!text.contains("sk-chat"), "{text}");
+}
