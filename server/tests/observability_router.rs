@@ -1,0 +1,152 @@
+//! The router actor's measurements on a paused clock: `Retry-After` of a full
+//! queue from measured serve times, swaps and their durations, aging driven by
+//! the actor's timer.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llama_swap_server::metrics::{Bands, Metrics};
+use llama_swap_server::router::{
+    BoxFuture, LaunchError, Launcher, RouteError, Router, RouterHandle, RouterOptions, Submit,
+};
+use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
+
+/// Upper bound that turns a hang into a failure (virtual time).
+const BOUND: Duration = Duration::from_secs(3600);
+
+/// Starts take `load` of virtual time; stops are instant.
+struct Timed {
+    load: Duration,
+}
+
+impl Launcher for Timed {
+    fn ensure_ready(&self, _model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
+        let load = self.load;
+        Box::pin(async move {
+            tokio::time::sleep(load).await;
+            Ok(())
+        })
+    }
+    fn stop(&self, _model: &str, _grace: Duration) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+fn router(settings: SchedulerSettings, metrics: Arc<Metrics>) -> RouterHandle {
+    let (_exits, exits_rx) = tokio::sync::mpsc::channel(1);
+    // The sender is dropped: no upstream exits in these tests.
+    Router::spawn_with(
+        settings,
+        Arc::new(Timed {
+            load: Duration::from_millis(500),
+        }),
+        exits_rx,
+        RouterOptions::default().metrics(metrics),
+    )
+    .unwrap()
+}
+
+fn submit(model: &str, priority: i32) -> Submit {
+    Submit {
+        model: model.to_owned(),
+        priority,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_queue_retry_after_follows_measured_serve_time() {
+    let mut bounded = ModelSettings::new("b");
+    bounded.max_queued = Some(1);
+    let settings = SchedulerSettings::new(vec![ModelSettings::new("a"), bounded]);
+    let metrics = Arc::new(Metrics::new(["a", "b"], Bands::default()));
+    let r = router(settings, Arc::clone(&metrics));
+
+    // One request to b that takes 4 s to serve.
+    let lease = tokio::time::timeout(BOUND, r.submit(submit("b", 0)).await.unwrap().granted())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    drop(lease);
+
+    // a takes the GPU and holds it; one request for b waits, the next is refused.
+    let held = tokio::time::timeout(BOUND, r.submit(submit("a", 0)).await.unwrap().granted())
+        .await
+        .unwrap()
+        .unwrap();
+    let waiting = r.submit(submit("b", 0)).await.unwrap();
+    match r.submit(submit("b", 10)).await {
+        Err(RouteError::QueueFull {
+            model,
+            waiting,
+            retry_after,
+        }) => {
+            assert_eq!(model, "b");
+            assert_eq!(waiting, 1);
+            // 4 s per request × (1 waiting + this one), one at a time.
+            assert_eq!(retry_after, Duration::from_secs(8));
+        }
+        other => panic!("expected QueueFull, got {other:?}"),
+    }
+    drop(held);
+    let lease = tokio::time::timeout(BOUND, waiting.granted())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(lease);
+
+    let text = metrics.encode();
+    assert!(
+        text.contains("llamaswap_swaps_total{model=\"b\",result=\"ok\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("llamaswap_swaps_total{model=\"a\",result=\"ok\"} 1\n"),
+        "{text}"
+    );
+    // Each start took the launcher's 0.5 s of virtual time.
+    assert!(
+        text.contains("llamaswap_swap_duration_seconds_sum{model=\"a\"} 0.5\n"),
+        "{text}"
+    );
+    r.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn actor_wakes_to_age_a_waiter_ahead_of_newer_higher_work() {
+    let mut settings = SchedulerSettings::new(vec![
+        ModelSettings::new("a"),
+        ModelSettings::new("b"),
+        ModelSettings::new("c"),
+    ]);
+    settings.aging_after = Some(Duration::from_secs(30));
+    let metrics = Arc::new(Metrics::new(["a", "b", "c"], Bands::default()));
+    let r = router(settings, metrics);
+    let held = tokio::time::timeout(BOUND, r.submit(submit("a", 0)).await.unwrap().granted())
+        .await
+        .unwrap()
+        .unwrap();
+    let low = r.submit(submit("b", -10)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let high = r.submit(submit("c", 10)).await.unwrap();
+    let queue = r.queue().await;
+    assert_eq!(queue[0].model, "c");
+    assert!(!queue[1].aged);
+    // No event but the actor's own timer happens in between.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let queue = r.queue().await;
+    assert_eq!(queue[0].model, "b");
+    assert!(queue[0].aged);
+    assert_eq!(queue[0].effective_priority, -10);
+    drop(held);
+    let lease = tokio::time::timeout(BOUND, low.granted())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.model(), "b");
+    drop(lease);
+    drop(high);
+    r.shutdown().await;
+}
