@@ -150,3 +150,69 @@ async fn actor_wakes_to_age_a_waiter_ahead_of_newer_higher_work() {
     drop(high);
     r.shutdown().await;
 }
+
+/// Captures formatted log output.
+#[derive(Clone, Default)]
+struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
+    type Writer = Capture;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_swap_logs_one_info_line_with_the_evicted_models_and_the_reason() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(capture.clone())
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .finish();
+    // Current-thread runtime: the actor task runs on this thread, under this subscriber.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let settings = SchedulerSettings::new(vec![ModelSettings::new("a"), ModelSettings::new("b")]);
+    let r = router(
+        settings,
+        Arc::new(Metrics::new(["a", "b"], Bands::default())),
+    );
+    let first = r.submit(submit("a", 0)).await.unwrap();
+    drop(
+        tokio::time::timeout(BOUND, first.granted())
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let second = r.submit(submit("b", -10)).await.unwrap();
+    let seq = second.id().0;
+    drop(
+        tokio::time::timeout(BOUND, second.granted())
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    r.shutdown().await;
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let swaps: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("swap: starting"))
+        .collect();
+    assert_eq!(swaps.len(), 2, "{text}");
+    assert!(swaps.iter().all(|l| l.contains("INFO")), "{text}");
+    let to_b = swaps[1];
+    assert!(to_b.contains("model=b"), "{to_b}");
+    assert!(to_b.contains("evicted=[\"a\"]"), "{to_b}");
+    assert!(to_b.contains(&format!("for_request={seq}")), "{to_b}");
+    assert!(to_b.contains("requested_priority=-10"), "{to_b}");
+}

@@ -146,3 +146,62 @@ async fn label_cardinality_stays_bounded_under_random_priorities_and_models() {
     assert!(label_values(&text, "model").is_subset(&models), "{text}");
     h.shutdown().await;
 }
+
+/// Captures formatted log output.
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
+    type Writer = Capture;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn request_id_is_a_span_field_of_the_request_logs() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(capture.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    // Current-thread runtime: the server's tasks run on this thread, under this subscriber.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let h = Harness::start(&[model("a", "")], "").await;
+    let response = h
+        .chat("a", Some("oops"), false)
+        .header("X-Request-Id", "trace-77")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    h.shutdown().await;
+    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let tagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("request_id=trace-77"))
+        .collect();
+    // The bad header (before queueing) and the access line (after proxying)
+    // both carry the id, and so does the scheduler's sequence number.
+    assert!(
+        tagged.iter().any(|l| l.contains("malformed X-Priority")),
+        "{text}"
+    );
+    assert!(
+        tagged
+            .iter()
+            .any(|l| l.contains("status=200") && l.contains("seq=")),
+        "{text}"
+    );
+}
