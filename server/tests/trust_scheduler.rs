@@ -183,3 +183,22 @@ fn swap_trigger_names_the_request_that_started_the_swap() {
     h.swap_ok("a");
     assert_eq!(h.s.swap_trigger("a"), None);
 }
+
+#[test]
+fn serial_refuses_a_client_priority_but_not_one_set_by_a_cap() {
+    let mut h = Harness::with_kind(
+        settings(models(&["a"])),
+        llama_swap_server::scheduler::SchedulerKind::Serial,
+    );
+    let mut out = Vec::new();
+    // No header, lowered by a key cap: served in arrival order like any other.
+    assert!(h.s.submit_capped(h.now, "a", 0, -10, &mut out).is_ok());
+    // A header the config ignores (capped to 0): fine too.
+    assert!(h.s.submit_capped(h.now, "a", 10, 0, &mut out).is_ok());
+    // A header that would count: refused, naming what the client sent.
+    assert_eq!(
+        h.s.submit_capped(h.now, "a", 10, -10, &mut out)
+            .unwrap_err(),
+        RouteError::PriorityNotSupported { priority: 10 }
+    );
+}

@@ -239,8 +239,13 @@ impl Scheduler {
             });
         };
         let serial = self.kind == SchedulerKind::Serial;
-        if serial && priority != 0 {
-            return Err(RouteError::PriorityNotSupported { priority });
+        // A cap alone (a key's negative ceiling on a call without a header, or
+        // an ignored header) is the operator's doing, not the client's: only a
+        // priority the client asked for and that would count is refused.
+        if serial && requested != 0 && capped != 0 {
+            return Err(RouteError::PriorityNotSupported {
+                priority: requested,
+            });
         }
         let m = &mut self.models[t];
         if m.reserved >= m.limit {
