@@ -202,3 +202,98 @@ fn serial_refuses_a_client_priority_but_not_one_set_by_a_cap() {
         RouteError::PriorityNotSupported { priority: 10 }
     );
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit(usize, i32),
+    Wait(u64),
+    FinishOldest,
+    StartsDone,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (0usize..3, prop_oneof![Just(LOW), Just(0), Just(HIGH)])
+            .prop_map(|(m, p)| Op::Submit(m, p)),
+        2 => (0u64..15).prop_map(Op::Wait),
+        2 => Just(Op::FinishOldest),
+        2 => Just(Op::StartsDone),
+    ]
+}
+
+/// The queue order with aging: aged requests first in arrival order, then the
+/// rest by (effective priority desc, arrival asc); after a tick, nothing that
+/// has waited `AGE` is left un-aged.
+fn check_aging_order(h: &Harness, ticked: bool) {
+    let queue = h.s.queue(h.now);
+    let key = |e: &llama_swap_server::scheduler::QueueEntry| {
+        (
+            std::cmp::Reverse(if e.aged {
+                i32::MAX
+            } else {
+                e.effective_priority
+            }),
+            e.id,
+        )
+    };
+    for pair in queue.windows(2) {
+        assert!(key(&pair[0]) < key(&pair[1]), "out of order: {pair:#?}");
+    }
+    if ticked {
+        for e in &queue {
+            assert!(
+                e.aged || e.waited < AGE,
+                "not aged after {:?}: {e:#?}",
+                e.waited
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn aging_keeps_the_queue_ordered_and_ages_every_old_waiter(
+        ops in proptest::collection::vec(op(), 1..60)
+    ) {
+        let names = ["a", "b", "c"];
+        let mut h = aging(&names);
+        let mut finished = std::collections::BTreeSet::new();
+        for op in ops {
+            let mut ticked = false;
+            match op {
+                Op::Submit(m, p) => {
+                    let _ = h.try_submit(names[m], p);
+                }
+                Op::Wait(secs) => {
+                    h.advance(Duration::from_secs(secs));
+                    h.tick();
+                    ticked = true;
+                }
+                Op::FinishOldest => {
+                    let oldest = h
+                        .grants
+                        .iter()
+                        .map(|(id, _)| *id)
+                        .find(|id| !finished.contains(id));
+                    if let Some(id) = oldest {
+                        finished.insert(id);
+                        h.done(id);
+                    }
+                }
+                Op::StartsDone => {
+                    for m in names {
+                        if h.s.model_state(m)
+                            == Some(llama_swap_server::scheduler::ModelState::Starting)
+                        {
+                            h.swap_ok(m);
+                        }
+                    }
+                }
+            }
+            check_aging_order(&h, ticked);
+        }
+    }
+}

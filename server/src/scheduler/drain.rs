@@ -223,7 +223,9 @@ impl Scheduler {
     }
 
     pub(super) fn uncount(&mut self, q: &Queued) {
-        self.not_aged.remove(&q.id);
+        if self.aging_after.is_some() {
+            self.not_aged.remove(&q.id);
+        }
         let counts = &mut self.models[q.model].queued;
         if let Some(n) = counts.get_mut(&q.rank) {
             *n -= 1;
