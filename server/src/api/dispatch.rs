@@ -195,7 +195,7 @@ async fn serve(
     tracing::Span::current().record("seq", ticket.id().0);
     let status = ticket.status();
     let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
-    let priority = capped;
+    let priority = (requested, capped);
     if loading && !granted_at_once {
         let id = model.id.clone();
         let work = async move {
@@ -246,7 +246,7 @@ async fn grant_and_forward(
     outbound: Outbound,
     ticket: Ticket,
     token: TaskTrackerToken,
-    priority: i32,
+    priority: (i32, i32),
 ) -> Result<Response, ApiError> {
     let lease = wait_for_grant(state, ticket).await?;
     // Boxed so that a request waiting for its grant (there may be thousands)
@@ -257,14 +257,15 @@ async fn grant_and_forward(
     .await
 }
 
-/// Forwards a granted request; see [`grant_and_forward`].
+/// Forwards a granted request; see [`grant_and_forward`]. `priority` is
+/// (requested, capped), for the one resubmission.
 async fn forward_granted(
     state: &AppState,
     model: &ModelEntry,
     outbound: Outbound,
     lease: Lease,
     token: TaskTrackerToken,
-    priority: i32,
+    (requested, capped): (i32, i32),
 ) -> Result<Response, ApiError> {
     let proxy = &state.inner.proxy;
     match proxy
@@ -284,10 +285,13 @@ async fn forward_granted(
             let ticket = state
                 .inner
                 .router
-                .submit(Submit {
-                    model: model.id.clone(),
-                    priority,
-                })
+                .submit_capped(
+                    Submit {
+                        model: model.id.clone(),
+                        priority: capped,
+                    },
+                    requested,
+                )
                 .await
                 .map_err(route_error)?;
             let lease = wait_for_grant(state, ticket).await?;
