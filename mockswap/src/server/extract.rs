@@ -1,6 +1,6 @@
 //! Finding the model and the stream flag of a request, the way the proxy does:
-//! multipart and url-encoded forms carry `model` as a field, anything else must be
-//! JSON; `?model=` is the fallback and `?stream=true` also asks for a stream.
+//! multipart and url-encoded forms carry `model` as a field (a "form" body that
+//! starts with `{` is JSON sent by `curl -d`), anything else must be JSON; `?model=` is the fallback and `?stream=true` also asks for a stream.
 
 use http::header;
 use serde_json::Value;
@@ -40,7 +40,10 @@ pub(crate) fn extract(parts: &http::request::Parts, body: &[u8]) -> Extracted {
                     .and_then(boundary)
                     .and_then(|b| multipart_field(body, &b, "model"));
             }
-            Some("application/x-www-form-urlencoded") => {
+            // `curl -d '{...}'` labels JSON as a form: read it as JSON, like the server.
+            Some("application/x-www-form-urlencoded")
+                if !body.trim_ascii_start().starts_with(b"{") =>
+            {
                 out.model = form_urlencoded::parse(body)
                     .find(|(k, _)| k == "model")
                     .map(|(_, v)| v.into_owned());
@@ -139,6 +142,17 @@ mod tests {
         );
         assert_eq!(got.model.as_deref(), Some("qwen 2"));
         assert!(got.json_error.is_none());
+    }
+
+    #[test]
+    fn json_sent_with_curls_default_form_content_type_is_read_as_json() {
+        let got = extract(
+            &parts(Some("application/x-www-form-urlencoded"), "/x"),
+            br#" {"model":"qwen","stream":true}"#,
+        );
+        assert_eq!(got.model.as_deref(), Some("qwen"));
+        assert!(got.stream);
+        assert!(got.json.is_some());
     }
 
     #[test]

@@ -301,7 +301,7 @@ async fn loading_mock_answers_503_until_load_time_has_passed() {
 }
 
 #[tokio::test]
-async fn form_bodies_name_the_model_as_a_field_like_the_server() {
+async fn form_bodies_name_the_model_as_a_field_and_json_bodies_win_like_the_server() {
     let mock = MockSwap::start().await;
     let url = format!("{}/v1/audio/transcriptions", mock.uri());
     let multipart = client()
@@ -312,15 +312,24 @@ async fn form_bodies_name_the_model_as_a_field_like_the_server() {
         .await
         .unwrap();
     assert_eq!(multipart.status(), 200);
-    // JSON sent with a form content type is a form without a model field.
+    // JSON sent with curl's default form content type is read as JSON, like the server.
     let mislabelled = client()
         .post(format!("{}/v1/chat/completions", mock.uri()))
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(r#"{"model": "m"}"#)
+        .body(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#)
         .send()
         .await
         .unwrap();
-    let (status, body) = json_of(mislabelled).await;
+    assert_eq!(mislabelled.status(), 200);
+    // A real form without a model field is still missing its model.
+    let form = client()
+        .post(format!("{}/v1/chat/completions", mock.uri()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("prompt=hi")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(form).await;
     assert_eq!(
         (status.as_u16(), &body["error"]["code"]),
         (400, &json!("model_missing"))
