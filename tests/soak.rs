@@ -161,18 +161,18 @@ impl Server {
             .unwrap_or_default();
         let stdout =
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let server = Self {
+        let mut server = Self {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             marker,
             dir,
             stdout,
         };
-        let addr = first
+        server.addr = first
             .strip_prefix("listening on http://")
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("unexpected first line {first:?}:\n{}", server.log()));
-        Self { addr, ..server }
+        server
     }
 
     fn url(&self, path: &str) -> String {
@@ -181,6 +181,22 @@ impl Server {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    /// A failed assertion unwinds past the test's own shutdown: `kill_on_drop` would
+    /// SIGKILL the server and orphan its upstreams, so kill every process carrying
+    /// this run's marker (the server and its descendants) here instead.
+    fn drop(&mut self) {
+        for pid in marked_processes(&self.marker) {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
     }
 }
 
