@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 use llama_swap_server::config::{Config, ConfigError, Loaded, LogLevel};
+use llama_swap_server::serve::error_chain;
 use llama_swap_server::{ServeOptions, serve_reloading};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -230,17 +231,6 @@ fn init_tracing(level: LogLevel) {
         .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .init();
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Prints warnings as `warning: file: key.path: message`, like the errors.

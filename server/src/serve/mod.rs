@@ -220,7 +220,9 @@ pub async fn serve_reloading(
     Ok(())
 }
 
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+/// An error and its chain of sources on one line (`outer: cause: root cause`), for
+/// logs and the binary's messages.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
