@@ -573,3 +573,50 @@ async fn request_arriving_during_a_ttl_stop_is_served_after_a_restart() {
     r.expect_ensure("a").await.send(Ok(())).unwrap();
     assert!(timeout(BOUND, ticket.granted()).await.unwrap().is_ok());
 }
+
+#[tokio::test(start_paused = true)]
+async fn changes_advance_when_a_request_queues_and_when_its_model_is_ready() {
+    let mut r = rig(models(&["a"]));
+    let mut changes = r.router.changes();
+    changes.mark_unchanged();
+    let ticket = r.router.submit(submit("a", 0)).await.unwrap();
+    timeout(BOUND, changes.changed()).await.unwrap().unwrap();
+    assert_eq!(r.router.running().await[0].state, ModelState::Starting);
+    let done = r.expect_ensure("a").await;
+    changes.mark_unchanged();
+    done.send(Ok(())).unwrap();
+    timeout(BOUND, changes.changed()).await.unwrap().unwrap();
+    assert_eq!(r.router.running().await[0].state, ModelState::Ready);
+    let lease = timeout(BOUND, ticket.granted()).await.unwrap().unwrap();
+    changes.mark_unchanged();
+    drop(lease);
+    timeout(BOUND, changes.changed())
+        .await
+        .expect("the end of a request is a change (in-flight count)")
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn snapshots_do_not_count_as_changes() {
+    let r = rig(models(&["a"]));
+    let changes = r.router.changes();
+    let before = *changes.borrow();
+    r.router.queue().await;
+    r.router.running().await;
+    assert_eq!(
+        *changes.borrow(),
+        before,
+        "an observer's snapshot must not wake it again"
+    );
+    assert!(!changes.has_changed().unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn changes_end_when_the_router_has_shut_down() {
+    let r = rig(models(&["a"]));
+    let mut changes = r.router.changes();
+    r.router.shutdown().await;
+    // The shutdown itself is a last change; after it the sender is gone.
+    let _ = changes.borrow_and_update();
+    assert!(timeout(BOUND, changes.changed()).await.unwrap().is_err());
+}

@@ -81,6 +81,9 @@ pub(super) struct Actor {
     /// Cancels swaps in progress at shutdown, so that no start begins after the final stops.
     swaps_cancel: CancellationToken,
     notices_tx: mpsc::UnboundedSender<Notice>,
+    /// Bumped after every step that may change the queue or the models' states
+    /// ([`super::RouterHandle::changes`]).
+    changes: watch::Sender<u64>,
     shutdown: Option<Shutdown>,
     metrics: Option<Arc<Metrics>>,
     /// Drain-fence holds already recorded into `metrics`.
@@ -96,6 +99,7 @@ impl Actor {
         scheduler: Scheduler,
         launcher: Arc<dyn Launcher>,
         notices_tx: mpsc::UnboundedSender<Notice>,
+        changes: watch::Sender<u64>,
         options: RouterOptions,
     ) -> Self {
         Self {
@@ -108,6 +112,7 @@ impl Actor {
             task_kinds: HashMap::new(),
             swaps_cancel: CancellationToken::new(),
             notices_tx,
+            changes,
             shutdown: None,
             metrics: options.metrics,
             fence_seen: 0,
@@ -357,6 +362,8 @@ impl Actor {
     }
 
     fn apply(&mut self, effects: Vec<Effect>) {
+        // Every state-changing step ends here. No receivers is fine: nobody watches.
+        self.changes.send_modify(|generation| *generation += 1);
         let holds = self.scheduler.fence_holds();
         if let Some(metrics) = &self.metrics {
             metrics.fence_holds(holds.saturating_sub(self.fence_seen));

@@ -53,7 +53,7 @@ mod ticket;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use self::actor::{Actor, Command};
@@ -117,11 +117,13 @@ impl Router {
         }
         let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
-        let actor = Actor::new(scheduler, launcher, notices_tx, options);
+        let (changes_tx, changes_rx) = watch::channel(0);
+        let actor = Actor::new(scheduler, launcher, notices_tx, changes_tx, options);
         let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
         Ok(RouterHandle {
             commands: commands_tx,
             names: Arc::new(names),
+            changes: changes_rx,
             task: Arc::new(Mutex::new(Some(task))),
         })
     }
@@ -158,6 +160,8 @@ pub struct Submit {
 pub struct RouterHandle {
     commands: mpsc::Sender<Command>,
     names: Arc<BTreeMap<String, String>>,
+    /// Generation of the queue and model states, bumped by the actor.
+    changes: watch::Receiver<u64>,
     /// The actor task, awaited by the first shutdown that finds it.
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
@@ -260,6 +264,17 @@ impl RouterHandle {
         if let Some(task) = task {
             let _ = task.await;
         }
+    }
+
+    /// A generation counter the actor bumps after every step that may have changed
+    /// the queue, a model's state or its in-flight requests.
+    ///
+    /// Observers (the UI's event stream) wait on it and then take
+    /// [`queue`](Self::queue) and [`running`](Self::running) snapshots; several
+    /// bumps between two looks coalesce into one. The value only grows; once the
+    /// actor has ended, `changed()` returns an error.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
     }
 
     /// The model ID a name (ID or alias) refers to.
