@@ -1,14 +1,11 @@
 //! Trust caps, queue bounds, anti-starvation aging and the observability hooks
 //! of the pure scheduler (time passed in as ticks).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod scheduler_support;
-
 use std::time::Duration;
 
 use llama_swap_server::scheduler::{ModelSettings, RouteError, SchedulerSettings, Tick};
-use scheduler_support::{Harness, models, settings};
+
+use crate::support::{Harness, models, settings};
 
 const LOW: i32 = -10;
 const HIGH: i32 = 10;

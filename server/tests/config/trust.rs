@@ -2,23 +2,16 @@
 //! bounds load with their defaults, and bad values name their key path
 //! without ever showing an API key.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::PathBuf;
 use std::time::Duration;
 
 use llama_swap_server::config::{Config, Reason};
 use llama_swap_server::trust::{KeyIndex, Trust};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/config/trust")
-        .join(name)
-}
+use crate::support::fixture;
 
 #[test]
 fn priority_section_loads_every_key() {
-    let loaded = Config::load_with_env(fixture("priority-section.yaml"), &|_| None).unwrap();
+    let loaded = Config::load_with_env(fixture("trust/priority-section.yaml"), &|_| None).unwrap();
     let config = loaded.config;
     let rules = &config.priority_rules;
     assert!(!rules.ignore_header);
@@ -64,7 +57,7 @@ fn without_a_priority_section_nothing_is_capped_and_aging_is_off() {
 
 #[test]
 fn bad_priority_values_name_their_key_path_and_never_the_key() {
-    let err = Config::load_with_env(fixture("priority-errors.yaml"), &|_| None).unwrap_err();
+    let err = Config::load_with_env(fixture("trust/priority-errors.yaml"), &|_| None).unwrap_err();
     let issues: Vec<(String, Reason)> = err
         .issues()
         .iter()

@@ -1,17 +1,14 @@
 //! llama-swap's scheduler and group scenarios (reference sections 3.1 and 3.3),
 //! re-expressed against the pure scheduler.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod scheduler_support;
-
 use llama_swap_server::policy::PolicyError;
 use llama_swap_server::router::LaunchError;
 use llama_swap_server::scheduler::{
     CONCURRENCY_RETRY_AFTER, Effect, ModelSettings, ModelState, RouteError, Scheduler,
     SettingsError, Tick, WaitStatus,
 };
-use scheduler_support::{Harness, group, models, names, settings};
+
+use crate::support::{Harness, group, models, names, settings};
 
 // ---- 3.1: the FIFO scheduler -------------------------------------------------------
 
@@ -250,7 +247,7 @@ fn unload_fails_swap_waiters_and_stops_the_model_once() {
     assert_eq!(h.stops[0].1[0][0].model, "a");
     assert_eq!(
         h.stops[0].1[0][0].grace,
-        scheduler_support::model("a").unload_timeout
+        crate::support::model("a").unload_timeout
     );
     // The aborted start reports after the stop; the model ends stopped and nobody is served.
     h.stop_done(stop);
@@ -370,7 +367,7 @@ fn default_concurrency_limit_is_ten() {
     assert!(
         h.outcomes
             .values()
-            .all(|o| *o == scheduler_support::Outcome::Granted)
+            .all(|o| *o == crate::support::Outcome::Granted)
     );
 }
 

@@ -1,19 +1,13 @@
 //! Valid configurations: one fixture per feature, asserting the resolved values.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use llama_swap_server::config::{
     Config, Loaded, LogLevel, LogToStdout, ModelConfig, SchedulerConfig, WarningKind,
 };
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/config")
-        .join(name)
-}
+use crate::support::fixture;
 
 fn load_with(name: &str, vars: &[(&str, &str)]) -> Loaded {
     let vars: BTreeMap<String, String> = vars

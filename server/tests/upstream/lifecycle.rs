@@ -1,14 +1,12 @@
 //! The supervisor's state machine driven with plain shell processes as upstreams:
 //! spawning, failing, stopping, escalation, aborts, restarts and teardown.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::time::Duration;
 
 use llama_swap_server::router::{LaunchError, Launcher, UpstreamEvent};
 use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
-use support::{assert_gone, free_port, wait_gone, within};
+
+use crate::support::{assert_gone, free_port, is_alive, wait_gone, within};
 
 fn spec(model: &str, cmd: &str) -> ProcessSpec {
     ProcessSpec {
@@ -69,7 +67,7 @@ async fn model_without_check_endpoint_is_ready_once_spawned_and_stops_on_request
     let status = sup.status("m").unwrap();
     assert_eq!(status.state, ProcessState::Ready);
     let pid = status.pid.unwrap();
-    assert!(support::is_alive(pid));
+    assert!(is_alive(pid));
 
     // Ready already: answered without a new process.
     within("ready again", sup.ensure_ready("m")).await.unwrap();
@@ -247,7 +245,7 @@ async fn start_during_stop_waits_for_the_stop_then_starts_a_new_process() {
     let new_pid = status.pid.unwrap();
     assert_ne!(new_pid, old_pid);
     wait_gone(old_pid).await;
-    assert!(support::is_alive(new_pid));
+    assert!(is_alive(new_pid));
     sup.shutdown(Duration::from_millis(100)).await;
     wait_gone(new_pid).await;
 }
@@ -297,12 +295,12 @@ async fn stragglers_left_in_the_group_by_an_exiting_leader_are_killed() {
     let leader = sup.status("m").unwrap().pid.unwrap();
     wait_for_line_prefix(&sup, "m", "child ").await;
     let child = pid_from_output(&sup, "m", "child ");
-    assert!(support::is_alive(child));
+    assert!(is_alive(child));
 
     std::fs::write(&flag, b"").unwrap();
     within("exit event", events.recv()).await.unwrap();
     wait_gone(leader).await;
-    assert!(!support::is_alive(child));
+    assert!(!is_alive(child));
 }
 
 async fn wait_for_line_prefix(sup: &Supervisor, model: &str, prefix: &str) {
@@ -368,7 +366,7 @@ async fn shutdown_reaps_every_process_group_and_refuses_later_starts() {
     for pid in &pids {
         wait_gone(*pid).await;
     }
-    assert!(!support::is_alive(grandchild));
+    assert!(!is_alive(grandchild));
     assert_eq!(sup.ensure_ready("a").await, Err(LaunchError::ShuttingDown));
     within("stop after shutdown", sup.stop("a", Duration::from_secs(1))).await;
     // Shutdown exits are not "unexpected": no events, and the channel is closed.
@@ -413,7 +411,7 @@ async fn dropping_the_supervisor_kills_every_process_group() {
     .await
     .unwrap();
     wait_gone(leader).await;
-    assert!(!support::is_alive(child));
+    assert!(!is_alive(child));
 }
 
 /// Answers every request with 200 and counts them, until aborted.

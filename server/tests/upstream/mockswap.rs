@@ -1,15 +1,13 @@
 //! The supervisor running real `mockswap` processes as upstream model servers: health
 //! checks against a loading server, crashes, SIGTERM-ignoring servers, cmdStop,
 //! aborts, a start asked for during a stop (llama-swap issue 946), and shutdown.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
 
 use std::time::Duration;
 
 use llama_swap_server::router::{LaunchError, Launcher, UpstreamEvent};
 use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
-use support::{assert_gone, free_port, mockswap_bin, wait_gone, within};
+
+use crate::support::{assert_gone, free_port, mockswap_bin, wait_gone, within};
 
 /// A spec running mockswap for `model` on a free port with extra `flags`.
 fn mock_spec(model: &str, flags: &str) -> ProcessSpec {
@@ -308,7 +306,7 @@ async fn shutdown_leaves_no_upstream_process_behind() {
 /// Median time from the upstream answering its health check with 200 to the
 /// supervisor reporting ready, over 20 starts of `mockswap --load-time 200ms`.
 /// A note figure, not an assertion:
-/// `cargo nextest run -p llama-swap-server --test upstream_mockswap --run-ignored only --no-capture health_to_ready`
+/// `cargo nextest run -p llama-swap-server --test upstream --run-ignored only --no-capture health_to_ready`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement for the notes; prints a figure"]
 async fn health_to_ready_latency_median() {

@@ -2,14 +2,12 @@
 //! every `ensure_ready` and `stop` call is handed to the test, which decides when
 //! (and how) it completes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use llama_swap_server::router::{
-    BoxFuture, LaunchError, Launcher, Lease, ModelState, RouteError, Router, RouterHandle, Submit,
+    BoxFuture, LaunchError, Launcher, Lease, ModelState, RouteError, Router, RouterHandle,
     UpstreamEvent, WaitStatus,
 };
 use llama_swap_server::scheduler::{
@@ -18,8 +16,7 @@ use llama_swap_server::scheduler::{
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout};
 
-/// Upper bound that turns a hang into a failure (virtual time on the paused clock).
-const BOUND: Duration = Duration::from_secs(3600);
+use crate::support::{BOUND, submit};
 
 #[derive(Debug)]
 enum Call {
@@ -86,13 +83,6 @@ fn rig(settings: SchedulerSettings) -> Rig {
 
 fn models(ids: &[&str]) -> SchedulerSettings {
     SchedulerSettings::new(ids.iter().map(|id| ModelSettings::new(*id)).collect())
-}
-
-fn submit(model: &str, priority: i32) -> Submit {
-    Submit {
-        model: model.to_owned(),
-        priority,
-    }
 }
 
 impl Rig {

@@ -1,16 +1,13 @@
 //! Priority semantics (DESIGN section 2): the five behaviours, the drain fence,
 //! queue positions and the serial scheduler, against the pure scheduler.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod scheduler_support;
-
 use std::time::Duration;
 
 use llama_swap_server::scheduler::{
     Effect, ModelSettings, RouteError, Scheduler, SchedulerKind, SettingsError, Tick, WaitStatus,
 };
-use scheduler_support::{Harness, models, names, settings};
+
+use crate::support::{Harness, models, names, settings};
 
 const LOW: i32 = -10;
 const HIGH: i32 = 10;
@@ -284,9 +281,9 @@ fn fenced_requests_go_when_the_elevated_waiter_leaves() {
 fn low_start_behind_elevated_waiter(kind: SchedulerKind) -> (Harness, Vec<(String, Vec<String>)>) {
     let mut s = settings(models(&["a", "b", "c"]));
     s.groups = vec![
-        scheduler_support::group("ga", &["a"], true, false, false),
-        scheduler_support::group("gb", &["b"], true, true, false),
-        scheduler_support::group("gc", &["c"], true, false, false),
+        crate::support::group("ga", &["a"], true, false, false),
+        crate::support::group("gb", &["b"], true, true, false),
+        crate::support::group("gc", &["c"], true, false, false),
     ];
     let mut h = Harness::with_kind(s, kind);
     h.make_ready("a");

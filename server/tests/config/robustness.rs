@@ -1,5 +1,4 @@
 //! The loader never panics and never fails without saying why, whatever the input.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use llama_swap_server::config::{Config, ConfigError};
 use proptest::prelude::*;

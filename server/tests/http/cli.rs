@@ -1,9 +1,8 @@
 //! The `llama-swap-server` binary: serving, SIGHUP and `--watch-config`
 //! reloads, and a graceful SIGTERM shutdown that exits 0 and leaves no
 //! upstream process.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -12,39 +11,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, Command};
 
-const LIMIT: Duration = Duration::from_secs(30);
-
-fn mockswap_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .unwrap()
-        .join("mockswap");
-    assert!(bin.exists(), "run `cargo build -p mockswap` first");
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// YAML for mockswap-backed models on the given ports.
-fn config_yaml(models: &[(&str, u16)]) -> String {
-    let bin = mockswap_bin();
-    let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
-    for (id, port) in models {
-        yaml.push_str(&format!(
-            "  {id}:\n    cmd: {} --listen 127.0.0.1:{port} --models {id}\n    proxy: http://127.0.0.1:{port}\n",
-            bin.display()
-        ));
-    }
-    yaml
-}
+use crate::support::{LIMIT, config_yaml, free_port, model};
 
 struct Server {
     child: Child,
@@ -189,7 +156,7 @@ async fn sigterm_shuts_down_gracefully_with_exit_0_and_no_orphans() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     let port = free_port();
-    std::fs::write(&file, config_yaml(&[("a", port)])).unwrap();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), port)])).unwrap();
     let server = Server::start(&file, &[]).await;
     assert_eq!(server.chat("a").await, 200);
     assert_eq!(
@@ -209,11 +176,15 @@ async fn sighup_reloads_a_good_config_and_keeps_running_on_a_bad_one() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     let (pa, pb) = (free_port(), free_port());
-    std::fs::write(&file, config_yaml(&[("a", pa)])).unwrap();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), pa)])).unwrap();
     let mut server = Server::start(&file, &[]).await;
     assert_eq!(server.chat("a").await, 200);
 
-    std::fs::write(&file, config_yaml(&[("a", pa), ("b", pb)])).unwrap();
+    std::fs::write(
+        &file,
+        config_yaml(&[(model("a", ""), pa), (model("b", ""), pb)]),
+    )
+    .unwrap();
     server.signal(Signal::SIGHUP);
     server.wait_log("configuration reloaded").await;
     assert_eq!(server.model_ids().await, vec!["a", "b"]);
@@ -239,10 +210,14 @@ async fn watch_config_reloads_when_the_file_changes() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     let (pa, pb) = (free_port(), free_port());
-    std::fs::write(&file, config_yaml(&[("a", pa)])).unwrap();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), pa)])).unwrap();
     let server = Server::start(&file, &["--watch-config"]).await;
     assert_eq!(server.model_ids().await, vec!["a"]);
-    std::fs::write(&file, config_yaml(&[("a", pa), ("b", pb)])).unwrap();
+    std::fs::write(
+        &file,
+        config_yaml(&[(model("a", ""), pa), (model("b", ""), pb)]),
+    )
+    .unwrap();
     wait_models(&server, &["a", "b"]).await;
     assert_eq!(server.chat("b").await, 200);
     server.terminate().await;

@@ -1,5 +1,6 @@
 //! Helpers shared by the server's integration tests: locating the mockswap binary,
 //! inspecting the process table, bounding waits.
+
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -7,13 +8,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Upper bound for anything a test waits on; hitting it means a hang, not slowness.
-pub const GENEROUS: Duration = Duration::from_secs(30);
+pub const LIMIT: Duration = Duration::from_secs(30);
 
-/// Awaits `fut`, failing the test if it takes longer than [`GENEROUS`].
+/// Awaits `fut`, failing the test if it takes longer than [`LIMIT`].
 pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
-    match tokio::time::timeout(GENEROUS, fut).await {
+    match tokio::time::timeout(LIMIT, fut).await {
         Ok(out) => out,
-        Err(_) => panic!("timed out after {GENEROUS:?} waiting for {what}"),
+        Err(_) => panic!("timed out after {LIMIT:?} waiting for {what}"),
     }
 }
 
@@ -80,7 +81,7 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 /// SIGKILLed process that is not our child dies asynchronously and nothing notifies
 /// us, so this is a bounded check of a condition, not a sleep standing in for one.
 pub async fn wait_gone(pid: u32) {
-    let deadline = tokio::time::Instant::now() + GENEROUS;
+    let deadline = tokio::time::Instant::now() + LIMIT;
     loop {
         let members = group_members(pid);
         if !is_alive(pid) && members.is_empty() {
@@ -103,4 +104,29 @@ pub fn assert_gone(pid: u32) {
         members.is_empty(),
         "process group {pid} still has live members {members:?}"
     );
+}
+
+/// PIDs and command lines of the mockswap processes started with
+/// `--listen 127.0.0.1:<port>` for one of `ports`.
+pub fn processes_listening_on(ports: &[u16]) -> Vec<(u32, String)> {
+    // The trailing space keeps port 4000 from matching 40001.
+    let needles: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p} ")).collect();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains("mockswap") && needles.iter().any(|n| cmdline.contains(n.as_str())) {
+            // A zombie has an empty cmdline, so anything found here is alive.
+            found.push((pid, cmdline));
+        }
+    }
+    found
 }

@@ -1,13 +1,10 @@
 //! Model lifecycle in the pure scheduler: unload, shutdown, TTL, exits, determinism.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod scheduler_support;
-
 use std::time::Duration;
 
 use llama_swap_server::scheduler::{ModelSettings, ModelState, RouteError, StopModel};
-use scheduler_support::{Harness, models, names, settings};
+
+use crate::support::{Harness, models, names, settings};
 
 fn with_timeouts(list: &[(&str, u64)]) -> Harness {
     let ms = list
@@ -20,7 +17,7 @@ fn with_timeouts(list: &[(&str, u64)]) -> Harness {
         .collect();
     let mut s = settings(ms);
     // Let every model run at once so several can be loaded.
-    s.groups = vec![scheduler_support::group(
+    s.groups = vec![crate::support::group(
         "all",
         &list.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
         false,

@@ -1,15 +1,24 @@
-//! A recording harness around the pure scheduler, shared by the scheduler test files.
-
-#![allow(dead_code)]
+//! A recording harness around the pure scheduler, and what the router tests share.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use llama_swap_server::router::LaunchError;
+use llama_swap_server::router::{LaunchError, Submit};
 use llama_swap_server::scheduler::{
     Effect, GroupSettings, ModelSettings, ModelState, RequestId, RouteError, Scheduler,
     SchedulerKind, SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
+
+/// Upper bound that turns a hang into a failure (virtual time on the paused clock).
+pub const BOUND: Duration = Duration::from_secs(3600);
+
+/// A request for `model` at header priority `priority`.
+pub fn submit(model: &str, priority: i32) -> Submit {
+    Submit {
+        model: model.to_owned(),
+        priority,
+    }
+}
 
 /// How a request ended, as far as the scheduler said.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,11 @@
 //! End-to-end tests of the HTTP surface: a real server on a loopback socket,
 //! real `mockswap` upstream processes, and a harness that shuts everything down
-//! and checks that no process is left.
+//! and checks that no process is left; and the `llama-swap-server` binary itself.
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod cli;
 mod errors;
 mod lifecycle;
 mod observability;

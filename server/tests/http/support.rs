@@ -1,9 +1,12 @@
 //! The end-to-end harness: a real server on `127.0.0.1:0` whose models are real
 //! `mockswap` processes, and helpers to drive and observe both.
 
+#[path = "../common/procs.rs"]
+mod procs;
+pub use procs::{LIMIT, free_port, mockswap_bin, processes_listening_on};
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use llama_swap_server::config::Config;
@@ -11,30 +14,6 @@ use llama_swap_server::{ServeError, ServeOptions, serve_reloading};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-
-/// Generous upper bound for anything a test waits for.
-pub const LIMIT: Duration = Duration::from_secs(30);
-
-/// Path of the mockswap binary next to this test's target directory.
-pub fn mockswap_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/debug/deps/http_e2e-<hash> → target/debug/mockswap
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let bin = dir.join("mockswap");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p mockswap` first",
-        bin.display()
-    );
-    bin
-}
-
-/// A port that was free a moment ago (the kernel does not hand it out again
-/// right away).
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
 
 /// One model of a test config.
 #[derive(Debug, Clone)]
@@ -50,6 +29,30 @@ pub struct ModelSpec {
 /// A model with default settings and extra mockswap flags.
 pub fn model(id: &'static str, args: &'static str) -> ModelSpec {
     ModelSpec { id, args, yaml: "" }
+}
+
+/// A config whose models are mockswap processes listening on the given ports.
+pub fn config_yaml(models: &[(ModelSpec, u16)]) -> String {
+    let bin = mockswap_bin();
+    let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
+    for (m, port) in models {
+        // A test may name the upstream's models itself (useModelName).
+        let names = if m.args.contains("--models") {
+            String::new()
+        } else {
+            format!("--models {}", m.id)
+        };
+        yaml.push_str(&format!(
+            "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} {names} {args}\n    proxy: http://127.0.0.1:{port}\n",
+            id = m.id,
+            bin = bin.display(),
+            args = m.args,
+        ));
+        for line in m.yaml.lines().filter(|l| !l.trim().is_empty()) {
+            yaml.push_str(&format!("    {}\n", line.trim()));
+        }
+    }
+    yaml
 }
 
 /// A running server and its upstreams.
@@ -77,28 +80,13 @@ impl Harness {
         global_yaml: &str,
         options: ServeOptions,
     ) -> Self {
-        let bin = mockswap_bin();
-        let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
-        let mut ports = BTreeMap::new();
-        for m in models {
-            let port = free_port();
-            ports.insert(m.id.to_owned(), port);
-            // A test may name the upstream's models itself (useModelName).
-            let models = if m.args.contains("--models") {
-                String::new()
-            } else {
-                format!("--models {}", m.id)
-            };
-            yaml.push_str(&format!(
-                "  {id}:\n    cmd: {bin} --listen 127.0.0.1:{port} {models} {args}\n    proxy: http://127.0.0.1:{port}\n",
-                id = m.id,
-                bin = bin.display(),
-                args = m.args,
-            ));
-            for line in m.yaml.lines().filter(|l| !l.trim().is_empty()) {
-                yaml.push_str(&format!("    {}\n", line.trim()));
-            }
-        }
+        let ports: BTreeMap<String, u16> = models
+            .iter()
+            .map(|m| (m.id.to_owned(), free_port()))
+            .collect();
+        let placed: Vec<(ModelSpec, u16)> =
+            models.iter().map(|m| (m.clone(), ports[m.id])).collect();
+        let mut yaml = config_yaml(&placed);
         yaml.push_str(global_yaml);
         Self::launch(&yaml, ports, options)
     }
@@ -320,29 +308,4 @@ impl Drop for Harness {
         // drop kills every process group.
         self.begin_shutdown();
     }
-}
-
-/// PIDs of processes whose command line mentions `127.0.0.1:<port>` for one of
-/// `ports` (our mockswaps are started with `--listen 127.0.0.1:<port>`).
-pub fn processes_listening_on(ports: &[u16]) -> Vec<(u32, String)> {
-    // The trailing space keeps port 4000 from matching 40001.
-    let needles: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p} ")).collect();
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains("mockswap") && needles.iter().any(|n| cmdline.contains(n.as_str())) {
-            // A zombie has an empty cmdline, so anything found here is alive.
-            found.push((pid, cmdline));
-        }
-    }
-    found
 }

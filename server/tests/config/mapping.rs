@@ -1,17 +1,15 @@
 //! The resolved configuration maps onto the scheduler settings and the process specs.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use llama_swap_server::config::Config;
 use llama_swap_server::scheduler::{Scheduler, SchedulerKind};
 use llama_swap_server::upstream::split_command;
 
+use crate::support::fixture;
+
 fn load(name: &str) -> Config {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/config")
-        .join(name);
+    let path = fixture(name);
     let env = |name: &str| match name {
         "LLAMA_CPP_DIR" => Some("/opt/llama.cpp".to_owned()),
         "LLAMA_SWAP_API_KEY" => Some("sk-test".to_owned()),

@@ -1,14 +1,8 @@
 //! `llama-swap-server --config FILE --check-config` and `--version`, run as a process.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/config")
-        .join(name)
-}
+use crate::support::fixture;
 
 fn server() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"));

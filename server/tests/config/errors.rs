@@ -1,20 +1,13 @@
 //! Invalid configurations: one fixture per error class, asserting the exact key path
 //! and reason of every problem reported.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::path::PathBuf;
 
 use llama_swap_server::config::{Config, ConfigError, KeyPath, Reason};
 use llama_swap_server::upstream::CommandError;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/config/errors")
-        .join(name)
-}
+use crate::support::fixture;
 
 fn error(name: &str) -> ConfigError {
-    match Config::load_with_env(fixture(name), &|_| None) {
+    match Config::load_with_env(fixture(&format!("errors/{name}")), &|_| None) {
         Ok(loaded) => panic!("{name} should fail, loaded {:#?}", loaded.config),
         Err(err) => err,
     }

@@ -2,19 +2,16 @@
 //! queue from measured serve times, swaps and their durations, aging driven by
 //! the actor's timer.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use llama_swap_server::metrics::{Bands, Metrics};
 use llama_swap_server::router::{
-    BoxFuture, LaunchError, Launcher, RouteError, Router, RouterHandle, RouterOptions, Submit,
+    BoxFuture, LaunchError, Launcher, RouteError, Router, RouterHandle, RouterOptions,
 };
 use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
 
-/// Upper bound that turns a hang into a failure (virtual time).
-const BOUND: Duration = Duration::from_secs(3600);
+use crate::support::{BOUND, submit};
 
 /// Starts take `load` of virtual time; stops are instant.
 struct Timed {
@@ -46,13 +43,6 @@ fn router(settings: SchedulerSettings, metrics: Arc<Metrics>) -> RouterHandle {
         RouterOptions::default().metrics(metrics),
     )
     .unwrap()
-}
-
-fn submit(model: &str, priority: i32) -> Submit {
-    Submit {
-        model: model.to_owned(),
-        priority,
-    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,10 +1,6 @@
 //! Property tests: random event scripts against the pure scheduler, with invariants
 //! checked after every step and after the script settles.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod scheduler_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -14,7 +10,8 @@ use llama_swap_server::scheduler::{
     WaitStatus,
 };
 use proptest::prelude::*;
-use scheduler_support::{Harness, Outcome, group};
+
+use crate::support::{Harness, Outcome, group};
 
 const MODELS: [&str; 4] = ["a", "b", "c", "d"];
 const PRIORITIES: [i32; 4] = [-10, 0, 5, 10];

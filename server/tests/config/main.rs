@@ -1,0 +1,13 @@
+//! Configuration: llama-swap's `config.yaml` loaded from fixtures, its errors
+//! with key paths, the `priority:` section, the mapping onto scheduler settings
+//! and process specs, the loader under random input, and `--check-config`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli;
+mod errors;
+mod load;
+mod mapping;
+mod robustness;
+mod support;
+mod trust;

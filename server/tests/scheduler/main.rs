@@ -1,0 +1,14 @@
+//! The scheduling core: the pure scheduler driven by scripted events (time passed
+//! in as ticks), and the router actor around it on a paused clock with launchers
+//! the tests control. No process, no socket.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod lifecycle;
+mod priority;
+mod props;
+mod router;
+mod router_metrics;
+mod scenarios;
+mod support;
+mod trust;

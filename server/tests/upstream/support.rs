@@ -1,0 +1,5 @@
+//! The process helpers every process-running test binary shares.
+
+#[path = "../common/procs.rs"]
+mod procs;
+pub use procs::{assert_gone, free_port, is_alive, mockswap_bin, wait_gone, within};
