@@ -81,7 +81,7 @@ impl Default for StreamShape {
 
 impl StreamShape {
     /// The default shape: no delays, one chunk per frame, LF, no keep-alive comments,
-    /// usage frame and `[DONE]` on.
+    /// usage and `[DONE]` on.
     pub fn new() -> Self {
         Self::default()
     }
@@ -117,7 +117,9 @@ impl StreamShape {
         self
     }
 
-    /// Send the usage frame of OpenAI streams. Default: on.
+    /// Report usage in OpenAI streams: on the finish chunk (llama.cpp's way), or in a
+    /// separate last chunk with empty `choices` when the request sets
+    /// `stream_options.include_usage` (OpenAI's way). Default: on.
     pub fn usage(mut self, on: bool) -> Self {
         self.usage = on;
         self
@@ -129,9 +131,10 @@ impl StreamShape {
         self
     }
 
-    /// Open chat streams with llama-swap's model-loading frames (`reasoning_content`
-    /// deltas without `id` or `model`), as the proxy sends with `sendLoadingState`.
-    /// Default: off.
+    /// Open chat streams with the proxy's loading frames, as it sends them with
+    /// `sendLoadingState`: `chat.completion.chunk`s whose `reasoning_content` carries
+    /// llama-swap's text and whose top-level `llamaswap` object says `waiting`,
+    /// `loading`, then `ready` (with `waited_ms`). Default: off.
     pub fn loading_state(mut self, on: bool) -> Self {
         self.loading_state = on;
         self

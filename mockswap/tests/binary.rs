@@ -287,3 +287,39 @@ async fn binary_refuses_a_malformed_fixture_with_exit_code_two() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("explode"), "{stderr}");
 }
+
+#[tokio::test]
+async fn binary_send_loading_state_opens_chat_streams_with_marked_chunks() {
+    let mut proc = Proc::spawn(&["--send-loading-state"]).await;
+    let text = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proc.uri))
+        .json(&chat("m", "hi", true))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let chunks: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let statuses: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c.get("llamaswap"))
+        .map(|m| &m["status"])
+        .collect();
+    assert_eq!(
+        statuses,
+        [&json!("waiting"), &json!("loading"), &json!("ready")]
+    );
+    assert!(
+        chunks.iter().all(|c| c["object"] == "chat.completion.chunk"
+            && !c["choices"].as_array().unwrap().is_empty()),
+        "{text}"
+    );
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}

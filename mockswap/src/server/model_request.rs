@@ -146,7 +146,9 @@ pub(crate) async fn handle(
                     shared.settings.shape.usage,
                 );
                 if api == Api::ChatCompletions && shared.settings.shape.loading_state {
-                    let mut with_loading = wire::loading_events(&model);
+                    let waited = shared.started.elapsed().saturating_sub(request.received);
+                    let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                    let mut with_loading = wire::loading_events(&model, seq, waited_ms);
                     with_loading.append(&mut events);
                     events = with_loading;
                 }

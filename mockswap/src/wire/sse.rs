@@ -56,9 +56,32 @@ impl SseEvent {
     }
 }
 
-/// The events of a streamed response for `content`, without `[DONE]`. `usage` adds the
-/// usage frame of the OpenAI family (Anthropic and llama.cpp always carry usage in their
-/// final events).
+/// Where an OpenAI-family stream reports usage.
+enum UsagePlacement {
+    None,
+    /// On the finish chunk, as llama.cpp's server does.
+    OnFinish,
+    /// In a last chunk with an empty `choices`, as OpenAI does when the request asks
+    /// with `stream_options.include_usage`.
+    Separate,
+}
+
+fn usage_placement(body: Option<&Value>, usage_frame: bool) -> UsagePlacement {
+    let asked = body
+        .and_then(|b| b.pointer("/stream_options/include_usage"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    match (usage_frame, asked) {
+        (false, _) => UsagePlacement::None,
+        (true, false) => UsagePlacement::OnFinish,
+        (true, true) => UsagePlacement::Separate,
+    }
+}
+
+/// The events of a streamed response for `content`, without `[DONE]`. With
+/// `usage_frame`, the OpenAI family reports usage on the finish chunk, or in a separate
+/// chunk with empty `choices` when the request sets `stream_options.include_usage`
+/// (Anthropic and llama.cpp always carry usage in their final events).
 pub fn stream_events(
     api: Api,
     ids: Ids<'_>,
@@ -88,12 +111,21 @@ pub fn stream_events(
                 toks.iter()
                     .map(|t| SseEvent::token(chunk(json!({"content": t}), Value::Null))),
             );
-            out.push(SseEvent::meta(chunk(json!({}), json!("stop"))));
-            if usage_frame {
-                out.push(SseEvent::meta(json!({
-                    "id": id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
-                    "choices": [], "usage": usage(prompt, completion),
-                })));
+            let mut finish = chunk(json!({}), json!("stop"));
+            let usage = usage(prompt, completion);
+            match usage_placement(body, usage_frame) {
+                UsagePlacement::None => out.push(SseEvent::meta(finish)),
+                UsagePlacement::OnFinish => {
+                    finish["usage"] = usage;
+                    out.push(SseEvent::meta(finish));
+                }
+                UsagePlacement::Separate => {
+                    out.push(SseEvent::meta(finish));
+                    out.push(SseEvent::meta(json!({
+                        "id": id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
+                        "choices": [], "usage": usage,
+                    })));
+                }
             }
         }
         Api::Completions => {
@@ -105,12 +137,21 @@ pub fn stream_events(
                 })
             };
             out.extend(toks.iter().map(|t| SseEvent::token(chunk(t, Value::Null))));
-            out.push(SseEvent::meta(chunk("", json!("stop"))));
-            if usage_frame {
-                out.push(SseEvent::meta(json!({
-                    "id": id, "object": "text_completion", "created": CREATED, "model": model,
-                    "choices": [], "usage": usage(prompt, completion),
-                })));
+            let mut finish = chunk("", json!("stop"));
+            let usage = usage(prompt, completion);
+            match usage_placement(body, usage_frame) {
+                UsagePlacement::None => out.push(SseEvent::meta(finish)),
+                UsagePlacement::OnFinish => {
+                    finish["usage"] = usage;
+                    out.push(SseEvent::meta(finish));
+                }
+                UsagePlacement::Separate => {
+                    out.push(SseEvent::meta(finish));
+                    out.push(SseEvent::meta(json!({
+                        "id": id, "object": "text_completion", "created": CREATED, "model": model,
+                        "choices": [], "usage": usage,
+                    })));
+                }
             }
         }
         Api::LlamaCompletion | Api::Infill => {
@@ -161,21 +202,39 @@ pub fn stream_events(
     out
 }
 
-/// The frames llama-swap streams while it loads a model for a chat stream
-/// (`sendLoadingState`): `reasoning_content` deltas with no `id`, `object` or `model`.
-/// The mock sends them at once, as if the model finished loading instantly.
-pub fn loading_events(model: &str) -> Vec<SseEvent> {
+/// The frames the proxy streams before a chat stream when `sendLoadingState` is on,
+/// in the shape every proxy frame has: a `chat.completion.chunk` whose delta carries
+/// llama-swap's human text in `reasoning_content`, marked by a top-level `llamaswap`
+/// object (`status` `waiting`, then `loading`, then `ready` with `waited_ms`). The
+/// mock's model loads instantly, so the three frames come at once; `waited_ms` is the
+/// time the request spent in the mock before its stream began (the gate included).
+pub fn loading_events(model: &str, seq: u64, waited_ms: u64) -> Vec<SseEvent> {
     let rule = "━━━━━";
-    [
-        format!("{rule}\n"),
-        format!("llama-swap loading model: {model}\n"),
-        "Done! (0.00s)\n".to_owned(),
-        format!("{rule}\n"),
-        " \n".to_owned(),
+    let frame = |text: String, marker: Value| {
+        SseEvent::meta(json!({
+            "id": format!("llamaswap-{seq}"),
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": model,
+            "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}],
+            "llamaswap": marker,
+        }))
+    };
+    let secs = waited_ms as f64 / 1000.0;
+    vec![
+        frame(
+            format!("{rule}\nllama-swap loading model: {model}\n"),
+            json!({"status": "waiting", "model": model}),
+        ),
+        frame(
+            "\nLoading... ".to_owned(),
+            json!({"status": "loading", "model": model}),
+        ),
+        frame(
+            format!("\nDone! ({secs:.2}s)\n{rule}\n \n"),
+            json!({"status": "ready", "model": model, "waited_ms": waited_ms}),
+        ),
     ]
-    .into_iter()
-    .map(|text| SseEvent::meta(json!({"choices": [{"delta": {"reasoning_content": text}}]})))
-    .collect()
 }
 
 #[cfg(test)]
@@ -183,21 +242,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loading_frames_have_no_id_and_name_the_model() {
-        let events = loading_events("qwen");
-        let texts: Vec<Value> = events
+    fn loading_frames_are_chat_chunks_marked_waiting_loading_then_ready() {
+        let frames: Vec<Value> = loading_events("qwen", 7, 1250)
             .iter()
             .map(|e| serde_json::from_str::<Value>(&e.data).unwrap())
             .collect();
-        assert!(
-            texts
-                .iter()
-                .all(|v| v.get("id").is_none() && v.get("model").is_none())
-        );
+        let statuses: Vec<&str> = frames
+            .iter()
+            .map(|f| f["llamaswap"]["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["waiting", "loading", "ready"]);
+        for f in &frames {
+            assert_eq!(f["object"], "chat.completion.chunk");
+            assert_eq!(f["id"], "llamaswap-7");
+            assert_eq!(f["model"], "qwen");
+            assert_eq!(f["llamaswap"]["model"], "qwen");
+            assert!(f["choices"][0]["delta"]["reasoning_content"].is_string());
+        }
         assert_eq!(
-            texts[1]["choices"][0]["delta"]["reasoning_content"],
-            "llama-swap loading model: qwen\n"
+            frames[0]["choices"][0]["delta"]["reasoning_content"],
+            "━━━━━\nllama-swap loading model: qwen\n"
         );
+        assert_eq!(frames[2]["llamaswap"]["waited_ms"], 1250);
+        let done = frames[2]["choices"][0]["delta"]["reasoning_content"]
+            .as_str()
+            .unwrap();
+        assert!(done.contains("Done! (1.25s)"), "{done}");
     }
 
     #[test]

@@ -34,15 +34,31 @@ fn content(frames: &[String]) -> String {
 }
 
 #[tokio::test]
-async fn default_stream_has_role_tokens_finish_usage_and_done() {
+async fn default_stream_has_role_tokens_finish_with_usage_and_done() {
     let text = streamed(StreamShape::new(), "hello big world").await;
     let frames = data_frames(&text);
     assert_eq!(content(&frames), "[m] hello big world");
     assert_eq!(frames.last().unwrap(), "[DONE]");
+    let finish: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+    assert_eq!(finish["usage"]["completion_tokens"], 4);
+}
+
+#[tokio::test]
+async fn stream_options_include_usage_adds_a_last_chunk_with_empty_choices() {
+    let mock = MockSwap::start().await;
+    let mut body = chat("m", "a b", true);
+    body["stream_options"] = json!({"include_usage": true});
+    let text = body_text(post(&mock, "/v1/chat/completions", &body, &[]).await)
+        .await
+        .unwrap();
+    let frames = data_frames(&text);
     let usage: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
-    assert_eq!(usage["usage"]["completion_tokens"], 4);
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
     let finish: Value = serde_json::from_str(&frames[frames.len() - 3]).unwrap();
     assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+    assert!(finish.get("usage").is_none(), "{finish}");
 }
 
 #[tokio::test]
@@ -222,18 +238,95 @@ async fn paused_clock_skips_hour_long_latency_and_pacing() {
     assert_eq!(content(&data_frames(&text)), "[m] slow words");
 }
 
+/// Reads an SSE chat stream the way the openai Python client iterates it (and the way
+/// async-openai deserializes it): stop at `[DONE]`; every other `data:` payload is
+/// JSON; a payload with an `error` key ends the stream as an error; anything else is a
+/// `chat.completion.chunk` with `id`, `created`, `model` and a non-empty `choices`
+/// array whose entries have an `index` and a `delta` object.
+fn openai_chunks(text: &str) -> Result<Vec<Value>, Value> {
+    let mut chunks = Vec::new();
+    for data in data_frames(text) {
+        if data.starts_with("[DONE]") {
+            return Ok(chunks);
+        }
+        let chunk: Value = serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"));
+        if let Some(error) = chunk.get("error") {
+            return Err(error.clone());
+        }
+        assert_eq!(chunk["object"], "chat.completion.chunk", "{chunk}");
+        assert!(chunk["id"].is_string(), "{chunk}");
+        assert!(chunk["created"].is_u64(), "{chunk}");
+        assert!(chunk["model"].is_string(), "{chunk}");
+        let choices = chunk["choices"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{chunk}"));
+        assert!(!choices.is_empty(), "a frame without choices: {chunk}");
+        for choice in choices {
+            assert!(choice["index"].is_u64(), "{chunk}");
+            assert!(choice["delta"].is_object(), "{chunk}");
+        }
+        chunks.push(chunk);
+    }
+    panic!("the stream ended without [DONE]:\n{text}");
+}
+
 #[tokio::test]
-async fn loading_state_frames_open_a_chat_stream_without_ids() {
+async fn loading_state_frames_are_marked_chat_chunks_an_openai_client_can_read() {
     let text = streamed(StreamShape::new().loading_state(true), "hi").await;
-    let frames = data_frames(&text);
-    let first: Value = serde_json::from_str(&frames[0]).unwrap();
-    assert!(first.get("id").is_none());
-    assert!(first["choices"][0]["delta"]["reasoning_content"].is_string());
-    assert!(
-        frames[1].contains("llama-swap loading model: m"),
-        "{}",
-        frames[1]
+    let chunks = openai_chunks(&text).unwrap();
+    let marked: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| c.get("llamaswap").is_some())
+        .collect();
+    let statuses: Vec<&Value> = marked.iter().map(|c| &c["llamaswap"]["status"]).collect();
+    assert_eq!(
+        statuses,
+        [&json!("waiting"), &json!("loading"), &json!("ready")]
     );
+    assert!(marked[2]["llamaswap"]["waited_ms"].is_u64());
+    for chunk in &marked {
+        assert_eq!(chunk["llamaswap"]["model"], "m");
+        assert!(chunk["choices"][0]["delta"]["reasoning_content"].is_string());
+    }
+    assert!(
+        marked[0]["choices"][0]["delta"]["reasoning_content"]
+            .as_str()
+            .unwrap()
+            .contains("llama-swap loading model: m")
+    );
+    // The proxy's frames come first, then the model's own stream, unmarked.
+    let first_model = chunks
+        .iter()
+        .position(|c| c.get("llamaswap").is_none())
+        .unwrap();
+    assert_eq!(first_model, 3);
+    assert!(
+        chunks[first_model..]
+            .iter()
+            .all(|c| c.get("llamaswap").is_none())
+    );
+    let frames = data_frames(&text);
     assert_eq!(content(&frames), "[m] hi");
-    assert_eq!(frames.last().unwrap(), "[DONE]");
+}
+
+#[tokio::test]
+async fn in_stream_error_frame_reads_as_an_error_for_an_openai_client() {
+    let mock = MockSwap::builder()
+        .stream_shape(StreamShape::new().loading_state(true))
+        .fault(mockswap::FaultRule::new(mockswap::Fault::ErrorFrame {
+            after: 4,
+            message: "upstream went away".into(),
+        }))
+        .start()
+        .await
+        .unwrap();
+    let response = post(
+        &mock,
+        "/v1/chat/completions",
+        &chat("m", "a b c", true),
+        &[],
+    )
+    .await;
+    let error = openai_chunks(&body_text(response).await.unwrap()).unwrap_err();
+    assert_eq!(error["message"], "upstream went away");
 }
