@@ -54,6 +54,9 @@ pub enum ApiError {
         /// What the transport reported.
         reason: String,
     },
+    /// A websocket upgrade without `Sec-WebSocket-Key`, or not version 13.
+    #[error("websocket upgrade needs Sec-WebSocket-Key and Sec-WebSocket-Version: 13")]
+    BadWebsocket,
     /// The mock is stopping.
     #[error("mockswap is shutting down; retry against another instance")]
     ShuttingDown,
@@ -87,7 +90,8 @@ impl ApiError {
             Self::InvalidJson { .. }
             | Self::ModelMissing
             | Self::BadAdminRequest { .. }
-            | Self::BodyRead { .. } => StatusCode::BAD_REQUEST,
+            | Self::BodyRead { .. }
+            | Self::BadWebsocket => StatusCode::BAD_REQUEST,
             Self::ModelNotFound { .. } | Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -104,7 +108,8 @@ impl ApiError {
             | Self::MethodNotAllowed { .. }
             | Self::BodyTooLarge { .. }
             | Self::BadAdminRequest { .. }
-            | Self::BodyRead { .. } => "invalid_request_error",
+            | Self::BodyRead { .. }
+            | Self::BadWebsocket => "invalid_request_error",
             Self::ModelNotFound { .. } | Self::NotFound { .. } => "not_found_error",
             Self::ShuttingDown | Self::Loading => "server_error",
             Self::WaitTimeout { .. } => "timeout_error",
@@ -121,6 +126,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::BodyTooLarge { .. } => "body_too_large",
             Self::BodyRead { .. } => "invalid_request",
+            Self::BadWebsocket => "invalid_websocket_upgrade",
             Self::ShuttingDown => "shutting_down",
             Self::Loading => "model_loading",
             Self::BadAdminRequest { .. } => "invalid_admin_request",

@@ -53,11 +53,24 @@ pub enum WaitError {
         /// The table of every request received.
         table: String,
     },
+    /// The number of open websockets did not reach the wanted count in time.
+    #[error("waited {timeout:?} for {wanted} open websocket(s), {open} open")]
+    Websockets {
+        /// How many were wanted open.
+        wanted: usize,
+        /// How many were open at the end.
+        open: usize,
+        /// How long was waited.
+        timeout: Duration,
+    },
 }
 
 impl WaitError {
     /// True for every variant (all are timeouts); kept for symmetry with other errors.
     pub fn is_timeout(&self) -> bool {
-        matches!(self, Self::Requests { .. } | Self::Held { .. })
+        matches!(
+            self,
+            Self::Requests { .. } | Self::Held { .. } | Self::Websockets { .. }
+        )
     }
 }

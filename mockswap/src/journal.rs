@@ -49,6 +49,8 @@ pub struct RecordedRequest {
     /// The position (0-based) of this request in the dispatch order, once it passed the
     /// gate; `None` while it is held or when it never reached dispatch (rejected early).
     pub dispatched: Option<usize>,
+    /// Whether this was a websocket upgrade (then echoed), not a plain request.
+    pub websocket: bool,
 }
 
 impl RecordedRequest {
@@ -92,6 +94,7 @@ impl RecordedRequest {
             "body": self.body_text(),
             "json": self.json,
             "dispatched": self.dispatched,
+            "websocket": self.websocket,
         })
     }
 }
@@ -215,6 +218,7 @@ mod tests {
             stream: false,
             priority: PriorityHeader::Absent,
             dispatched: None,
+            websocket: false,
         }
     }
 

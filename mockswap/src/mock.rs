@@ -386,6 +386,37 @@ impl MockSwap {
         }
     }
 
+    /// How many websockets are open now (upgrades on any path outside `/__mockswap/`
+    /// are echoed; see the README).
+    pub fn websockets_open(&self) -> usize {
+        self.shared.sockets.counts().open
+    }
+
+    /// How many websocket upgrades were accepted since start.
+    pub fn websockets_total(&self) -> u64 {
+        self.shared.sockets.counts().total
+    }
+
+    /// Waits until exactly `n` websockets are open (e.g. 0 after the client closed).
+    ///
+    /// # Errors
+    /// [`WaitError::Websockets`] when the count was still different after `timeout`.
+    pub async fn wait_for_websockets_open(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<(), WaitError> {
+        let mut rx = self.shared.sockets.subscribe();
+        match tokio::time::timeout(timeout, rx.wait_for(|c| c.open == n)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(WaitError::Websockets {
+                wanted: n,
+                open: self.websockets_open(),
+                timeout,
+            }),
+        }
+    }
+
     /// Installs a fault (tried after the ones already installed).
     pub fn add_fault(&self, rule: FaultRule) {
         self.shared.faults.add(rule);

@@ -313,3 +313,47 @@ async fn admin_long_polls_wait_for_requests_and_held_requests_without_client_sle
     proc.signal(Signal::SIGTERM);
     assert_eq!(proc.wait().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn admin_websockets_counts_open_and_total_and_waits_for_a_close() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut proc = Proc::spawn(&[]).await;
+    let client = reqwest::Client::new();
+    let ws_url = proc.uri.replacen("http://", "ws://", 1) + "/upstream/m/ws";
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+    socket.send(Message::text("ping me")).await.unwrap();
+    let echoed = socket.next().await.unwrap().unwrap();
+    assert_eq!(echoed, Message::text("ping me"));
+    let (status, counts) =
+        admin(&client, reqwest::Method::GET, &proc.uri, "websockets", None).await;
+    assert_eq!((status, counts), (200, json!({"open": 1, "total": 1})));
+    let (_, journal) = admin(&client, reqwest::Method::GET, &proc.uri, "requests", None).await;
+    assert_eq!(journal[0]["websocket"], true);
+    assert_eq!(journal[0]["path"], "/upstream/m/ws");
+    assert_eq!(journal[0]["model"], "m");
+    socket.close(None).await.unwrap();
+    let (status, counts) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "websockets?wait_open=0&timeout_ms=10000",
+        None,
+    )
+    .await;
+    assert_eq!((status, counts), (200, json!({"open": 0, "total": 1})));
+    let (status, timeout) = admin(
+        &client,
+        reqwest::Method::GET,
+        &proc.uri,
+        "websockets?wait_open=3&timeout_ms=10",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &timeout["error"]["code"]),
+        (408, &json!("wait_timeout"))
+    );
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}

@@ -73,6 +73,20 @@ pub(crate) async fn wait(shared: &Shared, parts: &http::request::Parts) -> Resul
                 }
             }
         }
+        "/websockets" => {
+            if let Some(n) = number("wait_open")?.map(as_count) {
+                let mut rx = shared.sockets.subscribe();
+                let waited = tokio::time::timeout(timeout, rx.wait_for(|c| c.open == n)).await;
+                if waited.is_err() {
+                    return Err(ApiError::WaitTimeout {
+                        what: "open websockets",
+                        wanted: n,
+                        got: shared.sockets.counts().open,
+                        timeout_ms,
+                    });
+                }
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -154,6 +168,16 @@ pub(crate) fn handle(
                 json_response(StatusCode::OK, &json!({"cleared": true}))
             }
             _ => not_allowed("POST, DELETE"),
+        },
+        "/websockets" => match *method {
+            Method::GET => {
+                let counts = shared.sockets.counts();
+                json_response(
+                    StatusCode::OK,
+                    &json!({"open": counts.open, "total": counts.total}),
+                )
+            }
+            _ => not_allowed("GET"),
         },
         "/gate" => match *method {
             Method::GET => gate_state(shared),

@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::{ConnControl, Shared, admin, model_request};
+use super::{ConnControl, Shared, admin, model_request, websocket};
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
 use crate::journal::RecordedRequest;
@@ -50,6 +50,9 @@ pub(crate) async fn handle(
             },
             Err(err) => err.into_response(),
         };
+    }
+    if websocket::is_upgrade(&request) {
+        return websocket::handle(&shared, request);
     }
     if path == "/health" {
         return only(&method, &path, &[Method::GET, Method::HEAD], "GET, HEAD")
@@ -107,7 +110,7 @@ pub(crate) async fn handle(
 }
 
 /// `/upstream/<model>/<rest>` → (model, `/<rest>`).
-fn upstream_target(path: &str) -> Option<(String, String)> {
+pub(crate) fn upstream_target(path: &str) -> Option<(String, String)> {
     let rest = path.strip_prefix("/upstream/")?;
     let (model, tail) = match rest.split_once('/') {
         Some((model, tail)) => (model, format!("/{tail}")),
@@ -191,6 +194,7 @@ pub(crate) fn recorded(
         stream,
         priority: PriorityHeader::from_headers(&parts.headers),
         dispatched: None,
+        websocket: false,
     }
 }
 

@@ -8,6 +8,7 @@ mod admin;
 mod extract;
 mod handler;
 mod model_request;
+mod websocket;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -134,6 +135,10 @@ pub(crate) struct Shared {
     pub(crate) life: Lifecycle,
     /// Models that served a request and were not unloaded since (what `/running` lists).
     pub(crate) loaded: Mutex<BTreeSet<String>>,
+    /// Open and total websocket counts.
+    pub(crate) sockets: Arc<websocket::Sockets>,
+    /// Owns the tasks that outlive a handler (websocket echoes).
+    pub(crate) tracker: TaskTracker,
 }
 
 impl Shared {
@@ -150,6 +155,8 @@ impl Shared {
             gate,
             life,
             loaded: Mutex::new(BTreeSet::new()),
+            sockets: Arc::default(),
+            tracker: tracker.clone(),
         }
     }
 
@@ -288,7 +295,8 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(None)
-        .serve_connection(io, service);
+        .serve_connection(io, service)
+        .with_upgrades();
     tokio::pin!(connection);
     let mut graceful = false;
     loop {

@@ -7,6 +7,7 @@ mod faults;
 mod gate;
 mod journal;
 mod streams;
+mod websockets;
 
 use std::time::Duration;
 
