@@ -125,6 +125,7 @@ impl ChatStream {
             saw_done: false,
             saw_finish: false,
             saw_typed_status: false,
+            last_marked: None,
             chunks: 0,
         };
         let inner = futures_util::stream::unfold(state, |mut state| async move {
@@ -184,6 +185,8 @@ struct StreamState<S> {
     saw_finish: bool,
     /// The server sends typed `proxy.status` frames.
     saw_typed_status: bool,
+    /// The last state reported from a frame's `llamaswap` marker.
+    last_marked: Option<ProxyStatus>,
     chunks: usize,
 }
 
@@ -282,6 +285,23 @@ impl<S: ByteSource> StreamState<S> {
         if let Some(envelope) = ErrorEnvelope::from_json(&value) {
             return Frame::Fatal(in_stream(envelope, data));
         }
+        if let Some(marker) = value.get("llamaswap").filter(|m| m.is_object()) {
+            self.saw_typed_status = true;
+            let text = value
+                .pointer("/choices/0/delta/reasoning_content")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            // Every injected frame carries the marker; only a change of state is
+            // reported as one, the rest (dots, repeated text) stays text.
+            let status = marked_status(marker).filter(|s| Some(s) != self.last_marked.as_ref());
+            return Frame::Event(StreamEvent::Proxy(match status {
+                Some(status) => {
+                    self.last_marked = Some(status.clone());
+                    status
+                }
+                None => ProxyStatus::Message(text.to_owned()),
+            }));
+        }
         if let Some(status) = typed_status(&value) {
             self.saw_typed_status = true;
             return Frame::Event(StreamEvent::Proxy(status));
@@ -348,6 +368,23 @@ fn in_stream(envelope: ErrorEnvelope, raw: &str) -> Error {
         envelope,
         raw: raw.to_owned(),
     }))
+}
+
+/// The state in a proxy frame's `llamaswap` object (queued with its position,
+/// loading); `None` for the states this SDK has no variant for yet.
+fn marked_status(marker: &Value) -> Option<ProxyStatus> {
+    let model = marker
+        .get("model")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match marker.get("status")?.as_str()? {
+        "queued" => {
+            let position = u32::try_from(marker.get("position")?.as_u64()?).ok()?;
+            Some(ProxyStatus::Queued { position, model })
+        }
+        "loading" => Some(ProxyStatus::Loading { model }),
+        _ => None,
+    }
 }
 
 /// `{"object":"proxy.status","status":"queued","position":3,"model":"X"}`.

@@ -323,3 +323,36 @@ fn unknown_typed_status_is_kept() {
         })
     );
 }
+
+/// Frames in the shape the server injects now: every one a chunk with an
+/// `id` and the `llamaswap` marker object.
+const MARKED_LOADING: &str = concat!(
+    "data: {\"id\":\"llamaswap-r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"llama-swap loading model: m\\n\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"queued\",\"position\":2,\"model\":\"m\"}}\n\n",
+    "data: {\"id\":\"llamaswap-r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\".\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"queued\",\"position\":2,\"model\":\"m\"}}\n\n",
+    "data: {\"id\":\"llamaswap-r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\".\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"loading\",\"model\":\"m\"}}\n\n",
+    "data: {\"id\":\"llamaswap-r\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Done!\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"ready\",\"waited_ms\":5,\"model\":\"m\"}}\n\n",
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+#[tokio::test]
+async fn marked_frames_are_proxy_events_and_only_changes_are_typed() {
+    let got = items(stream_of(&[MARKED_LOADING.as_bytes()])).await;
+    let events: Vec<StreamEvent> = got.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        events[..4],
+        [
+            StreamEvent::Proxy(ProxyStatus::Queued {
+                position: 2,
+                model: Some("m".into())
+            }),
+            StreamEvent::Proxy(ProxyStatus::Message(".".into())),
+            StreamEvent::Proxy(ProxyStatus::Loading {
+                model: Some("m".into())
+            }),
+            StreamEvent::Proxy(ProxyStatus::Message("Done!".into())),
+        ]
+    );
+    assert!(matches!(&events[4], StreamEvent::Chunk(c) if c.content() == Some("hi")));
+    assert_eq!(events.len(), 5);
+}

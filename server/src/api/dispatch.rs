@@ -20,7 +20,8 @@ use tracing::Instrument;
 
 use super::error::ApiError;
 use super::extract::RequestModel;
-use super::loading::{Progress, loading_response};
+use super::loading::{LoadingTarget, Progress, loading_response};
+use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
 use crate::metrics::RequestOutcome;
@@ -197,14 +198,22 @@ async fn serve(
     let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
     let priority = (requested, capped);
     if loading && !granted_at_once {
-        let id = model.id.clone();
+        let target = LoadingTarget {
+            model: model.id.clone(),
+            request_id: outbound
+                .headers
+                .get(REQUEST_ID_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
+        };
         let work = async move {
             let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
             record(outcome, &result);
             result
         }
         .in_current_span();
-        return Ok(loading_response(id, status, describe, work));
+        return Ok(loading_response(target, status, describe, work));
     }
     let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
     record(outcome, &result);

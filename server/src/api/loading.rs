@@ -2,12 +2,24 @@
 //! streaming chat request that has to wait, carrying progress until the real
 //! upstream stream takes over in the same response.
 //!
-//! Two kinds of progress frame are sent, so both kinds of client understand them:
-//! - llama-swap's: `{"choices":[{"delta":{"reasoning_content":"..."}}]}` text that
-//!   chat UIs show as "thinking";
-//! - typed: `{"object":"proxy.status","status":"queued","position":N,"model":"X"}`
-//!   and `{"object":"proxy.status","status":"loading","model":"X"}`, for programs
-//!   (the position can go up when higher-priority work arrives).
+//! Every frame injected here is a valid `chat.completion.chunk` (so the
+//! official `openai` clients and async-openai iterate over it like any other
+//! chunk): llama-swap's human text in `choices[0].delta.reasoning_content`,
+//! which chat UIs show as "thinking", and the machine-readable state in a
+//! top-level `llamaswap` object, the marker of a proxy frame:
+//!
+//! ```text
+//! data: {"id":"llamaswap-<request id>","object":"chat.completion.chunk","created":1733000000,
+//!        "model":"qwen","choices":[{"index":0,"delta":{"reasoning_content":"\nQueue position: #2 "},
+//!        "finish_reason":null}],"llamaswap":{"status":"queued","model":"qwen","position":2}}
+//! ```
+//!
+//! `status` is `waiting` (admitted, nothing to report yet), `queued` (with a
+//! 1-based `position`, which can go up when higher-priority work arrives),
+//! `loading` (the model is starting for this request) or `ready` (with
+//! `waited_ms`; the last injected frame, right before the upstream's own
+//! stream). An error after the 200 is one `data: {"error":{...}}` frame and
+//! `data: [DONE]`, which the `openai` clients raise as their API error.
 //!
 //! No task is spawned: the work (waiting for the grant, then forwarding) is a
 //! future polled by the body itself, so a client that goes away drops it, which
@@ -15,7 +27,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, BodyDataStream};
 use axum::response::Response;
@@ -23,6 +35,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::BodyExt;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -32,6 +45,8 @@ use super::error::ApiError;
 const TICK: Duration = Duration::from_secs(1);
 /// How much of an upstream error body is relayed into the stream.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// llama-swap's rule line around the loading text.
+const RULE: &str = "━━━━━";
 
 /// What a waiting request is doing, as shown to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,15 +57,25 @@ pub enum Progress {
     Loading,
 }
 
+/// Whom a loading stream answers: names its frames.
+#[derive(Debug, Clone)]
+pub struct LoadingTarget {
+    /// The model ID the request resolved to.
+    pub model: String,
+    /// The request's id (`X-Request-Id`); frames carry `llamaswap-<id>` as their `id`.
+    pub request_id: String,
+}
+
 type Work = Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send>>;
 
 /// Builds the loading-state response.
 ///
-/// `status` reports the request's progress through `describe` (`None` = nothing
-/// to show, e.g. granted); `work` waits for the grant and forwards the request,
-/// resolving to the upstream's response (or the error to report in-band).
+/// `status` reports the request's progress through `describe` (`None` =
+/// nothing to report, e.g. admitted or granted); `work` waits for the grant and
+/// forwards the request, resolving to the upstream's response (or the error
+/// to report in-band).
 pub fn loading_response<S, W>(
-    model: String,
+    target: LoadingTarget,
     status: watch::Receiver<S>,
     describe: fn(&S) -> Option<Progress>,
     work: W,
@@ -61,8 +86,16 @@ where
 {
     let mut interval = tokio::time::interval(TICK);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
     let state = State::Start(Box::new(Waiting {
-        model,
+        frames: Frames {
+            id: format!("llamaswap-{}", target.request_id),
+            created,
+            model: target.model,
+        },
         status,
         describe,
         work: Box::pin(work),
@@ -85,8 +118,73 @@ where
     response
 }
 
-struct Waiting<S> {
+/// The state a frame reports in its `llamaswap` object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Waiting,
+    Queued(usize),
+    Loading,
+    Ready { waited_ms: u64 },
+}
+
+impl From<Option<Progress>> for Status {
+    fn from(progress: Option<Progress>) -> Self {
+        match progress {
+            None => Status::Waiting,
+            Some(Progress::Queued(position)) => Status::Queued(position),
+            Some(Progress::Loading) => Status::Loading,
+        }
+    }
+}
+
+/// Writes the injected frames of one stream.
+struct Frames {
+    id: String,
+    created: u64,
     model: String,
+}
+
+impl Frames {
+    /// One `data:` event: a chunk whose only content is `text` as reasoning,
+    /// with `status` in the `llamaswap` extension object.
+    fn frame(&self, text: &str, status: Status) -> Vec<u8> {
+        let mut marker = json!({"status": "waiting", "model": self.model});
+        match status {
+            Status::Waiting => {}
+            Status::Queued(position) => {
+                marker["status"] = json!("queued");
+                marker["position"] = json!(position);
+            }
+            Status::Loading => marker["status"] = json!("loading"),
+            Status::Ready { waited_ms } => {
+                marker["status"] = json!("ready");
+                marker["waited_ms"] = json!(waited_ms);
+            }
+        }
+        let chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}],
+            "llamaswap": marker,
+        });
+        format!("data: {chunk}\n\n").into_bytes()
+    }
+
+    /// The frame announcing a change of progress, in llama-swap's words where
+    /// it has some (a queue position) and a dot otherwise.
+    fn progress(&self, progress: Option<Progress>) -> Vec<u8> {
+        let text = match progress {
+            Some(Progress::Queued(position)) => format!("\nQueue position: #{position} "),
+            Some(Progress::Loading) | None => ".".to_owned(),
+        };
+        self.frame(&text, progress.into())
+    }
+}
+
+struct Waiting<S> {
+    frames: Frames,
     status: watch::Receiver<S>,
     describe: fn(&S) -> Option<Progress>,
     work: Work,
@@ -109,37 +207,37 @@ async fn step<S: Send + Sync + 'static>(state: State<S>) -> Option<(Item, State<
         State::Start(mut w) => {
             // Consume the first tick, which completes at once.
             w.interval.tick().await;
-            let mut out = reasoning_frame(
-                &w.model,
-                &format!("━━━━━\nllama-swap loading model: {}\n", w.model),
-            );
             let current = (w.describe)(&w.status.borrow_and_update());
-            if let Some(progress) = current {
-                out.extend_from_slice(&progress_frames(&w.model, progress));
-                w.shown = Some(progress);
+            let text = format!("{RULE}\nllama-swap loading model: {}\n", w.frames.model);
+            let mut out = w.frames.frame(&text, current.into());
+            if let Some(progress @ Progress::Queued(_)) = current {
+                out.extend_from_slice(&w.frames.progress(Some(progress)));
             }
+            w.shown = current;
             Some((Ok(Bytes::from(out)), State::Waiting(w)))
         }
         State::Waiting(mut w) => loop {
             tokio::select! {
                 result = &mut w.work => {
-                    return Some(finish(&w.model, w.started, result).await);
+                    return Some(finish(&w.frames, w.started, result).await);
                 }
                 changed = w.status.changed() => {
                     if changed.is_err() {
                         // The sender is gone; the work future reports the outcome.
                         let result = (&mut w.work).await;
-                        return Some(finish(&w.model, w.started, result).await);
+                        return Some(finish(&w.frames, w.started, result).await);
                     }
                     let progress = (w.describe)(&w.status.borrow_and_update());
-                    if let Some(progress) = progress.filter(|p| Some(*p) != w.shown) {
-                        w.shown = Some(progress);
-                        let frames = progress_frames(&w.model, progress);
-                        return Some((Ok(Bytes::from(frames)), State::Waiting(w)));
+                    // Back to "nothing to report" (granted) is not news: the
+                    // work future finishes next.
+                    if progress.is_some() && progress != w.shown {
+                        w.shown = progress;
+                        let frame = w.frames.progress(progress);
+                        return Some((Ok(Bytes::from(frame)), State::Waiting(w)));
                     }
                 }
                 _ = w.interval.tick() => {
-                    let frame = reasoning_frame(&w.model, ".");
+                    let frame = w.frames.frame(".", w.shown.into());
                     return Some((Ok(Bytes::from(frame)), State::Waiting(w)));
                 }
             }
@@ -165,16 +263,19 @@ async fn step<S: Send + Sync + 'static>(state: State<S>) -> Option<(Item, State<
 }
 
 async fn finish<S>(
-    model: &str,
+    frames: &Frames,
     started: Instant,
     result: Result<Response, ApiError>,
 ) -> (Item, State<S>) {
     match result {
         Ok(response) if response.status().is_success() => {
-            let elapsed = started.elapsed().as_secs_f64();
-            let done = reasoning_frame(model, &format!("\nDone! ({elapsed:.2}s)\n━━━━━\n \n"));
+            let waited = started.elapsed();
+            let text = format!("\nDone! ({:.2}s)\n{RULE}\n \n", waited.as_secs_f64());
+            let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
             (
-                Ok(Bytes::from(done)),
+                Ok(Bytes::from(
+                    frames.frame(&text, Status::Ready { waited_ms }),
+                )),
                 State::Relaying(response.into_body().into_data_stream()),
             )
         }
@@ -184,7 +285,8 @@ async fn finish<S>(
 }
 
 /// An upstream that answered with an error status after the stream began: its
-/// body goes into one `data:` frame (as JSON when it is JSON), then `[DONE]`.
+/// body goes into one `data:` frame (as JSON when it holds an `error` object),
+/// then `[DONE]`.
 async fn upstream_error_frames(response: Response) -> Bytes {
     let status = response.status();
     let body = http_body_util::Limited::new(response.into_body(), ERROR_BODY_LIMIT)
@@ -192,9 +294,9 @@ async fn upstream_error_frames(response: Response) -> Bytes {
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    let payload = match serde_json::from_slice::<serde_json::Value>(&body) {
-        Ok(json) if json.get("error").is_some() => json,
-        _ => serde_json::json!({"error": {
+    let payload = match serde_json::from_slice::<Value>(&body) {
+        Ok(json) if json.get("error").is_some_and(Value::is_object) => json,
+        _ => json!({"error": {
             "message": format!(
                 "the upstream answered {status}: {}",
                 String::from_utf8_lossy(&body).trim()
@@ -212,31 +314,6 @@ fn upstream_code(status: StatusCode) -> &'static str {
     } else {
         "upstream_error"
     }
-}
-
-fn reasoning_frame(model: &str, text: &str) -> Vec<u8> {
-    let chunk = serde_json::json!({
-        "object": "chat.completion.chunk",
-        "model": model,
-        "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}],
-    });
-    format!("data: {chunk}\n\n").into_bytes()
-}
-
-fn progress_frames(model: &str, progress: Progress) -> Vec<u8> {
-    let (status, text) = match progress {
-        Progress::Queued(position) => (
-            serde_json::json!({"object": "proxy.status", "status": "queued", "position": position, "model": model}),
-            format!("\nQueue position: #{position} "),
-        ),
-        Progress::Loading => (
-            serde_json::json!({"object": "proxy.status", "status": "loading", "model": model}),
-            "\nLoading... ".to_owned(),
-        ),
-    };
-    let mut out = format!("data: {status}\n\n").into_bytes();
-    out.extend_from_slice(&reasoning_frame(model, &text));
-    out
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod cli;
 mod errors;
 mod lifecycle;
 mod observability;
+mod openai_client;
 mod priority;
 mod support;
 mod trust;

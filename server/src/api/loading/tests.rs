@@ -22,12 +22,33 @@ async fn next_text(body: &mut Body) -> Option<String> {
     }
 }
 
-fn status_frames(text: &str) -> Vec<serde_json::Value> {
+/// The next data frame, whatever it holds.
+async fn data(body: &mut Body) -> String {
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    String::from_utf8(frame.to_vec()).unwrap()
+}
+
+/// The JSON of every `data:` frame in `text` (not `[DONE]`).
+fn frames(text: &str) -> Vec<serde_json::Value> {
     text.split("\n\n")
         .filter_map(|e| e.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
-        .filter(|v| v["object"] == "proxy.status")
         .collect()
+}
+
+/// The `llamaswap` marker objects of the frames in `text`.
+fn markers(text: &str) -> Vec<serde_json::Value> {
+    frames(text)
+        .into_iter()
+        .filter_map(|v| v.get("llamaswap").cloned())
+        .collect()
+}
+
+fn target() -> LoadingTarget {
+    LoadingTarget {
+        model: "m".into(),
+        request_id: "r1".into(),
+    }
 }
 
 fn sse_response(text: &'static str) -> Response {
@@ -41,7 +62,7 @@ fn sse_response(text: &'static str) -> Response {
 async fn queued_positions_loading_then_the_upstream_stream() {
     let (status_tx, status_rx) = watch::channel(Some(Progress::Queued(2)));
     let (work_tx, work_rx) = oneshot::channel::<Result<Response, ApiError>>();
-    let response = loading_response("m".into(), status_rx, describe, async move {
+    let response = loading_response(target(), status_rx, describe, async move {
         work_rx.await.unwrap()
     });
     assert_eq!(response.status(), StatusCode::OK);
@@ -54,27 +75,35 @@ async fn queued_positions_loading_then_the_upstream_stream() {
     let first = next_text(&mut body).await.unwrap();
     assert!(first.contains("llama-swap loading model: m"), "{first}");
     assert_eq!(
-        status_frames(&first),
+        markers(&first),
         vec![
-            serde_json::json!({"object":"proxy.status","status":"queued","position":2,"model":"m"})
+            serde_json::json!({"status":"queued","position":2,"model":"m"}),
+            serde_json::json!({"status":"queued","position":2,"model":"m"}),
         ]
     );
+    assert!(first.contains("Queue position: #2"), "{first}");
 
     // Positions can go up when higher-priority work arrives.
     status_tx.send(Some(Progress::Queued(5))).unwrap();
     let text = next_text(&mut body).await.unwrap();
-    assert_eq!(status_frames(&text)[0]["position"], 5);
+    assert_eq!(markers(&text)[0]["position"], 5);
     assert!(text.contains("Queue position: #5"), "{text}");
 
     status_tx.send(Some(Progress::Loading)).unwrap();
-    let text = next_text(&mut body).await.unwrap();
-    assert_eq!(status_frames(&text)[0]["status"], "loading");
+    let text = data(&mut body).await;
+    assert_eq!(
+        markers(&text),
+        vec![serde_json::json!({"status":"loading","model":"m"})]
+    );
 
     work_tx
         .send(Ok(sse_response("data: {\"x\":1}\n\ndata: [DONE]\n\n")))
         .unwrap();
     let done = next_text(&mut body).await.unwrap();
     assert!(done.contains("Done! ("), "{done}");
+    let ready = &markers(&done)[0];
+    assert_eq!(ready["status"], "ready");
+    assert!(ready["waited_ms"].is_u64(), "{ready}");
     let relayed = next_text(&mut body).await.unwrap();
     assert_eq!(relayed, "data: {\"x\":1}\n\ndata: [DONE]\n\n");
     assert!(body.frame().await.is_none());
@@ -83,7 +112,7 @@ async fn queued_positions_loading_then_the_upstream_stream() {
 #[tokio::test(start_paused = true)]
 async fn an_error_after_the_stream_began_is_a_final_envelope_frame() {
     let (_status_tx, status_rx) = watch::channel(Some(Progress::Loading));
-    let response = loading_response("m".into(), status_rx, describe, async {
+    let response = loading_response(target(), status_rx, describe, async {
         Err(ApiError::ShuttingDown)
     });
     assert_eq!(response.status(), StatusCode::OK);
@@ -96,7 +125,7 @@ async fn an_error_after_the_stream_began_is_a_final_envelope_frame() {
 #[tokio::test(start_paused = true)]
 async fn an_upstream_error_status_is_relayed_as_an_error_frame() {
     let (_status_tx, status_rx) = watch::channel(None);
-    let response = loading_response("m".into(), status_rx, describe, async {
+    let response = loading_response(target(), status_rx, describe, async {
         Ok(Response::builder()
             .status(StatusCode::BAD_REQUEST)
             .body(Body::from(
@@ -124,7 +153,7 @@ async fn dropping_the_stream_while_waiting_drops_the_work() {
     let dropped = Arc::new(AtomicBool::new(false));
     let guard = Guard(dropped.clone());
     let (_status_tx, status_rx) = watch::channel(Some(Progress::Queued(1)));
-    let response = loading_response("m".into(), status_rx, describe, async move {
+    let response = loading_response(target(), status_rx, describe, async move {
         let _guard = guard;
         std::future::pending::<Result<Response, ApiError>>().await
     });
@@ -141,7 +170,7 @@ async fn dropping_the_stream_while_waiting_drops_the_work() {
 #[tokio::test(start_paused = true)]
 async fn keepalive_dots_flow_while_nothing_changes() {
     let (_status_tx, status_rx) = watch::channel(Some(Progress::Queued(1)));
-    let response = loading_response("m".into(), status_rx, describe, std::future::pending());
+    let response = loading_response(target(), status_rx, describe, std::future::pending());
     let mut body = response.into_body();
     body.frame().await.unwrap().unwrap();
     let dot = body.frame().await.unwrap().unwrap().into_data().unwrap();
@@ -151,4 +180,54 @@ async fn keepalive_dots_flow_while_nothing_changes() {
             .contains(r#""reasoning_content":".""#),
         "{dot:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_injected_frame_is_a_chat_completion_chunk_with_the_marker() {
+    let (status_tx, status_rx) = watch::channel(None);
+    let (work_tx, work_rx) = oneshot::channel::<Result<Response, ApiError>>();
+    let response = loading_response(target(), status_rx, describe, async move {
+        work_rx.await.unwrap()
+    });
+    let mut body = response.into_body();
+    let mut text = String::new();
+    // The opening frame while merely admitted, a keep-alive dot, a queue
+    // position, loading, then ready.
+    for next in [
+        None,
+        None,
+        Some(Progress::Queued(1)),
+        Some(Progress::Loading),
+    ] {
+        if next.is_some() {
+            status_tx.send(next).unwrap();
+        }
+        text.push_str(&data(&mut body).await);
+    }
+    work_tx
+        .send(Ok(sse_response("data: {\"x\":1}\n\ndata: [DONE]\n\n")))
+        .unwrap();
+    text.push_str(&data(&mut body).await);
+
+    let frames = frames(&text);
+    let statuses: Vec<&str> = frames
+        .iter()
+        .map(|f| f["llamaswap"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["waiting", "waiting", "queued", "loading", "ready"]
+    );
+    for frame in &frames {
+        assert_eq!(frame["object"], "chat.completion.chunk", "{frame}");
+        assert_eq!(frame["id"], "llamaswap-r1", "{frame}");
+        assert_eq!(frame["model"], "m", "{frame}");
+        assert!(frame["created"].is_u64(), "{frame}");
+        let choice = &frame["choices"][0];
+        assert_eq!(choice["index"], 0, "{frame}");
+        assert!(choice["finish_reason"].is_null(), "{frame}");
+        assert!(choice["delta"]["reasoning_content"].is_string(), "{frame}");
+        assert_eq!(frame["llamaswap"]["model"], "m", "{frame}");
+    }
+    assert_eq!(frames[1]["choices"][0]["delta"]["reasoning_content"], ".");
 }
