@@ -1,6 +1,6 @@
 //! Fault injection: what goes wrong, for which requests, and how often.
 //!
-//! A [`FaultRule`] pairs a [`Fault`] with a match (model, path, stream flag) and a
+//! A [`FaultRule`] pairs a [`Fault`] with a [`RequestMatch`] and a
 //! schedule: the next N matching requests, every matching request, or each matching
 //! request with a seeded probability (reproducible). Rules are tried in the order they
 //! were added; the first that applies wins and one use of its schedule is spent.
@@ -9,8 +9,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use http::StatusCode;
-use serde::Deserialize;
 use serde_json::Value;
+
+use crate::journal::RecordedRequest;
+use crate::matcher::{RequestMatch, match_methods};
 
 /// One thing that goes wrong with a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,30 +91,6 @@ impl Fault {
     }
 }
 
-/// Which requests a rule (fault or scripted reply) applies to. Every field that is set
-/// must match; an empty match applies to every model request.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RequestMatch {
-    /// The model the request names.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The endpoint path (after any `/upstream/<model>` prefix), e.g. `/v1/chat/completions`.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// Whether the request asked for a stream.
-    #[serde(default)]
-    pub stream: Option<bool>,
-}
-
-impl RequestMatch {
-    pub(crate) fn matches(&self, model: Option<&str>, path: &str, stream: bool) -> bool {
-        self.model.as_deref().is_none_or(|m| Some(m) == model)
-            && self.path.as_deref().is_none_or(|p| p == path)
-            && self.stream.is_none_or(|s| s == stream)
-    }
-}
-
 /// How often a rule applies.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Schedule {
@@ -156,13 +134,15 @@ impl SplitMix64 {
 }
 
 /// A fault, the requests it applies to, and its schedule.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct FaultRule {
     pub(crate) fault: Fault,
     pub(crate) matcher: RequestMatch,
     pub(crate) schedule: Schedule,
 }
+
+match_methods!(FaultRule);
 
 impl FaultRule {
     /// A rule for the next matching request (one use), matching every model request.
@@ -172,30 +152,6 @@ impl FaultRule {
             matcher: RequestMatch::default(),
             schedule: Schedule::Times(1),
         }
-    }
-
-    /// Only requests naming this model. Default: any model.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.matcher.model = Some(model.into());
-        self
-    }
-
-    /// Only requests to this endpoint path. Default: any path.
-    pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.matcher.path = Some(path.into());
-        self
-    }
-
-    /// Only streaming (`true`) or non-streaming (`false`) requests. Default: both.
-    pub fn stream(mut self, stream: bool) -> Self {
-        self.matcher.stream = Some(stream);
-        self
-    }
-
-    /// Replaces the whole match.
-    pub fn matching(mut self, matcher: RequestMatch) -> Self {
-        self.matcher = matcher;
-        self
     }
 
     /// Applies to the next `n` matching requests. Default: 1.
@@ -226,41 +182,49 @@ impl FaultRule {
     }
 }
 
-/// The installed rules.
+/// The installed rules, each with an id that stays valid while it is installed.
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
-    rules: Mutex<Vec<FaultRule>>,
+    rules: Mutex<(u64, Vec<(u64, FaultRule)>)>,
 }
 
 impl Faults {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Vec<(u64, FaultRule)>)> {
+        self.rules.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn add(&self, rule: FaultRule) {
-        self.rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(rule);
+        let mut installed = self.lock();
+        installed.0 += 1;
+        let id = installed.0;
+        installed.1.push((id, rule));
     }
 
     pub(crate) fn clear(&self) {
-        self.rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.lock().1.clear();
     }
 
     /// The fault for this request, if a rule fires; spends one use of that rule.
-    pub(crate) fn take(&self, model: Option<&str>, path: &str, stream: bool) -> Option<Fault> {
-        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut fired = None;
-        for rule in rules.iter_mut() {
-            if rule.fault.streams_only() && !stream {
-                continue;
-            }
-            if rule.matcher.matches(model, path, stream) && rule.schedule.fire() {
-                fired = Some(rule.fault.clone());
-                break;
-            }
-        }
-        rules.retain(|r| !r.schedule.exhausted());
+    /// Conditions are evaluated outside the lock (closures are user code).
+    pub(crate) fn take(&self, request: &RecordedRequest) -> Option<Fault> {
+        let candidates: Vec<(u64, RequestMatch)> = self
+            .lock()
+            .1
+            .iter()
+            .filter(|(_, r)| request.stream || !r.fault.streams_only())
+            .map(|(id, r)| (*id, r.matcher.clone()))
+            .collect();
+        let matching: Vec<u64> = candidates
+            .into_iter()
+            .filter(|(_, m)| m.matches(request))
+            .map(|(id, _)| id)
+            .collect();
+        let mut installed = self.lock();
+        let fired = matching.iter().find_map(|id| {
+            let (_, rule) = installed.1.iter_mut().find(|(i, _)| i == id)?;
+            rule.schedule.fire().then(|| rule.fault.clone())
+        });
+        installed.1.retain(|(_, r)| !r.schedule.exhausted());
         fired
     }
 }
@@ -269,28 +233,32 @@ impl Faults {
 mod tests {
     use super::*;
 
+    fn req(model: Option<&str>, path: &str, stream: bool) -> RecordedRequest {
+        RecordedRequest {
+            model: model.map(str::to_owned),
+            path: path.to_owned(),
+            stream,
+            ..RecordedRequest::for_tests()
+        }
+    }
+
     #[test]
     fn next_n_rule_fires_exactly_n_times_then_disappears() {
         let faults = Faults::default();
         faults.add(FaultRule::new(Fault::Hang).times(2));
-        assert_eq!(
-            faults.take(Some("a"), "/v1/chat/completions", false),
-            Some(Fault::Hang)
-        );
-        assert_eq!(
-            faults.take(Some("a"), "/v1/chat/completions", false),
-            Some(Fault::Hang)
-        );
-        assert_eq!(faults.take(Some("a"), "/v1/chat/completions", false), None);
+        let r = req(Some("a"), "/v1/chat/completions", false);
+        assert_eq!(faults.take(&r), Some(Fault::Hang));
+        assert_eq!(faults.take(&r), Some(Fault::Hang));
+        assert_eq!(faults.take(&r), None);
     }
 
     #[test]
     fn rule_for_another_model_does_not_fire_or_spend() {
         let faults = Faults::default();
         faults.add(FaultRule::new(Fault::Hang).model("b"));
-        assert_eq!(faults.take(Some("a"), "/v1/completions", false), None);
+        assert_eq!(faults.take(&req(Some("a"), "/v1/completions", false)), None);
         assert_eq!(
-            faults.take(Some("b"), "/v1/completions", false),
+            faults.take(&req(Some("b"), "/v1/completions", false)),
             Some(Fault::Hang)
         );
     }
@@ -299,9 +267,9 @@ mod tests {
     fn stream_faults_skip_non_stream_requests() {
         let faults = Faults::default();
         faults.add(FaultRule::new(Fault::TruncateAfter(1)));
-        assert_eq!(faults.take(None, "/v1/chat/completions", false), None);
+        assert_eq!(faults.take(&req(None, "/v1/chat/completions", false)), None);
         assert_eq!(
-            faults.take(None, "/v1/chat/completions", true),
+            faults.take(&req(None, "/v1/chat/completions", true)),
             Some(Fault::TruncateAfter(1))
         );
     }
@@ -312,7 +280,7 @@ mod tests {
             let faults = Faults::default();
             faults.add(FaultRule::new(Fault::Hang).probability(0.5, seed));
             (0..64)
-                .map(|_| faults.take(None, "/x", false).is_some())
+                .map(|_| faults.take(&req(None, "/x", false)).is_some())
                 .collect::<Vec<_>>()
         };
         let a = pattern(7);

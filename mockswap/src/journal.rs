@@ -54,6 +54,27 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
+    /// A blank `POST /v1/chat/completions` entry for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Self {
+            seq: 0,
+            received: Duration::ZERO,
+            received_unix_ms: 0,
+            method: Method::POST,
+            path: "/v1/chat/completions".into(),
+            query: None,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+            json: None,
+            model: None,
+            stream: false,
+            priority: PriorityHeader::Absent,
+            dispatched: None,
+            websocket: false,
+        }
+    }
+
     /// Every value of one header (name case-insensitive), lossily decoded, in sent order.
     pub fn header_values(&self, name: &str) -> Vec<String> {
         self.headers
@@ -61,6 +82,18 @@ impl RecordedRequest {
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect()
+    }
+
+    /// The endpoint path: for `/upstream/<model>/<rest>` requests `/<rest>`, else the
+    /// path as sent.
+    pub fn endpoint_path(&self) -> &str {
+        let Some(rest) = self.path.strip_prefix("/upstream/") else {
+            return &self.path;
+        };
+        match rest.find('/') {
+            Some(slash) => &rest[slash..],
+            None => "/",
+        }
     }
 
     /// The body as text (lossily decoded).
@@ -204,22 +237,7 @@ mod tests {
     use super::*;
 
     fn request() -> RecordedRequest {
-        RecordedRequest {
-            seq: 0,
-            received: Duration::ZERO,
-            received_unix_ms: 0,
-            method: Method::POST,
-            path: "/v1/chat/completions".into(),
-            query: None,
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-            json: None,
-            model: None,
-            stream: false,
-            priority: PriorityHeader::Absent,
-            dispatched: None,
-            websocket: false,
-        }
+        RecordedRequest::for_tests()
     }
 
     #[test]

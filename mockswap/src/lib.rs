@@ -7,7 +7,8 @@
 //! | [`mock`] | [`MockSwap`] (start, journal, expectations, gate, faults) and its builder |
 //! | [`journal`] | [`RecordedRequest`], one journal entry |
 //! | [`priority`] | [`PriorityHeader`], the X-Priority header as sent |
-//! | [`reply`] | scripted replies ([`Reply`], [`ReplyRule`]) |
+//! | [`matcher`] | which requests a rule applies to ([`RequestMatch`], [`PriorityMatch`]) |
+//! | [`reply`] | scripted replies ([`Reply`], [`ReplyRule`], [`ToolCall`]) |
 //! | [`fault`] | injected faults ([`Fault`], [`FaultRule`]) |
 //! | [`stream`] | stream shaping ([`StreamShape`], [`Chunking`], [`LineEnding`]) |
 //! | [`spec`] | the JSON forms of faults, replies and fixture files ([`Fixture`]) |
@@ -23,6 +24,7 @@ mod expect;
 pub mod fault;
 mod gate;
 pub mod journal;
+pub mod matcher;
 pub mod mock;
 pub mod priority;
 pub mod reply;
@@ -34,11 +36,12 @@ pub mod wire;
 pub use envelope::ApiError;
 pub use error::{StartError, WaitError};
 pub use expect::requests_table;
-pub use fault::{Fault, FaultRule, RequestMatch};
+pub use fault::{Fault, FaultRule};
 pub use journal::RecordedRequest;
+pub use matcher::{PriorityMatch, RequestMatch};
 pub use mock::{MockSwap, MockSwapBuilder};
 pub use priority::{PRIORITY_HEADER, PriorityHeader};
-pub use reply::{Reply, ReplyRule};
+pub use reply::{Reply, ReplyRule, ToolCall};
 pub use server::Crash;
 pub use spec::{Fixture, SpecError};
 pub use stream::{Chunking, LineEnding, StreamShape};

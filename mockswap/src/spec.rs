@@ -10,8 +10,9 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::fault::{Fault, FaultRule, RequestMatch};
-use crate::reply::{Reply, ReplyRule};
+use crate::fault::{Fault, FaultRule};
+use crate::matcher::{PriorityMatch, RequestMatch};
+use crate::reply::{Reply, ReplyRule, ToolCall};
 
 /// Why a fault, reply or fixture in JSON form was refused.
 #[derive(Debug, thiserror::Error)]
@@ -32,9 +33,19 @@ pub enum SpecError {
         /// The number given.
         status: u16,
     },
-    /// A reply with more than one of `text`, `json` and `frames`.
-    #[error("a reply takes at most one of \"text\", \"json\" and \"frames\"")]
+    /// A reply with more than one kind (`text`/`content` with `tool_calls` is allowed).
+    #[error(
+        "a reply takes at most one of \"text\" (or \"content\"), \"json\", \"frames\", \"error\" and \"sequence\"; \"tool_calls\" combines only with \"text\"/\"content\""
+    )]
     AmbiguousReply,
+    /// A `priority` match that is not an integer, `absent`, `invalid` or `duplicated`.
+    #[error(
+        "invalid priority match {value:?}: use an integer, \"absent\", \"invalid\" or \"duplicated\""
+    )]
+    Priority {
+        /// The value given.
+        value: String,
+    },
     /// A rule with more than one of `times`, `always` and `probability`.
     #[error("a rule takes at most one of \"times\", \"always\" and \"probability\"")]
     AmbiguousSchedule,
@@ -87,12 +98,106 @@ enum FaultJson {
     },
 }
 
+/// The JSON form of a [`RequestMatch`] (the `match` of rules, the body of
+/// `POST /__mockswap/expectations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MatchJson {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    priority: Option<PriorityJsonMatch>,
+    /// Name → value, or `null` for "absent".
+    #[serde(default)]
+    header: BTreeMap<String, Option<String>>,
+    #[serde(default)]
+    query: BTreeMap<String, String>,
+    #[serde(default)]
+    body_json: Option<Value>,
+    #[serde(default)]
+    body_contains: Option<Value>,
+    #[serde(default)]
+    body_text_contains: Option<String>,
+    #[serde(default)]
+    last_message_role: Option<String>,
+    #[serde(default)]
+    has_tools: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PriorityJsonMatch {
+    Value(i32),
+    State(String),
+}
+
+impl MatchJson {
+    pub(crate) fn into_match(self) -> Result<RequestMatch, SpecError> {
+        let mut m = RequestMatch::any();
+        if let Some(method) = self.method {
+            m = m.method(method);
+        }
+        if let Some(path) = self.path {
+            m = m.path(path);
+        }
+        if let Some(model) = self.model {
+            m = m.model(model);
+        }
+        if let Some(stream) = self.stream {
+            m = m.stream(stream);
+        }
+        match self.priority {
+            Some(PriorityJsonMatch::Value(v)) => m = m.priority(v),
+            Some(PriorityJsonMatch::State(state)) => {
+                m = m.priority_is(match state.as_str() {
+                    "absent" => PriorityMatch::Absent,
+                    "invalid" => PriorityMatch::Invalid,
+                    "duplicated" => PriorityMatch::Duplicated,
+                    _ => return Err(SpecError::Priority { value: state }),
+                });
+            }
+            None => {}
+        }
+        for (name, value) in self.header {
+            m = match value {
+                Some(value) => m.header(name, value),
+                None => m.header_absent(name),
+            };
+        }
+        for (name, value) in self.query {
+            m = m.query_param(name, value);
+        }
+        if let Some(body) = self.body_json {
+            m = m.body_json(body);
+        }
+        if let Some(subset) = self.body_contains {
+            m = m.body_contains(subset);
+        }
+        if let Some(text) = self.body_text_contains {
+            m = m.body_text_contains(text);
+        }
+        if let Some(role) = self.last_message_role {
+            m = m.last_message_role(role);
+        }
+        if let Some(offered) = self.has_tools {
+            m = m.has_tools(offered);
+        }
+        Ok(m)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultRuleJson {
     fault: FaultJson,
     #[serde(default, rename = "match")]
-    matcher: RequestMatch,
+    matcher: MatchJson,
     #[serde(default)]
     times: Option<u64>,
     #[serde(default)]
@@ -106,20 +211,49 @@ struct FaultRuleJson {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReplyJson {
-    #[serde(default = "ok")]
-    status: u16,
+    #[serde(default)]
+    status: Option<u16>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallJson>>,
+    #[serde(default)]
     json: Option<Value>,
     #[serde(default)]
     frames: Option<Vec<String>>,
+    #[serde(default)]
+    error: Option<ErrorJson>,
+    #[serde(default)]
+    sequence: Option<Vec<ReplyJson>>,
 }
 
-fn ok() -> u16 {
-    200
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCallJson {
+    name: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorJson {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    code: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,7 +261,7 @@ fn ok() -> u16 {
 struct ReplyRuleJson {
     reply: ReplyJson,
     #[serde(default, rename = "match")]
-    matcher: RequestMatch,
+    matcher: MatchJson,
     #[serde(default)]
     times: Option<u64>,
 }
@@ -177,7 +311,7 @@ fn fault_rule(json: FaultRuleJson) -> Result<FaultRule, SpecError> {
         },
         FaultJson::MalformedFrame { at } => Fault::MalformedFrame { at },
     };
-    let rule = FaultRule::new(fault).matching(json.matcher);
+    let rule = FaultRule::new(fault).matching(json.matcher.into_match()?);
     let chosen = usize::from(json.times.is_some())
         + usize::from(json.always)
         + usize::from(json.probability.is_some());
@@ -193,25 +327,70 @@ fn fault_rule(json: FaultRuleJson) -> Result<FaultRule, SpecError> {
     })
 }
 
-fn reply_rule(json: ReplyRuleJson) -> Result<ReplyRule, SpecError> {
-    let r = json.reply;
-    let given = usize::from(r.text.is_some())
-        + usize::from(r.json.is_some())
-        + usize::from(r.frames.is_some());
-    if given > 1 {
+fn reply(r: ReplyJson) -> Result<Reply, SpecError> {
+    if r.text.is_some() && r.content.is_some() {
         return Err(SpecError::AmbiguousReply);
     }
-    let mut reply = match (r.text, r.json, r.frames) {
-        (Some(text), _, _) => Reply::text(text),
-        (_, Some(json), _) => Reply::json(json),
-        (_, _, Some(frames)) => Reply::frames(frames),
-        _ => Reply::echo(),
+    let text = r.text.or(r.content);
+    let kinds = usize::from(text.is_some() || r.tool_calls.is_some())
+        + usize::from(r.json.is_some())
+        + usize::from(r.frames.is_some())
+        + usize::from(r.error.is_some())
+        + usize::from(r.sequence.is_some());
+    if kinds > 1 {
+        return Err(SpecError::AmbiguousReply);
+    }
+    let mut reply = if let Some(calls) = r.tool_calls {
+        let calls = calls.into_iter().map(|c| {
+            let call = ToolCall::new(c.name, c.arguments);
+            match c.id {
+                Some(id) => call.id(id),
+                None => call,
+            }
+        });
+        Reply::tool_calls(calls).with_content(text.unwrap_or_default())
+    } else if let Some(text) = text {
+        Reply::text(text)
+    } else if let Some(json) = r.json {
+        Reply::json(json)
+    } else if let Some(frames) = r.frames {
+        Reply::frames(frames)
+    } else if let Some(error) = r.error {
+        let status = status(r.status.unwrap_or(500))?;
+        let mut reply = Reply::error(
+            status,
+            error
+                .message
+                .unwrap_or_else(|| "mockswap scripted error".to_owned()),
+        );
+        if let Some(kind) = error.kind {
+            reply = reply.error_type(kind);
+        }
+        if let Some(code) = error.code {
+            reply = reply.error_code(code);
+        }
+        reply
+    } else if let Some(items) = r.sequence {
+        Reply::sequence(
+            items
+                .into_iter()
+                .map(reply)
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    } else {
+        Reply::echo()
     };
-    reply = reply.status(status(r.status)?);
+    if let Some(code) = r.status {
+        reply = reply.status(status(code)?);
+    }
     for (name, value) in r.headers {
         reply = reply.header(name, value);
     }
-    let rule = ReplyRule::new(reply).matching(json.matcher);
+    Ok(reply)
+}
+
+fn reply_rule(json: ReplyRuleJson) -> Result<ReplyRule, SpecError> {
+    let rule = ReplyRule::new(reply(json.reply)?).matching(json.matcher.into_match()?);
     Ok(match json.times {
         Some(n) => rule.times(n),
         None => rule,
@@ -315,7 +494,7 @@ mod tests {
             if status.as_u16() == 429 && headers == &[("retry-after".to_owned(), "0".to_owned())])
         );
         assert_eq!(rules[1].fault, Fault::TruncateAfter(3));
-        assert_eq!(rules[1].matcher.model.as_deref(), Some("a"));
+        assert_eq!(rules[1].matcher.describe(), "model \"a\"");
     }
 
     #[test]

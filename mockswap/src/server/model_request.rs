@@ -13,7 +13,7 @@ use crate::envelope::{ApiError, envelope, json_response};
 use crate::fault::Fault;
 use crate::reply::ReplyKind;
 use crate::stream::{StreamEnd, plan, play};
-use crate::wire::{self, Api, Ids, SseEvent};
+use crate::wire::{self, Answer, Api, Ids, SseEvent};
 
 /// Frames a `--crash-mid-stream` response sends before the crash.
 const FRAMES_BEFORE_CRASH: usize = 2;
@@ -85,7 +85,7 @@ pub(crate) async fn handle(
         }
     }
 
-    let fault = shared.faults.take(Some(&model), &endpoint, stream);
+    let fault = shared.faults.take(&request);
     let mut stream_fault = None;
     match fault {
         Some(Fault::Status {
@@ -128,48 +128,64 @@ pub(crate) async fn handle(
         None => {}
     }
 
-    let reply = shared.replies.reply_for(&request, &endpoint);
+    let reply = shared.replies.reply_for(&request);
     let ids = Ids { model: &model, seq };
-    let mut response = match reply.kind {
-        ReplyKind::Json(value) => json_response(reply.status, &value),
-        ReplyKind::Echo | ReplyKind::Text(_) => {
-            let content = match reply.kind {
-                ReplyKind::Text(text) => text,
-                _ => wire::echo_text(&model, &wire::echo_source(api, json.as_ref())),
-            };
-            if stream && api.streams() {
-                let mut events = wire::stream_events(
-                    api,
-                    ids,
-                    &content,
-                    json.as_ref(),
-                    shared.settings.shape.usage,
-                );
-                if api == Api::ChatCompletions && shared.settings.shape.loading_state {
-                    let waited = shared.started.elapsed().saturating_sub(request.received);
-                    let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-                    let mut with_loading = wire::loading_events(&model, seq, waited_ms);
-                    with_loading.append(&mut events);
-                    events = with_loading;
-                }
-                if api.sends_done() && shared.settings.shape.done {
-                    events.push(SseEvent::done());
-                }
-                sse_response(shared, reply.status, events, stream_fault)
-            } else {
-                json_response(
-                    reply.status,
-                    &wire::complete(api, ids, &content, json.as_ref(), &endpoint),
-                )
-            }
-        }
+    let answer = match reply.kind {
+        ReplyKind::Json(value) => Err(json_response(reply.status, &value)),
+        ReplyKind::Error {
+            message,
+            kind,
+            code,
+        } => Err(error_reply(api, reply.status, &message, kind, code)),
         ReplyKind::Frames(frames) => {
             let mut events: Vec<SseEvent> = frames.into_iter().map(SseEvent::raw).collect();
             if shared.settings.shape.done {
                 events.push(SseEvent::done());
             }
-            sse_response(shared, reply.status, events, stream_fault)
+            Err(sse_response(
+                shared,
+                reply.status,
+                events,
+                stream_fault.take(),
+            ))
         }
+        ReplyKind::Text(text) => Ok(Answer::text(text)),
+        ReplyKind::ToolCalls { content, calls } => Ok(Answer {
+            text: content,
+            tool_calls: calls,
+        }),
+        // `resolve` has already picked one element of a sequence.
+        ReplyKind::Echo | ReplyKind::Sequence(_) => Ok(Answer::text(wire::echo_text(
+            &model,
+            &wire::echo_source(api, json.as_ref()),
+        ))),
+    };
+    let mut response = match answer {
+        Err(response) => response,
+        Ok(answer) if stream && api.streams() => {
+            let mut events = wire::stream_events(
+                api,
+                ids,
+                &answer,
+                json.as_ref(),
+                shared.settings.shape.usage,
+            );
+            if api == Api::ChatCompletions && shared.settings.shape.loading_state {
+                let waited = shared.started.elapsed().saturating_sub(request.received);
+                let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+                let mut with_loading = wire::loading_events(&model, seq, waited_ms);
+                with_loading.append(&mut events);
+                events = with_loading;
+            }
+            if api.sends_done() && shared.settings.shape.done {
+                events.push(SseEvent::done());
+            }
+            sse_response(shared, reply.status, events, stream_fault.take())
+        }
+        Ok(answer) => json_response(
+            reply.status,
+            &wire::complete(api, ids, &answer, json.as_ref(), &endpoint),
+        ),
     };
     *response.status_mut() = reply.status;
     for (name, value) in &reply.headers {
@@ -181,6 +197,38 @@ pub(crate) async fn handle(
         }
     }
     response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()))
+}
+
+/// A scripted error: the OpenAI-style envelope, or Anthropic's error body on
+/// `/v1/messages`.
+fn error_reply(
+    api: Api,
+    status: StatusCode,
+    message: &str,
+    kind: Option<String>,
+    code: Option<String>,
+) -> Response<MockBody> {
+    let body = if api == Api::Messages {
+        let mut body = wire::anthropic_error_body(status, message);
+        if let Some(kind) = kind {
+            body["error"]["type"] = Value::String(kind);
+        }
+        body
+    } else {
+        let default_kind = if status == StatusCode::TOO_MANY_REQUESTS {
+            "rate_limit_error"
+        } else if status.is_server_error() {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        envelope(
+            message,
+            kind.as_deref().unwrap_or(default_kind),
+            code.as_deref().unwrap_or("scripted_error"),
+        )
+    };
+    json_response(status, &body)
 }
 
 fn status_response(

@@ -6,11 +6,48 @@
 //! message. These are mockswap's own types on purpose (see the crate docs): they must not
 //! share a serde bug with the client crate.
 
+mod anthropic;
+mod chat;
 mod sse;
 
 use serde_json::{Value, json};
 
+pub(crate) use anthropic::error_body as anthropic_error_body;
 pub use sse::{SseEvent, loading_events, stream_events};
+
+pub use crate::reply::ToolCall;
+
+/// What a reply says: its text and the tool calls it makes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    /// The text content (may be empty when the reply only calls tools).
+    pub text: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl Answer {
+    /// Text only.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// The pieces a tool call's arguments are streamed in: up to three of equal size (at
+/// most 16 characters each, so long arguments take more), cut at character boundaries,
+/// so a client must join several deltas to read them. Empty arguments are one empty
+/// piece.
+pub fn argument_pieces(arguments: &str) -> Vec<String> {
+    let chars: Vec<char> = arguments.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(3).clamp(1, 16);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
 
 /// The `created` timestamp of every response (fixed, so responses are reproducible).
 pub const CREATED: u64 = 1_700_000_000;
@@ -209,24 +246,22 @@ pub(crate) fn usage(prompt: usize, completion: usize) -> Value {
     })
 }
 
-/// The non-streaming JSON response of a model request.
-pub fn complete(api: Api, ids: Ids<'_>, content: &str, body: Option<&Value>, path: &str) -> Value {
+/// The non-streaming JSON response of a model request. Tool calls are rendered by chat
+/// completions and messages; the other APIs answer with the text only.
+pub fn complete(
+    api: Api,
+    ids: Ids<'_>,
+    answer: &Answer,
+    body: Option<&Value>,
+    path: &str,
+) -> Value {
     let prompt = prompt_tokens(api, body);
+    let content = answer.text.as_str();
     let completion = tokens(content).len();
     let Ids { model, seq } = ids;
     match api {
-        Api::ChatCompletions => json!({
-            "id": format!("chatcmpl-mockswap-{seq}"),
-            "object": "chat.completion",
-            "created": CREATED,
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }],
-            "usage": usage(prompt, completion),
-        }),
+        Api::ChatCompletions => chat::complete(ids, answer, prompt),
+        Api::Messages => anthropic::complete(ids, answer, prompt),
         Api::Completions => json!({
             "id": format!("cmpl-mockswap-{seq}"),
             "object": "text_completion",
@@ -250,16 +285,6 @@ pub fn complete(api: Api, ids: Ids<'_>, content: &str, body: Option<&Value>, pat
                 "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
             })
         }
-        Api::Messages => json!({
-            "id": format!("msg_mockswap_{seq}"),
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": content}],
-            "stop_reason": "end_turn",
-            "stop_sequence": null,
-            "usage": {"input_tokens": prompt, "output_tokens": completion},
-        }),
         Api::LlamaCompletion | Api::Infill => json!({
             "content": content,
             "model": model,

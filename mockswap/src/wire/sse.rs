@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Api, CREATED, Ids, prompt_tokens, tokens, usage};
+use super::{Answer, Api, CREATED, Ids, anthropic, chat, prompt_tokens, tokens, usage};
 
 /// One SSE event of a stream before it is shaped into bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +16,7 @@ pub struct SseEvent {
 }
 
 impl SseEvent {
-    fn meta(data: Value) -> Self {
+    pub(super) fn meta(data: Value) -> Self {
         Self {
             event: None,
             data: data.to_string(),
@@ -24,7 +24,7 @@ impl SseEvent {
         }
     }
 
-    fn token(data: Value) -> Self {
+    pub(super) fn token(data: Value) -> Self {
         Self {
             event: None,
             data: data.to_string(),
@@ -32,7 +32,7 @@ impl SseEvent {
         }
     }
 
-    fn named(mut self, event: &'static str) -> Self {
+    pub(super) fn named(mut self, event: &'static str) -> Self {
         self.event = Some(event);
         self
     }
@@ -57,7 +57,7 @@ impl SseEvent {
 }
 
 /// Where an OpenAI-family stream reports usage.
-enum UsagePlacement {
+pub(super) enum UsagePlacement {
     None,
     /// On the finish chunk, as llama.cpp's server does.
     OnFinish,
@@ -66,7 +66,7 @@ enum UsagePlacement {
     Separate,
 }
 
-fn usage_placement(body: Option<&Value>, usage_frame: bool) -> UsagePlacement {
+pub(super) fn usage_placement(body: Option<&Value>, usage_frame: bool) -> UsagePlacement {
     let asked = body
         .and_then(|b| b.pointer("/stream_options/include_usage"))
         .and_then(Value::as_bool)
@@ -78,56 +78,26 @@ fn usage_placement(body: Option<&Value>, usage_frame: bool) -> UsagePlacement {
     }
 }
 
-/// The events of a streamed response for `content`, without `[DONE]`. With
+/// The events of a streamed response for `answer`, without `[DONE]`. With
 /// `usage_frame`, the OpenAI family reports usage on the finish chunk, or in a separate
 /// chunk with empty `choices` when the request sets `stream_options.include_usage`
-/// (Anthropic and llama.cpp always carry usage in their final events).
+/// (Anthropic and llama.cpp always carry usage in their final events). Tool calls are
+/// streamed by chat completions and messages; the other APIs stream the text only.
 pub fn stream_events(
     api: Api,
     ids: Ids<'_>,
-    content: &str,
+    answer: &Answer,
     body: Option<&Value>,
     usage_frame: bool,
 ) -> Vec<SseEvent> {
     let prompt = prompt_tokens(api, body);
-    let toks = tokens(content);
+    let toks = tokens(&answer.text);
     let completion = toks.len();
     let Ids { model, seq } = ids;
     let mut out = Vec::new();
     match api {
-        Api::ChatCompletions => {
-            let id = format!("chatcmpl-mockswap-{seq}");
-            let chunk = |delta: Value, finish: Value| {
-                json!({
-                    "id": id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                })
-            };
-            out.push(SseEvent::meta(chunk(
-                json!({"role": "assistant", "content": ""}),
-                Value::Null,
-            )));
-            out.extend(
-                toks.iter()
-                    .map(|t| SseEvent::token(chunk(json!({"content": t}), Value::Null))),
-            );
-            let mut finish = chunk(json!({}), json!("stop"));
-            let usage = usage(prompt, completion);
-            match usage_placement(body, usage_frame) {
-                UsagePlacement::None => out.push(SseEvent::meta(finish)),
-                UsagePlacement::OnFinish => {
-                    finish["usage"] = usage;
-                    out.push(SseEvent::meta(finish));
-                }
-                UsagePlacement::Separate => {
-                    out.push(SseEvent::meta(finish));
-                    out.push(SseEvent::meta(json!({
-                        "id": id, "object": "chat.completion.chunk", "created": CREATED, "model": model,
-                        "choices": [], "usage": usage,
-                    })));
-                }
-            }
-        }
+        Api::ChatCompletions => return chat::stream(ids, answer, prompt, body, usage_frame),
+        Api::Messages => return anthropic::stream(ids, answer, prompt),
         Api::Completions => {
             let id = format!("cmpl-mockswap-{seq}");
             let chunk = |text: &str, finish: Value| {
@@ -163,39 +133,6 @@ pub fn stream_events(
                 "content": "", "stop": true, "index": 0, "model": model, "stop_type": "eos",
                 "tokens_predicted": completion, "tokens_evaluated": prompt,
             })));
-        }
-        Api::Messages => {
-            let id = format!("msg_mockswap_{seq}");
-            out.push(SseEvent::meta(json!({
-                "type": "message_start",
-                "message": {
-                    "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
-                    "stop_reason": null, "stop_sequence": null,
-                    "usage": {"input_tokens": prompt, "output_tokens": 0},
-                },
-            })).named("message_start"));
-            out.push(SseEvent::meta(json!({
-                "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""},
-            })).named("content_block_start"));
-            out.extend(toks.iter().map(|t| {
-                SseEvent::token(json!({
-                    "type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t},
-                }))
-                .named("content_block_delta")
-            }));
-            out.push(
-                SseEvent::meta(json!({"type": "content_block_stop", "index": 0}))
-                    .named("content_block_stop"),
-            );
-            out.push(
-                SseEvent::meta(json!({
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-                    "usage": {"output_tokens": completion},
-                }))
-                .named("message_delta"),
-            );
-            out.push(SseEvent::meta(json!({"type": "message_stop"})).named("message_stop"));
         }
         Api::Embeddings | Api::Rerank | Api::Other => {}
     }
@@ -271,9 +208,10 @@ mod tests {
     }
 
     #[test]
-    fn chat_stream_events_carry_one_token_each_and_a_usage_frame() {
+    fn chat_stream_events_carry_one_token_each_and_usage_on_the_finish_chunk() {
         let ids = Ids { model: "m", seq: 3 };
-        let events = stream_events(Api::ChatCompletions, ids, "a b", None, true);
+        let answer = Answer::text("a b");
+        let events = stream_events(Api::ChatCompletions, ids, &answer, None, true);
         assert_eq!(events.iter().filter(|e| e.token).count(), 2);
         let last: Value = serde_json::from_str(&events[events.len() - 1].data).unwrap();
         assert_eq!(last["usage"]["completion_tokens"], 2);

@@ -6,6 +6,7 @@ mod expectations;
 mod faults;
 mod gate;
 mod journal;
+mod replies;
 mod streams;
 mod websockets;
 

@@ -1,28 +1,10 @@
-//! The admin API under `/__mockswap/`, tested against the spawned binary.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+//! Journal, faults, gate, long polls and websockets over the admin API.
 
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use support::{Proc, chat};
-
-async fn admin(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    uri: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = client.request(method, format!("{uri}/__mockswap/{path}"));
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap())
-}
+use crate::admin;
+use crate::support::{Proc, chat};
 
 #[tokio::test]
 async fn admin_requests_lists_the_journal_with_the_documented_fields_and_clears_it() {
