@@ -1,5 +1,6 @@
 //! Status and control endpoints: `/v1/models`, `/running`, `/health`,
-//! `/api/queue` and unloading.
+//! `/wol-health`, `/api/queue`, unloading, and llama-swap's redirects of `/`
+//! and `/upstream` to the web UI.
 
 use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -7,21 +8,45 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::{Map, Value, json};
 
 use super::dispatch::route_error;
 use super::error::ApiError;
-use super::state::AppState;
+use super::state::{AppState, ModelEntry};
 use crate::router::ModelState;
 
-/// `GET /health`: open even when API keys are configured.
+/// `GET /health` and `GET /wol-health`: open even when API keys are configured.
 pub(crate) async fn health() -> &'static str {
     "OK"
 }
 
+/// `GET /`: the web UI, as llama-swap sends it (302).
+pub(crate) async fn root_redirect() -> Response {
+    found("/ui")
+}
+
+/// `GET /upstream`: the UI's model page, as llama-swap sends it (302).
+pub(crate) async fn upstream_redirect() -> Response {
+    found("/ui/models")
+}
+
+/// A `302 Found` to `location`.
+fn found(location: &'static str) -> Response {
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, HeaderValue::from_static(location))],
+    )
+        .into_response()
+}
+
 /// `GET /v1/models`: configured, listed models (and aliases when
-/// `includeAliasesInList`), sorted by ID, with whether each is loaded.
-pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
+/// `includeAliasesInList`), sorted by ID, with whether each is loaded and
+/// llama-swap's `meta.llamaswap` (the model's `metadata` plus `type` and
+/// `aliases`, or for an alias row `type: alias` and its `modelID`). A request
+/// with an `Origin` gets it back in `Access-Control-Allow-Origin`, so browser
+/// pages on other origins can read the listing.
+pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let loaded: BTreeSet<String> = state
         .inner
         .router
@@ -34,46 +59,82 @@ pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let mut rows: Vec<(String, Value)> = Vec::new();
+    let mut rows: Vec<Value> = Vec::new();
     for model in state.inner.models.values().filter(|m| !m.unlisted) {
         let status = if loaded.contains(&model.id) {
             "loaded"
         } else {
             "unloaded"
         };
-        let mut row = json!({
-            "id": model.id,
-            "object": "model",
-            "created": created,
-            "owned_by": "llama-swap",
-            "status": {"value": status},
-        });
-        if let Some(name) = &model.name {
-            row["name"] = json!(name);
+        let mut internal = Map::new();
+        internal.insert("type".into(), json!("model"));
+        if !model.aliases.is_empty() {
+            internal.insert("aliases".into(), json!(model.aliases));
         }
-        if let Some(description) = &model.description {
-            row["description"] = json!(description);
-        }
-        if let Some(metadata) = &model.metadata {
-            row["meta"] = json!({"llamaswap": metadata});
-        }
+        rows.push(model_row(&model.id, model, status, created, internal));
         if state.inner.include_aliases_in_list {
-            for alias in &model.aliases {
-                let mut alias_row = row.clone();
-                alias_row["id"] = json!(alias);
-                rows.push((alias.clone(), alias_row));
+            for alias in model.aliases.iter().filter(|a| !a.trim().is_empty()) {
+                let mut internal = Map::new();
+                internal.insert("type".into(), json!("alias"));
+                internal.insert("modelID".into(), json!(model.id));
+                rows.push(model_row(alias, model, status, created, internal));
             }
         }
-        rows.push((model.id.clone(), row));
     }
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
-    Json(json!({
-        "object": "list",
-        "data": rows.into_iter().map(|(_, row)| row).collect::<Vec<_>>(),
-    }))
+    rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let mut response = Json(json!({"object": "list", "data": rows})).into_response();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        response
+            .headers_mut()
+            .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    }
+    response
 }
 
-/// `GET /running`: every model that is not stopped, sorted by ID.
+/// One `/v1/models` row: OpenAI's fields, llama-swap's `name`, `description`
+/// and `status`, and `meta.llamaswap` = the model's metadata with `internal`
+/// (type, aliases, ...) on top.
+fn model_row(
+    id: &str,
+    model: &ModelEntry,
+    status: &str,
+    created: u64,
+    internal: Map<String, Value>,
+) -> Value {
+    let mut row = json!({
+        "id": id,
+        "object": "model",
+        "created": created,
+        "owned_by": "llama-swap",
+        "status": {"value": status},
+    });
+    if let Some(name) = model
+        .name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        row["name"] = json!(name);
+    }
+    if let Some(description) = model
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        row["description"] = json!(description);
+    }
+    let mut meta = match &model.metadata {
+        Some(Value::Object(metadata)) => metadata.clone(),
+        _ => Map::new(),
+    };
+    meta.extend(internal);
+    row["meta"] = json!({"llamaswap": meta});
+    row
+}
+
+/// `GET /running`: every model that is not stopped, sorted by ID, with its
+/// command, upstream address, TTL (seconds, 0 = never), name and description.
 pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
     let running: Vec<Value> = state
         .inner
@@ -86,6 +147,7 @@ pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
             json!({
                 "model": m.model,
                 "state": state_name(m.state),
+                "cmd": entry.map(|e| e.cmd.as_str()).unwrap_or_default(),
                 "proxy": entry.map(|e| e.proxy.as_str()),
                 "ttl": entry.and_then(|e| e.ttl).map(|t| t.as_secs()).unwrap_or(0),
                 "name": entry.and_then(|e| e.name.as_deref()).unwrap_or_default(),

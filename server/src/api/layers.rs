@@ -59,7 +59,7 @@ pub(crate) async fn access_log(request: Request, next: Next) -> Response {
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if matches!(
         path.as_str(),
-        "/health" | "/api/queue" | "/running" | "/metrics"
+        "/health" | "/wol-health" | "/api/queue" | "/running" | "/metrics"
     ) {
         tracing::debug!(%method, %path, status, ms, "request");
     } else {

@@ -13,17 +13,19 @@
 //! | `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/messages[/count_tokens]`, `/v1/rerank`, `/v1/reranking`, `/rerank`, `/reranking`, `/infill`, `/completion`, `/v1/audio/speech`, `/v1/audio/transcriptions`, `/v1/images/generations`, `/v1/images/edits`, `/sdapi/v1/txt2img`, `/sdapi/v1/img2img`, `/audioapi/v1/tasks/run`, `/v/...` | model from the JSON body, the multipart or url-encoded form, or `?model=`; scheduled, then proxied (`/v` and `/audioapi` prefixes are stripped) |
 //! | `GET /props`, `/sdapi/v1/loras`, `GET/POST /v1/audio/voices` | model from `?model=` (or the body) |
 //! | any method `/upstream/<model>/<path>` | the longest model ID or alias prefix of the path; body streamed unread; `/upstream/<model>` redirects to `/upstream/<model>/` |
-//! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` |
-//! | `GET /running` | `{"running":[{"model","state","proxy","ttl","name","description"}]}` |
+//! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`); echoes `Origin` |
+//! | `GET /running` | `{"running":[{"model","state","cmd","proxy","ttl","name","description"}]}` |
 //! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","waited_ms"}]}` in position order |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
-//! | `GET /health` | `OK`, without authentication |
+//! | `GET /health`, `/wol-health` | `OK`, without authentication |
+//! | `GET /`, `GET /upstream` | `302` to `/ui` and `/ui/models` (llama-swap's redirects to its web UI) |
 //! | `OPTIONS *` | CORS preflight, without authentication |
 //!
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
-//! forwarded. With `apiKeys` configured every endpoint except `/health` and
+//! forwarded. With `apiKeys` configured every endpoint except `/health`,
+//! `/wol-health`, `/`, `/favicon.ico` and
 //! preflights needs a key, which is removed before forwarding. Every response
 //! carries an `X-Request-Id` ([`request_id`]). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).

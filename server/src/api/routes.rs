@@ -77,6 +77,9 @@ pub fn app(state: AppState) -> Router {
         .route("/models", only(GET, get(info::models)))
         .route("/running", only(GET, get(info::running)))
         .route("/health", only(GET, get(info::health)))
+        .route("/wol-health", only(GET, get(info::health)))
+        .route("/", only(GET, get(info::root_redirect)))
+        .route("/upstream", only(GET, get(info::upstream_redirect)))
         .route("/api/queue", only(GET, get(info::queue)))
         .route("/metrics", only(GET, get(metrics::metrics)))
         .route("/unload", only(GET, get(info::unload_all_text)))
@@ -113,9 +116,12 @@ fn only(allow: &'static [&'static str], route: MethodRouter<AppState>) -> Method
     })
 }
 
-/// Checks the API key (except on `/health`) and removes it from the request.
+/// Paths llama-swap serves without an API key.
+const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
+
+/// Checks the API key (except on [`OPEN_PATHS`]) and removes it from the request.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if request.uri().path() != "/health" {
+    if !OPEN_PATHS.contains(&request.uri().path()) {
         if let Err(error) = state.inner.keys.check(request.headers()) {
             return error.into_response();
         }

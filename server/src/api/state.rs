@@ -51,6 +51,8 @@ impl HttpOptions {
 #[derive(Debug, Clone)]
 pub(crate) struct ModelEntry {
     pub(crate) id: String,
+    /// `cmd` as configured (macros expanded), shown by `/running`.
+    pub(crate) cmd: String,
     pub(crate) proxy: String,
     pub(crate) aliases: Vec<String>,
     pub(crate) use_model_name: Option<String>,
@@ -132,6 +134,7 @@ impl AppState {
             .map(|m| {
                 let entry = ModelEntry {
                     id: m.id.clone(),
+                    cmd: m.cmd.clone(),
                     proxy: m.proxy.clone(),
                     aliases: m.aliases.clone(),
                     use_model_name: m.use_model_name.clone(),

@@ -243,7 +243,9 @@ async fn preload_hook_starts_models_without_a_request() {
     )
     .await;
     h.wait_for(|h| async move {
-        let body: Value = h.http.get(h.url("/running")).send().await.ok()?.json().await.ok()?;
+        let mut body: Value = h.http.get(h.url("/running")).send().await.ok()?.json().await.ok()?;
+        let cmd = body["running"][0].as_object_mut()?.remove("cmd")?;
+        assert!(cmd.as_str()?.contains("mockswap"), "{cmd}");
         (body["running"] == serde_json::json!([{"model": "b", "state": "ready", "proxy": h.upstream("b"), "ttl": 0, "name": "", "description": ""}]))
             .then_some(())
     })

@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod errors;
 mod lifecycle;
+mod listings;
 mod observability;
 mod openai_client;
 mod priority;
