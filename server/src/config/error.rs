@@ -330,6 +330,17 @@ pub enum Reason {
         "fifo priorities are set but routing.scheduler.use is serial, which does not rank requests; remove them or use fifo"
     )]
     PriorityUnderSerial,
+    /// A key that another key's value makes mandatory is missing.
+    #[error("is required when {key} is {value}")]
+    RequiredBy {
+        /// The key whose value needs this one.
+        key: KeyPath,
+        /// That value.
+        value: &'static str,
+    },
+    /// A matrix that does not compile: bad expression, unknown name, loop, ...
+    #[error("{0}")]
+    Matrix(#[source] crate::policy::matrix::MatrixError),
     /// Two keys that exclude each other are both set.
     #[error("cannot be used together with {other}")]
     ConflictsWith {

@@ -149,7 +149,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         legacy_groups: fields.take("groups"),
         legacy_matrix: fields.take("matrix"),
     };
-    let (groups, scheduler) = read_routing(routing_keys, &resolver, cx);
+    let routing = read_routing(routing_keys, &resolver, cx);
     let priority_rules = match fields.take("priority") {
         Some((node, path)) => read_priority(node, path, &api_keys, &resolver, cx),
         None => super::types::PriorityConfig::default(),
@@ -165,8 +165,9 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
     }
     Some(Config {
         models: models.into_iter().map(|m| m.config).collect(),
-        groups,
-        scheduler,
+        groups: routing.groups,
+        matrix: routing.matrix.map(|(settings, _)| settings),
+        scheduler: routing.scheduler,
         health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
         global_ttl,
         unload_timeout: secs(unload_timeout),

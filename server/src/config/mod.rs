@@ -46,6 +46,7 @@ mod fields;
 mod load;
 mod macros;
 mod mapping;
+mod matrix;
 mod model;
 mod node;
 mod priority;

@@ -1,13 +1,16 @@
-//! `routing` (groups and scheduler), the legacy top-level `groups`/`matrix`, and
+//! `routing` (groups or matrix, and the scheduler), the legacy top-level
+//! `groups`/`matrix`, and
 //! `hooks`: everything that names models and so is read after them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::{KeyPath, Reason, WarningKind};
 use super::fields::{Cx, Fields};
+use super::matrix::read_matrix;
 use super::model::ParsedModel;
 use super::node::Node;
 use super::types::{GroupConfig, Hooks, SchedulerConfig};
+use crate::policy::matrix::{Matrix, MatrixSettings};
 
 /// Resolves the names the config uses for models (IDs or aliases) to IDs.
 pub(crate) struct Resolver {
@@ -35,6 +38,11 @@ impl Resolver {
             ids: declared_ids.into_iter().collect(),
             aliases,
         }
+    }
+
+    /// Every declared model ID, sorted.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
+        self.ids.iter().map(String::as_str)
     }
 
     pub(crate) fn resolve(&self, name: &str) -> Option<&str> {
@@ -68,22 +76,24 @@ pub(crate) struct RoutingKeys<'a> {
     pub(crate) legacy_matrix: Option<(&'a Node, KeyPath)>,
 }
 
-/// Reads groups and the scheduler choice.
-pub(crate) fn read_routing(
-    keys: RoutingKeys<'_>,
-    resolver: &Resolver,
-    cx: &mut Cx,
-) -> (Vec<GroupConfig>, SchedulerConfig) {
-    let mut groups_node = None;
+/// What `routing` and the legacy keys resolve to.
+pub(crate) struct Routing {
+    pub(crate) groups: Vec<GroupConfig>,
+    /// The matrix, when the matrix router is selected (then `groups` is empty).
+    pub(crate) matrix: Option<(MatrixSettings, Matrix)>,
+    pub(crate) scheduler: SchedulerConfig,
+}
+
+/// Reads groups or the matrix, and the scheduler choice.
+pub(crate) fn read_routing(keys: RoutingKeys<'_>, resolver: &Resolver, cx: &mut Cx) -> Routing {
     let mut scheduler = default_scheduler();
-    let mut router_present = false;
+    let mut router = None;
 
     if let Some((node, path)) = keys.routing
         && let Some(mut routing) = Fields::new(node, path, cx)
     {
         if let Some((router_node, router_path)) = routing.take("router") {
-            router_present = true;
-            groups_node = read_router(router_node, router_path, cx);
+            router = Some(read_router(router_node, router_path, cx));
         }
         if let Some((sched_node, sched_path)) = routing.take("scheduler") {
             scheduler = read_scheduler(sched_node, sched_path, resolver, cx);
@@ -91,34 +101,46 @@ pub(crate) fn read_routing(
         routing.finish(cx);
     }
 
-    if let Some((_, path)) = &keys.legacy_matrix {
-        cx.warn(path.clone(), WarningKind::MatrixNotSupported);
-    }
-    if let Some((node, path)) = keys.legacy_groups {
-        if router_present {
-            cx.error(
-                path,
-                Reason::ConflictsWith {
-                    other: KeyPath::from_keys(["routing", "router"]),
-                },
-            );
-        } else if keys.legacy_matrix.is_some() {
-            cx.error(
-                path,
-                Reason::ConflictsWith {
-                    other: KeyPath::from_keys(["matrix"]),
-                },
-            );
-        } else {
-            groups_node = Some((node, path));
-        }
-    }
-
-    let groups = match groups_node {
-        Some((node, path)) => read_groups(node, &path, resolver, cx),
-        None => Vec::new(),
+    let conflict = |path: KeyPath, other: &[&str], cx: &mut Cx| {
+        cx.error(
+            path,
+            Reason::ConflictsWith {
+                other: KeyPath::from_keys(other.iter().copied()),
+            },
+        );
     };
-    (groups, scheduler)
+    let selected = if let Some(router) = router {
+        for (_, path) in [&keys.legacy_matrix, &keys.legacy_groups]
+            .into_iter()
+            .flatten()
+        {
+            conflict(path.clone(), &["routing", "router"], cx);
+        }
+        router
+    } else if let Some(matrix) = keys.legacy_matrix {
+        cx.warn(matrix.1.clone(), WarningKind::MatrixNotSupported);
+        if let Some((_, path)) = keys.legacy_groups {
+            conflict(path, &["matrix"], cx);
+        }
+        Router::Matrix(Some(matrix))
+    } else {
+        Router::Groups(keys.legacy_groups)
+    };
+
+    match selected {
+        Router::Groups(node) => Routing {
+            groups: node
+                .map(|(node, path)| read_groups(node, &path, resolver, cx))
+                .unwrap_or_default(),
+            matrix: None,
+            scheduler,
+        },
+        Router::Matrix(node) => Routing {
+            groups: Vec::new(),
+            matrix: node.and_then(|(node, path)| read_matrix(node, &path, resolver, cx)),
+            scheduler,
+        },
+    }
 }
 
 fn default_scheduler() -> SchedulerConfig {
@@ -128,9 +150,18 @@ fn default_scheduler() -> SchedulerConfig {
     }
 }
 
-/// Reads `routing.router`; returns the groups node when group routing is in effect.
-fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Option<(&'a Node, KeyPath)> {
-    let mut router = Fields::new(node, path, cx)?;
+/// Which router is in use, with the node of its settings.
+enum Router<'a> {
+    Groups(Option<(&'a Node, KeyPath)>),
+    Matrix(Option<(&'a Node, KeyPath)>),
+}
+
+/// Reads `routing.router`. Both `settings.groups` and `settings.matrix` may be
+/// present (as in llama-swap); `use` selects one and the other has no effect.
+fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Router<'a> {
+    let Some(mut router) = Fields::new(node, path.clone(), cx) else {
+        return Router::Groups(None);
+    };
     let matrix = match router.take("use") {
         Some((n, p)) => match cx.word(n, &p, &["group", "matrix"]) {
             Some("matrix") => {
@@ -141,36 +172,45 @@ fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Option<(&'a No
         },
         None => false,
     };
-    let mut groups = None;
+    let (mut groups, mut matrix_node) = (None, None);
     if let Some((settings_node, settings_path)) = router.take("settings")
         && let Some(mut settings) = Fields::new(settings_node, settings_path, cx)
     {
-        let found_groups = settings.take("groups");
-        if let Some((_, matrix_path)) = settings.take("matrix") {
-            if let Some((_, groups_path)) = &found_groups {
-                cx.error(
-                    matrix_path,
-                    Reason::ConflictsWith {
-                        other: groups_path.clone(),
-                    },
-                );
-            } else if !matrix {
-                cx.warn(matrix_path, WarningKind::NotSupported);
-            }
-        }
-        match found_groups {
-            Some((_, groups_path)) if matrix => cx.warn(
+        groups = settings.take("groups");
+        matrix_node = settings.take("matrix");
+        settings.finish(cx);
+    }
+    router.finish(cx);
+    if matrix {
+        if let Some((_, groups_path)) = groups {
+            cx.warn(
                 groups_path,
                 WarningKind::NoEffect {
                     because: "routing.router.use is matrix",
                 },
-            ),
-            other => groups = other,
+            );
         }
-        settings.finish(cx);
+        if matrix_node.is_none() {
+            cx.error(
+                path.key("settings").key("matrix"),
+                Reason::RequiredBy {
+                    key: path.key("use"),
+                    value: "matrix",
+                },
+            );
+        }
+        Router::Matrix(matrix_node)
+    } else {
+        if let Some((_, matrix_path)) = matrix_node {
+            cx.warn(
+                matrix_path,
+                WarningKind::NoEffect {
+                    because: "routing.router.use is not matrix",
+                },
+            );
+        }
+        Router::Groups(groups)
     }
-    router.finish(cx);
-    groups
 }
 
 fn read_groups(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) -> Vec<GroupConfig> {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::types::{Config, ModelConfig, SchedulerConfig};
+use crate::policy::matrix::MatrixSettings;
 
 /// Renders a [`Config`] for people: the scheduler, global settings, every model
 /// with what was resolved for it, and the groups. API keys are counted, never shown.
@@ -76,7 +77,9 @@ impl fmt::Display for Summary<'_> {
             write_model(f, config, model)?;
         }
 
-        if config.groups.is_empty() {
+        if let Some(matrix) = &config.matrix {
+            write_matrix(f, matrix)?;
+        } else if config.groups.is_empty() {
             writeln!(
                 f,
                 "groups: none (every model in the default group: one at a time)"
@@ -113,6 +116,47 @@ impl fmt::Display for Summary<'_> {
         }
         Ok(())
     }
+}
+
+fn write_matrix(f: &mut fmt::Formatter<'_>, matrix: &MatrixSettings) -> fmt::Result {
+    writeln!(
+        f,
+        "router: matrix ({} sets; the cheapest combination holding the model wins, ties to the earlier set)",
+        matrix.sets.len()
+    )?;
+    for set in &matrix.sets {
+        writeln!(f, "  {}: {}", set.name, set.expr)?;
+    }
+    let pairs = |items: Vec<String>| {
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    writeln!(
+        f,
+        "  vars: {}",
+        pairs(
+            matrix
+                .vars
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect()
+        )
+    )?;
+    writeln!(
+        f,
+        "  evict_costs: {} (others 1)",
+        pairs(
+            matrix
+                .evict_costs
+                .iter()
+                .map(|(k, c)| format!("{k}={c}"))
+                .collect()
+        )
+    )?;
+    writeln!(f, "  models in no set run alone")
 }
 
 fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig) -> fmt::Result {

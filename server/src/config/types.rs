@@ -14,6 +14,10 @@ pub struct Config {
     /// Groups in file order. Empty means every model is in the implicit default group
     /// (swap + exclusive: one model at a time).
     pub groups: Vec<GroupConfig>,
+    /// The matrix (`routing.router.settings.matrix` with `routing.router.use: matrix`,
+    /// or the legacy top-level `matrix`), names as written; `None` under group
+    /// routing. When set, `groups` is empty.
+    pub matrix: Option<crate::policy::matrix::MatrixSettings>,
     /// `routing.scheduler`.
     pub scheduler: SchedulerConfig,
     /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take

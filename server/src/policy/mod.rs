@@ -13,6 +13,8 @@
 //!
 //! The policy is pure: it looks at names only, never at processes, and never logs.
 
+pub mod matrix;
+
 use std::collections::BTreeMap;
 
 use crate::scheduler::GroupSettings;
