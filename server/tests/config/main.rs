@@ -8,6 +8,7 @@ mod cli;
 mod errors;
 mod load;
 mod mapping;
+mod matrix;
 mod robustness;
 mod support;
 mod trust;

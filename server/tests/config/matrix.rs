@@ -1,6 +1,5 @@
 //! The matrix router's configuration: `routing.router.use: matrix` with
 //! `routing.router.settings.matrix`, or the legacy top-level `matrix`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use llama_swap_server::config::{Config, ConfigError, Loaded, Reason, WarningKind};
 use llama_swap_server::policy::matrix::{MatrixError, MatrixSet, SyntaxError};
