@@ -17,11 +17,13 @@
 //! | [`trust`] | caps on `X-Priority`: global, per API key, or ignored |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
+//! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 
 pub mod api;
 pub mod config;
+pub mod filters;
 pub mod metrics;
 pub mod policy;
 pub mod priority;

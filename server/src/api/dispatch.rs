@@ -70,6 +70,18 @@ async fn dispatch_by_body(
         Some(name) => found.rewrite(bytes, name),
         None => bytes,
     };
+    // Body filters see the name the client asked for: `setParamsByID` keys on it.
+    let bytes = if found.json_body {
+        model
+            .filters
+            .apply(&found.name, bytes)
+            .map_err(|source| ApiError::FilterFailed {
+                model: model.id.clone(),
+                source,
+            })?
+    } else {
+        bytes
+    };
     let path = forward_path(parts.uri.path());
     let loading = model.send_loading_state && found.stream && path.starts_with(CHAT_COMPLETIONS);
     let path_and_query = with_query(path, parts.uri.query());

@@ -31,6 +31,15 @@ pub enum ApiError {
         "no model in the request; set \"model\" in the JSON body, the `model` form field or `?model=`"
     )]
     ModelMissing,
+    /// The model's `filters` cannot be applied to this body.
+    #[error("model '{model}' has request filters that cannot be applied to this body: {source}")]
+    FilterFailed {
+        /// The model ID.
+        model: String,
+        /// Why.
+        #[source]
+        source: crate::filters::FilterError,
+    },
     /// The model (or alias) is not configured.
     #[error("model '{model}' is not configured; GET /v1/models lists the models")]
     ModelNotFound {
@@ -153,6 +162,7 @@ impl ApiError {
         let (status, error_type, code) = match self {
             Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_json"),
             Self::ModelMissing => (StatusCode::BAD_REQUEST, INVALID, "model_missing"),
+            Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, INVALID, "filter_failed"),
             Self::ModelNotFound { .. } => {
                 (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
             }

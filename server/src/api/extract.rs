@@ -30,6 +30,8 @@ pub struct RequestModel {
     /// True when the client asked for a streamed answer (`"stream": true` in a
     /// JSON body, or `stream=true` in the query).
     pub stream: bool,
+    /// True when the body was read as a JSON object (so body filters apply).
+    pub json_body: bool,
     location: Location,
 }
 
@@ -61,6 +63,7 @@ impl RequestModel {
     ) -> Result<Self, ApiError> {
         let query_stream =
             query.is_some_and(|q| query_param(q, "stream").as_deref() == Some("true"));
+        let mut json_body = false;
         let from_body = if body.is_empty() {
             None
         } else {
@@ -75,6 +78,7 @@ impl RequestModel {
                         .map(|(name, range)| Self {
                             name,
                             stream: query_stream,
+                            json_body: false,
                             location: Location::Multipart(range),
                         })
                 }
@@ -86,10 +90,14 @@ impl RequestModel {
                         .map(|(_, v)| Self {
                             name: v.into_owned(),
                             stream: query_stream,
+                            json_body: false,
                             location: Location::Elsewhere,
                         })
                 }
-                _ => json_model(body, query_stream)?,
+                _ => {
+                    json_body = true;
+                    json_model(body, query_stream)?
+                }
             }
         };
         if let Some(found) = from_body.filter(|m| !m.name.is_empty()) {
@@ -101,6 +109,7 @@ impl RequestModel {
             .map(|name| Self {
                 name,
                 stream: query_stream,
+                json_body,
                 location: Location::Elsewhere,
             })
             .ok_or(ApiError::ModelMissing)
@@ -204,6 +213,7 @@ fn json_model(body: &[u8], query_stream: bool) -> Result<Option<RequestModel>, A
     Ok(Some(RequestModel {
         name,
         stream,
+        json_body: true,
         location,
     }))
 }
@@ -358,6 +368,9 @@ mod tests {
         assert!(found.stream);
         let found = RequestModel::extract(JSON, Some("model=q"), br#"{"input":"x"}"#).unwrap();
         assert_eq!(found.name, "q");
+        assert!(found.json_body, "a JSON body still gets body filters");
+        let found = RequestModel::extract(None, Some("model=q"), b"").unwrap();
+        assert!(!found.json_body);
     }
 
     #[test]

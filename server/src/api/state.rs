@@ -62,6 +62,7 @@ pub(crate) struct ModelEntry {
     pub(crate) description: Option<String>,
     pub(crate) metadata: Option<serde_json::Value>,
     pub(crate) ttl: Option<Duration>,
+    pub(crate) filters: crate::filters::Filters,
 }
 
 /// Shared state of the HTTP handlers. Cheap to clone.
@@ -144,6 +145,7 @@ impl AppState {
                     description: m.description.clone(),
                     metadata: m.metadata.clone(),
                     ttl: m.ttl,
+                    filters: m.filters.clone(),
                 };
                 (m.id.clone(), Arc::new(entry))
             })

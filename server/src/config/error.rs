@@ -381,6 +381,12 @@ pub enum WarningKind {
         /// The value used instead.
         used: i64,
     },
+    /// A filter key naming a parameter the proxy routes on (`model`).
+    #[error("{key} is protected (the proxy routes on it); this entry is ignored, as in llama-swap")]
+    Protected {
+        /// The protected parameter.
+        key: &'static str,
+    },
     /// A key that has no effect with the current settings.
     #[error("has no effect when {because}")]
     NoEffect {

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use super::error::{KeyPath, Reason};
 use super::fields::{Cx, Fields, secs};
+use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
 use super::types::ModelConfig;
+use crate::filters::Filters;
 use crate::upstream::{CommandError, split_command};
 
 /// llama-swap's default when `concurrencyLimit` is unset or 0.
@@ -99,10 +101,11 @@ fn read_model(
             _ => value.clone(),
         };
         let pid_allowed = key == "cmdStop";
-        expanded.push((
-            key.clone(),
-            scope.expand(&value, &path.key(key), pid_allowed, cx),
-        ));
+        let mut value = scope.expand(&value, &path.key(key), pid_allowed, cx);
+        if key == "filters" {
+            expand_by_id_keys(&scope, &mut value, &path.key(key), cx);
+        }
+        expanded.push((key.clone(), value));
     }
 
     let cmd_uses_port = matches!(
@@ -240,7 +243,19 @@ fn read_model(
     let name = optional_text(&mut fields, "name", cx);
     let description = optional_text(&mut fields, "description", cx);
     let metadata = fields.take("metadata").map(|(node, _)| node.to_json());
-    fields.unsupported(&["filters", "timeouts", "compat", "capabilities"]);
+    let (filters, by_id_paths) = match fields.take("filters") {
+        Some((node, p)) => read_filters(node, &p, cx),
+        None => (Filters::default(), Vec::new()),
+    };
+    // Each setParamsByID name routes to this model (llama-swap registers them
+    // as aliases); the model's own ID and names already listed are not repeated.
+    for (name, name_path) in by_id_paths {
+        if name != id && !aliases.contains(&name) {
+            aliases.push(name);
+            alias_paths.push(name_path);
+        }
+    }
+    fields.unsupported(&["timeouts", "compat", "capabilities"]);
     fields.finish(cx);
 
     Some(ParsedModel {
@@ -262,6 +277,7 @@ fn read_model(
             metadata,
             concurrency_limit,
             send_loading_state,
+            filters,
         },
         alias_paths,
     })

@@ -149,6 +149,10 @@ pub struct ModelConfig {
     pub concurrency_limit: usize,
     /// `sendLoadingState` (default: the global one).
     pub send_loading_state: bool,
+    /// `filters` (`stripParams`, `setParams`, `setParamsByID`): applied to JSON
+    /// bodies of model-dispatched requests. Each `setParamsByID` name is also
+    /// in [`aliases`](Self::aliases).
+    pub filters: crate::filters::Filters,
 }
 
 /// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).

@@ -285,7 +285,6 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
     expect("colour", WarningKind::UnknownKey);
     expect("peers", WarningKind::NotSupported);
     expect("profiles", WarningKind::NotSupported);
-    expect("models.a.filters", WarningKind::NotSupported);
     expect("models.a.timeouts", WarningKind::NotSupported);
     expect("models.a.cmdd", WarningKind::UnknownKey);
     expect(
@@ -294,7 +293,13 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
             because: "routing.scheduler.use is serial",
         },
     );
-    assert_eq!(found.len(), 8, "{found:#?}");
+    assert_eq!(found.len(), 7, "{found:#?}");
+    // `filters` is implemented: read, not warned about.
+    let a = config.model("a").unwrap();
+    assert_eq!(
+        a.filters.strip_params().collect::<Vec<_>>(),
+        ["temperature"]
+    );
     assert_eq!(config.health_check_timeout, Duration::from_secs(15));
     assert_eq!(config.log_to_stdout, LogToStdout::Both);
     assert_eq!(

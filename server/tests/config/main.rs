@@ -6,6 +6,7 @@
 
 mod cli;
 mod errors;
+mod filters;
 mod load;
 mod mapping;
 mod matrix;

@@ -7,6 +7,7 @@
 mod bad_input;
 mod cli;
 mod errors;
+mod filters;
 mod lifecycle;
 mod listings;
 mod observability;
