@@ -338,6 +338,45 @@ pub enum Reason {
         /// That value.
         value: &'static str,
     },
+    /// A selector ID that is already the name of a model.
+    #[error("is already {taken}; a selector needs a name of its own")]
+    NameTaken {
+        /// What has the name ("a model ID", "an alias of model \"x\"").
+        taken: String,
+    },
+    /// A selector target that is itself a selector.
+    #[error(
+        "{selector:?} is a selector; a selector's targets must be models (selectors do not chain)"
+    )]
+    SelectorChain {
+        /// The target.
+        selector: String,
+    },
+    /// Two spillover targets naming the same model.
+    #[error("names model {model:?}, which is already a target through {first:?}")]
+    DuplicateTarget {
+        /// The model both resolve to.
+        model: String,
+        /// The earlier target.
+        first: String,
+    },
+    /// Spillover targets that cannot run at the same time.
+    #[error("spillover targets must be able to run at the same time: {why}")]
+    SpilloverApart {
+        /// What the router rules say.
+        why: &'static str,
+    },
+    /// A profile written as a list (older llama-swap releases).
+    #[error(
+        "must be a map with description and pins; the list form of older llama-swap releases is no longer supported"
+    )]
+    LegacyProfileList,
+    /// A pin target that is neither a model, an alias nor a selector.
+    #[error("{name:?} is neither a model ID, an alias nor a selector (pins do not chain)")]
+    UnknownPinTarget {
+        /// The target.
+        name: String,
+    },
     /// A matrix that does not compile: bad expression, unknown name, loop, ...
     #[error("{0}")]
     Matrix(#[source] crate::policy::matrix::MatrixError),

@@ -6,7 +6,9 @@ use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
 use super::node::Node;
 use super::priority::read_priority;
+use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
+use super::selectors::read_selectors;
 use super::types::{ApiKey, Config, Hooks, LogLevel, LogToStdout};
 
 const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
@@ -21,8 +23,6 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
     "store",
     "ui",
     "performance",
-    "profiles",
-    "selectors",
     "peers",
     "upstream",
 ];
@@ -150,6 +150,30 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         legacy_matrix: fields.take("matrix"),
     };
     let routing = read_routing(routing_keys, &resolver, cx);
+    let selectors = match fields.take("selectors") {
+        Some((node, path)) => {
+            let matrix = routing.matrix.as_ref().map(|(_, compiled)| compiled);
+            let selectors = read_selectors(node, &path, &resolver, &routing.groups, matrix, cx);
+            // Parsed and checked, but not applied to requests yet.
+            cx.warn(path, WarningKind::NotSupported);
+            selectors
+        }
+        None => Vec::new(),
+    };
+    let profiles = match fields.take("profiles") {
+        Some((node, path)) => {
+            // Every declared selector, so one broken selector is not also an
+            // unknown pin target.
+            let selector_ids: Vec<&str> = match expanded.get("selectors") {
+                Some(Node::Map(entries)) => entries.iter().map(|(k, _)| k.as_str()).collect(),
+                _ => Vec::new(),
+            };
+            let profiles = read_profiles(node, &path, &resolver, &selector_ids, cx);
+            cx.warn(path, WarningKind::NotSupported);
+            profiles
+        }
+        None => Vec::new(),
+    };
     let priority_rules = match fields.take("priority") {
         Some((node, path)) => read_priority(node, path, &api_keys, &resolver, cx),
         None => super::types::PriorityConfig::default(),
@@ -167,6 +191,8 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         models: models.into_iter().map(|m| m.config).collect(),
         groups: routing.groups,
         matrix: routing.matrix.map(|(settings, _)| settings),
+        selectors,
+        profiles,
         scheduler: routing.scheduler,
         health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
         global_ttl,

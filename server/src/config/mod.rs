@@ -51,7 +51,9 @@ mod matrix;
 mod model;
 mod node;
 mod priority;
+mod profiles;
 mod routing;
+mod selectors;
 mod summary;
 mod types;
 
@@ -59,6 +61,8 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 pub use macros::EnvLookup;
+pub use profiles::{Pin, ProfileConfig};
+pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 pub use summary::Summary;
 pub use types::{
     ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, PriorityConfig,

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::selectors::SelectorStrategy;
 use super::types::{Config, ModelConfig, SchedulerConfig};
 use crate::policy::matrix::MatrixSettings;
 
@@ -109,6 +110,45 @@ impl fmt::Display for Summary<'_> {
                     "  (default): swap=true exclusive=true persistent=false members=[{}]",
                     loners.join(", ")
                 )?;
+            }
+        }
+        if !config.selectors.is_empty() {
+            writeln!(f, "selectors ({}):", config.selectors.len())?;
+            for selector in &config.selectors {
+                let spillover = if selector.strategy == SelectorStrategy::Spillover {
+                    format!(" spillover={}", selector.spillover)
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    f,
+                    "  {}: {} [{}]{spillover}{}",
+                    selector.id,
+                    selector.strategy.as_str(),
+                    selector.targets.join(", "),
+                    if selector.unlisted { " (unlisted)" } else { "" },
+                )?;
+            }
+        }
+        if !config.profiles.is_empty() {
+            writeln!(
+                f,
+                "profiles ({}; none active at start):",
+                config.profiles.len()
+            )?;
+            for profile in &config.profiles {
+                let pins: Vec<String> = profile
+                    .pins
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} -> {}",
+                            p.name,
+                            p.target.as_deref().unwrap_or("(disabled)")
+                        )
+                    })
+                    .collect();
+                writeln!(f, "  {}: {}", profile.name, pins.join(", "))?;
             }
         }
         if !config.hooks.preload.is_empty() {

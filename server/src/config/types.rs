@@ -18,6 +18,10 @@ pub struct Config {
     /// or the legacy top-level `matrix`), names as written; `None` under group
     /// routing. When set, `groups` is empty.
     pub matrix: Option<crate::policy::matrix::MatrixSettings>,
+    /// `selectors`, in file order.
+    pub selectors: Vec<super::SelectorConfig>,
+    /// `profiles`, in file order. None is active when the server starts.
+    pub profiles: Vec<super::ProfileConfig>,
     /// `routing.scheduler`.
     pub scheduler: SchedulerConfig,
     /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take

@@ -11,5 +11,6 @@ mod load;
 mod mapping;
 mod matrix;
 mod robustness;
+mod selectors;
 mod support;
 mod trust;

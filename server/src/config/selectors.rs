@@ -1,0 +1,263 @@
+//! `selectors`: virtual model names that pick one of their targets per request.
+
+use super::error::{KeyPath, Reason, WarningKind};
+use super::fields::{Cx, Fields};
+use super::node::Node;
+use super::routing::Resolver;
+use super::types::GroupConfig;
+use crate::policy::matrix::Matrix;
+
+/// Default of `selectors.<id>.settings.spillover`.
+pub const DEFAULT_SPILLOVER: usize = 1;
+
+/// How a selector picks its target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SelectorStrategy {
+    /// `pin`: always the first target.
+    Pin,
+    /// `warm`: the first ready target, else the first starting one, else the first.
+    Warm,
+    /// `spillover`: the least busy running target while it has fewer than
+    /// `spillover` requests of this selector in flight; then a cold target.
+    Spillover,
+}
+
+impl SelectorStrategy {
+    /// The word used in the config (`pin`, `warm`, `spillover`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SelectorStrategy::Pin => "pin",
+            SelectorStrategy::Warm => "warm",
+            SelectorStrategy::Spillover => "spillover",
+        }
+    }
+}
+
+/// One entry of `selectors`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SelectorConfig {
+    /// The selector's ID (its key), the name requests use.
+    pub id: String,
+    /// `strategy` (required).
+    pub strategy: SelectorStrategy,
+    /// `targets` as written (model IDs or aliases), in order; never empty.
+    pub targets: Vec<String>,
+    /// The model ID each target resolves to, in the same order.
+    pub target_ids: Vec<String>,
+    /// `settings.spillover` (default 1): in-flight requests per target before a
+    /// spillover selector starts another target.
+    pub spillover: usize,
+    /// `name`: display name in `/v1/models`.
+    pub name: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `unlisted` (default false): hidden from `/v1/models`, still routable.
+    pub unlisted: bool,
+    /// `metadata`: free-form data shown in `/v1/models`.
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Reads `selectors`. `matrix` is the compiled matrix when the matrix router is
+/// in use (spillover targets must fit one combination), else `groups` decide.
+pub(crate) fn read_selectors(
+    node: &Node,
+    path: &KeyPath,
+    resolver: &Resolver,
+    groups: &[GroupConfig],
+    matrix: Option<&Matrix>,
+    cx: &mut Cx,
+) -> Vec<SelectorConfig> {
+    let Node::Map(entries) = node else {
+        return cx
+            .wrong_type(path, "a map of selector IDs to selector settings", node)
+            .unwrap_or_default();
+    };
+    let ids: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+    let mut selectors = Vec::with_capacity(entries.len());
+    for (id, value) in entries {
+        let selector_path = path.key(id);
+        if id.trim().is_empty() {
+            cx.error(selector_path, Reason::Empty);
+            continue;
+        }
+        if let Some(model) = resolver.resolve(id) {
+            let taken = if model == id {
+                "a model ID".to_owned()
+            } else {
+                format!("an alias of model {model:?}")
+            };
+            cx.error(selector_path, Reason::NameTaken { taken });
+            continue;
+        }
+        let context = Context {
+            resolver,
+            selector_ids: &ids,
+            groups,
+            matrix,
+        };
+        if let Some(selector) = read_selector(id, value, selector_path, &context, cx) {
+            selectors.push(selector);
+        }
+    }
+    selectors
+}
+
+struct Context<'a> {
+    resolver: &'a Resolver,
+    selector_ids: &'a [&'a str],
+    groups: &'a [GroupConfig],
+    matrix: Option<&'a Matrix>,
+}
+
+fn read_selector(
+    id: &str,
+    node: &Node,
+    path: KeyPath,
+    context: &Context<'_>,
+    cx: &mut Cx,
+) -> Option<SelectorConfig> {
+    let issues_before = cx.issues.len();
+    let mut fields = Fields::new(node, path.clone(), cx)?;
+    let strategy = match fields.take("strategy") {
+        Some((n, p)) => match cx.word(n, &p, &["pin", "warm", "spillover"]) {
+            Some("pin") => Some(SelectorStrategy::Pin),
+            Some("warm") => Some(SelectorStrategy::Warm),
+            Some(_) => Some(SelectorStrategy::Spillover),
+            None => None,
+        },
+        None => {
+            cx.error(path.key("strategy"), Reason::Missing);
+            None
+        }
+    };
+    let mut targets: Vec<String> = Vec::new();
+    let mut target_ids: Vec<String> = Vec::new();
+    match fields.take("targets") {
+        None => cx.error(path.key("targets"), Reason::Missing),
+        Some((n, p)) => {
+            if let Some(list) = cx.string_list(n, &p) {
+                if list.is_empty() {
+                    cx.error(p.clone(), Reason::Empty);
+                }
+                for (target, target_path) in list {
+                    if context.selector_ids.contains(&target.as_str()) {
+                        cx.error(target_path, Reason::SelectorChain { selector: target });
+                        continue;
+                    }
+                    let Some(model) = context.resolver.resolve(&target) else {
+                        cx.error(target_path, Reason::UnknownModel { name: target });
+                        continue;
+                    };
+                    let duplicate = target_ids.iter().position(|t| t == model);
+                    if let (Some(SelectorStrategy::Spillover), Some(first)) = (strategy, duplicate)
+                    {
+                        cx.error(
+                            target_path,
+                            Reason::DuplicateTarget {
+                                model: model.to_owned(),
+                                first: targets[first].clone(),
+                            },
+                        );
+                        continue;
+                    }
+                    target_ids.push(model.to_owned());
+                    targets.push(target);
+                }
+            }
+        }
+    }
+    let mut spillover = DEFAULT_SPILLOVER;
+    if let Some((settings_node, settings_path)) = fields.take("settings")
+        && let Some(mut settings) = Fields::new(settings_node, settings_path, cx)
+    {
+        if let Some((n, p)) = settings.take("spillover") {
+            if let Some(value) = cx.int_min(n, &p, 1) {
+                spillover = usize::try_from(value).unwrap_or(usize::MAX);
+            }
+            if strategy.is_some_and(|s| s != SelectorStrategy::Spillover) {
+                cx.warn(
+                    p,
+                    WarningKind::NoEffect {
+                        because: "the strategy is not spillover",
+                    },
+                );
+            }
+        }
+        settings.finish(cx);
+    }
+    let text = |fields: &mut Fields<'_>, key: &str, cx: &mut Cx| {
+        fields
+            .take(key)
+            .and_then(|(n, p)| cx.string(n, &p))
+            .filter(|s| !s.trim().is_empty())
+    };
+    let name = text(&mut fields, "name", cx);
+    let description = text(&mut fields, "description", cx);
+    let unlisted = fields
+        .take("unlisted")
+        .and_then(|(n, p)| cx.bool(n, &p))
+        .unwrap_or(false);
+    let metadata = fields.take("metadata").map(|(n, _)| n.to_json());
+    fields.finish(cx);
+
+    let strategy = strategy?;
+    if cx.issues.len() > issues_before {
+        return None;
+    }
+    if strategy == SelectorStrategy::Spillover
+        && let Err(why) = can_run_together(&target_ids, context)
+    {
+        cx.error(path.key("targets"), Reason::SpilloverApart { why });
+        return None;
+    }
+    Some(SelectorConfig {
+        id: id.to_owned(),
+        strategy,
+        targets,
+        target_ids,
+        spillover,
+        name,
+        description,
+        unlisted,
+        metadata,
+    })
+}
+
+/// Spillover sends concurrent requests to several targets at once, so they must
+/// be able to run side by side: in one matrix combination, or in one group with
+/// `swap: false` (with groups, llama-swap's rule).
+fn can_run_together(models: &[String], context: &Context<'_>) -> Result<(), &'static str> {
+    if models.len() <= 1 {
+        return Ok(());
+    }
+    if let Some(matrix) = context.matrix {
+        return if matrix.can_coexist(models) {
+            Ok(())
+        } else {
+            Err("they do not all appear together in one combination of a matrix set")
+        };
+    }
+    let group_of = |model: &str| {
+        context
+            .groups
+            .iter()
+            .find(|g| g.members.iter().any(|m| m == model))
+    };
+    let Some(group) = group_of(&models[0]) else {
+        return Err("they must all be members of one group with swap: false");
+    };
+    if group.swap {
+        return Err("they must all be members of one group with swap: false");
+    }
+    if models[1..]
+        .iter()
+        .all(|m| group_of(m).is_some_and(|g| g.name == group.name))
+    {
+        Ok(())
+    } else {
+        Err("they must all be members of one group with swap: false")
+    }
+}
