@@ -63,6 +63,14 @@ pub enum WaitError {
         /// How long was waited.
         timeout: Duration,
     },
+    /// An expectation was still unmet when the wait ended.
+    #[error("waited {timeout:?} for an expectation to be met\n{report}")]
+    Expectation {
+        /// How long was waited.
+        timeout: Duration,
+        /// The expectation's failure report.
+        report: String,
+    },
 }
 
 impl WaitError {
@@ -70,7 +78,10 @@ impl WaitError {
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
-            Self::Requests { .. } | Self::Held { .. } | Self::Websockets { .. }
+            Self::Requests { .. }
+                | Self::Held { .. }
+                | Self::Websockets { .. }
+                | Self::Expectation { .. }
         )
     }
 }

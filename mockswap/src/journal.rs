@@ -222,6 +222,16 @@ impl Journal {
         inner.dispatch_order.clear();
     }
 
+    /// The sequence number of the last request recorded (0 before the first).
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.lock().next_seq
+    }
+
+    /// A receiver that changes whenever a request is recorded.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.recorded.subscribe()
+    }
+
     /// Waits until the journal holds at least `n` requests (it may have been cleared in
     /// between; the current length is what counts).
     pub(crate) async fn wait_for_len(&self, n: usize) {

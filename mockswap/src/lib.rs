@@ -4,7 +4,8 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`mock`] | [`MockSwap`] (start, journal, expectations, gate, faults) and its builder |
+//! | [`mock`] | [`MockSwap`] (start, journal, gate, faults, reset) and its builder |
+//! | [`expect`] | expectations ([`Expect`], [`ExpectGuard`], [`Times`]), verified on drop |
 //! | [`journal`] | [`RecordedRequest`], one journal entry |
 //! | [`priority`] | [`PriorityHeader`], the X-Priority header as sent |
 //! | [`matcher`] | which requests a rule applies to ([`RequestMatch`], [`PriorityMatch`]) |
@@ -20,7 +21,7 @@
 pub mod body;
 pub mod envelope;
 pub mod error;
-mod expect;
+pub mod expect;
 pub mod fault;
 mod gate;
 pub mod journal;
@@ -28,6 +29,7 @@ pub mod matcher;
 pub mod mock;
 pub mod priority;
 pub mod reply;
+mod report;
 mod server;
 pub mod spec;
 pub mod stream;
@@ -35,13 +37,14 @@ pub mod wire;
 
 pub use envelope::ApiError;
 pub use error::{StartError, WaitError};
-pub use expect::requests_table;
+pub use expect::{Expect, ExpectGuard, Times};
 pub use fault::{Fault, FaultRule};
 pub use journal::RecordedRequest;
 pub use matcher::{PriorityMatch, RequestMatch};
 pub use mock::{MockSwap, MockSwapBuilder};
 pub use priority::{PRIORITY_HEADER, PriorityHeader};
 pub use reply::{Reply, ReplyRule, ToolCall};
+pub use report::requests_table;
 pub use server::Crash;
 pub use spec::{Fixture, SpecError};
 pub use stream::{Chunking, LineEnding, StreamShape};

@@ -1,17 +1,18 @@
 //! [`MockSwap`], the in-process handle, and its builder.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{StartError, WaitError};
-use crate::expect::{Expectation, matches_priority, requests_table};
 use crate::fault::FaultRule;
 use crate::journal::RecordedRequest;
+use crate::priority::PriorityHeader;
 use crate::reply::ReplyRule;
+use crate::report::requests_table;
 use crate::server::{self, Crash, Settings, Shared};
 use crate::spec::Fixture;
 use crate::stream::StreamShape;
@@ -21,15 +22,14 @@ pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// A running mock: a fake model server and proxy double on a local port.
 ///
-/// Dropping it stops the server and verifies the expectations set with
-/// [`MockSwap::expect_priority`]; an unmet expectation panics with a table of every
-/// request received (unless the thread is already panicking).
+/// Dropping it stops the server and verifies the expectations mounted with
+/// [`crate::Expect::mount`] or [`MockSwap::expect_priority`]; an unmet expectation
+/// panics with a report (unless the thread is already panicking).
 #[derive(Debug)]
 pub struct MockSwap {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     tracker: TaskTracker,
-    expectations: Mutex<Vec<Expectation>>,
 }
 
 /// Configures a [`MockSwap`] before it starts.
@@ -225,7 +225,6 @@ impl MockSwap {
             addr,
             shared,
             tracker,
-            expectations: Mutex::new(Vec::new()),
         })
     }
 
@@ -250,9 +249,18 @@ impl MockSwap {
         self.shared.journal.dispatch_order()
     }
 
-    /// Forgets every request received so far (sequence numbers keep increasing).
+    /// Forgets every request received so far (sequence numbers keep increasing), so
+    /// expectations no longer count them.
     pub fn clear_requests(&self) {
         self.shared.journal.clear();
+    }
+
+    /// Back to a fresh mock in one call: journal, faults, replies and expectations
+    /// cleared, the gate open, no model counted as loaded. Sequence numbers keep
+    /// increasing; open websockets stay open. Scoped guards still alive are unmounted
+    /// (their own drop still checks them, against the cleared journal).
+    pub fn reset(&self) {
+        self.shared.reset();
     }
 
     /// The table of every request received (what a failed expectation prints).
@@ -283,53 +291,12 @@ impl MockSwap {
         }
     }
 
-    /// Expects exactly `times` requests with `X-Priority: <value>` (`Some`) or with no
-    /// `X-Priority` header (`None`), checked by [`MockSwap::verify`] and on drop.
-    /// Invalid and duplicated headers match neither.
-    pub fn expect_priority(&self, priority: Option<i32>, times: usize) {
-        self.expectations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Expectation { priority, times });
-    }
-
-    /// The failures of the expectations, or `None` when all are met.
-    fn unmet(&self) -> Option<String> {
-        let requests = self.requests();
-        let failures: Vec<String> = self
-            .expectations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter_map(|e| {
-                let got = e.count(&requests);
-                (got != e.times).then(|| format!("expected {}, received {got}", e.describe()))
-            })
-            .collect();
-        (!failures.is_empty()).then(|| {
-            format!(
-                "mockswap expectations not met:\n  {}\n{}",
-                failures.join("\n  "),
-                requests_table(&requests)
-            )
-        })
-    }
-
-    /// Checks the expectations now.
-    ///
-    /// # Panics
-    /// When one is unmet, with a table of every request received.
-    pub fn verify(&self) {
-        if let Some(report) = self.unmet() {
-            panic!("{report}");
-        }
-    }
-
     /// Asserts the priorities of every request received, in arrival order: `Some(v)` is
     /// exactly one well-formed `X-Priority: v`, `None` is no header at all.
     ///
     /// # Panics
     /// On any difference, with a table of every request received.
+    #[track_caller]
     pub fn assert_priorities<I>(&self, expected: I)
     where
         I: IntoIterator<Item = Option<i32>>,
@@ -337,10 +304,10 @@ impl MockSwap {
         let expected: Vec<Option<i32>> = expected.into_iter().collect();
         let requests = self.requests();
         let same = expected.len() == requests.len()
-            && requests
-                .iter()
-                .zip(&expected)
-                .all(|(r, e)| matches_priority(&r.priority, *e));
+            && requests.iter().zip(&expected).all(|(r, e)| match e {
+                Some(v) => r.priority == PriorityHeader::Value(*v),
+                None => r.priority == PriorityHeader::Absent,
+            });
         if !same {
             let shown: Vec<String> = expected
                 .iter()
@@ -475,7 +442,7 @@ impl Drop for MockSwap {
         if std::thread::panicking() {
             return;
         }
-        if let Some(report) = self.unmet() {
+        if let Some(report) = self.unmet(true) {
             panic!("{report}");
         }
     }

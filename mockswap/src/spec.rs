@@ -10,6 +10,7 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::expect::{Expect, Times};
 use crate::fault::{Fault, FaultRule};
 use crate::matcher::{PriorityMatch, RequestMatch};
 use crate::reply::{Reply, ReplyRule, ToolCall};
@@ -55,6 +56,11 @@ pub enum SpecError {
         /// The number given.
         probability: f64,
     },
+    /// An expectation without `times`, or with a `times` that is not a count or a range.
+    #[error(
+        "an expectation needs \"times\": a count, or {{\"min\": n, \"max\": m}} (either may be left out)"
+    )]
+    Times,
     /// The fixture file could not be read.
     #[error("cannot read fixture file {path}: {source}")]
     Read {
@@ -435,6 +441,58 @@ pub fn parse_reply_rules(text: &[u8]) -> Result<Vec<ReplyRule>, SpecError> {
         .into_iter()
         .map(|item| reply_rule(serde_json::from_value(item).map_err(json)?))
         .collect()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TimesJson {
+    Exactly(u64),
+    Range {
+        #[serde(default)]
+        min: Option<u64>,
+        #[serde(default)]
+        max: Option<u64>,
+    },
+}
+
+/// Parses the body of `POST /__mockswap/expectations`: the fields of "Matching
+/// requests" at the top level, plus `times` (required) and `name`.
+///
+/// # Errors
+/// [`SpecError`] when the JSON does not have the documented shape.
+pub fn parse_expectation(text: &[u8]) -> Result<Expect, SpecError> {
+    let json = |source| SpecError::Json {
+        what: "expectation",
+        source,
+    };
+    let mut fields: serde_json::Map<String, Value> = serde_json::from_slice(text).map_err(json)?;
+    let times: TimesJson = match fields.remove("times") {
+        Some(times) => serde_json::from_value(times).map_err(|_| SpecError::Times)?,
+        None => return Err(SpecError::Times),
+    };
+    let name = match fields.remove("name") {
+        Some(Value::String(name)) => Some(name),
+        Some(Value::Null) | None => None,
+        Some(other) => {
+            return Err(json(<serde_json::Error as serde::de::Error>::custom(
+                format!("name must be a string, got {other}"),
+            )));
+        }
+    };
+    let matcher: MatchJson = serde_json::from_value(Value::Object(fields)).map_err(json)?;
+    let times = match times {
+        TimesJson::Exactly(n) => Times::from(n),
+        TimesJson::Range {
+            min,
+            max: Some(max),
+        } => Times::from(min.unwrap_or(0)..=max),
+        TimesJson::Range { min, max: None } => Times::at_least(min.unwrap_or(0)),
+    };
+    let mut expect = Expect::new().matching(matcher.into_match()?).times(times);
+    if let Some(name) = name {
+        expect = expect.named(name);
+    }
+    Ok(expect)
 }
 
 impl Fixture {

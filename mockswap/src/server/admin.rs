@@ -10,6 +10,8 @@ use super::Shared;
 use super::extract::query_param;
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
+use crate::expect::{Checked, Origin};
+use crate::report;
 use crate::spec;
 
 #[derive(Deserialize)]
@@ -169,6 +171,43 @@ pub(crate) fn handle(
             }
             _ => not_allowed("POST, DELETE"),
         },
+        "/expectations" => match *method {
+            Method::POST => match spec::parse_expectation(body) {
+                Ok(expect) => {
+                    let mounted = shared
+                        .expectations
+                        .mount(shared, expect, Origin::Admin, None);
+                    json_response(StatusCode::CREATED, &json!({"id": mounted.id}))
+                }
+                Err(err) => bad(err.to_string()),
+            },
+            Method::GET => {
+                let requests = shared.journal.requests();
+                let listed: Vec<Value> = shared
+                    .expectations
+                    .all()
+                    .iter()
+                    .map(|m| report::listed(&Checked::new(m, &requests)))
+                    .collect();
+                json_response(StatusCode::OK, &Value::Array(listed))
+            }
+            Method::DELETE => {
+                shared.expectations.clear();
+                json_response(StatusCode::OK, &json!({"cleared": true}))
+            }
+            _ => not_allowed("GET, POST, DELETE"),
+        },
+        "/verify" => match *method {
+            Method::GET => verify(shared),
+            _ => not_allowed("GET"),
+        },
+        "/reset" => match *method {
+            Method::POST => {
+                shared.reset();
+                json_response(StatusCode::OK, &json!({"reset": true}))
+            }
+            _ => not_allowed("POST"),
+        },
         "/websockets" => match *method {
             Method::GET => {
                 let counts = shared.sockets.counts();
@@ -195,6 +234,26 @@ pub(crate) fn handle(
         }
         .into_response(),
     }
+}
+
+/// `GET /__mockswap/verify`: 200 `{"ok": true}`, or 409 with every unmet expectation.
+fn verify(shared: &Shared) -> Response<MockBody> {
+    let requests = shared.journal.requests();
+    let mounted = shared.expectations.all();
+    let checked: Vec<Checked<'_>> = mounted.iter().map(|m| Checked::new(m, &requests)).collect();
+    let failed: Vec<&Checked<'_>> = checked.iter().filter(|c| !c.met()).collect();
+    if failed.is_empty() {
+        return json_response(StatusCode::OK, &json!({"ok": true}));
+    }
+    let failures: Vec<Value> = failed.iter().map(|c| report::failure_json(c)).collect();
+    json_response(
+        StatusCode::CONFLICT,
+        &json!({
+            "ok": false,
+            "failures": failures,
+            "report": report::unmet(&failed, mounted.len(), &requests),
+        }),
+    )
 }
 
 fn gate_state(shared: &Shared) -> Response<MockBody> {

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::expect::Expectations;
 use crate::fault::Faults;
 use crate::gate::Gate;
 use crate::journal::Journal;
@@ -135,6 +136,8 @@ pub(crate) struct Shared {
     pub(crate) life: Lifecycle,
     /// Models that served a request and were not unloaded since (what `/running` lists).
     pub(crate) loaded: Mutex<BTreeSet<String>>,
+    /// Mounted expectations (library, scoped, admin).
+    pub(crate) expectations: Expectations,
     /// Open and total websocket counts.
     pub(crate) sockets: Arc<websocket::Sockets>,
     /// Owns the tasks that outlive a handler (websocket echoes).
@@ -155,6 +158,7 @@ impl Shared {
             gate,
             life,
             loaded: Mutex::new(BTreeSet::new()),
+            expectations: Expectations::default(),
             sockets: Arc::default(),
             tracker: tracker.clone(),
         }
@@ -169,6 +173,16 @@ impl Shared {
 
     pub(crate) fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
         self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Everything a test sets up or records, cleared; the gate open.
+    pub(crate) fn reset(&self) {
+        self.journal.clear();
+        self.faults.clear();
+        self.replies.clear();
+        self.expectations.clear();
+        self.loaded().clear();
+        self.gate.set_open(true);
     }
 
     /// Whether `/health` answers 200 now.

@@ -5,6 +5,7 @@
 mod support;
 
 mod basics;
+mod expectations;
 mod replies;
 
 use serde_json::Value;

@@ -1,0 +1,195 @@
+//! What a failed expectation prints: for each unmet expectation, what it wanted, how
+//! many requests matched, and the closest requests with why each did not match; then
+//! the table of every request received.
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use crate::expect::{Checked, Times};
+use crate::journal::RecordedRequest;
+use crate::matcher::truncated;
+
+/// How many near misses a failure shows.
+const NEAREST: usize = 3;
+/// How much of a body a failure shows.
+const BODY_LIMIT: usize = 200;
+
+/// The table of every request received: seq, method, path, model, stream, x-priority.
+pub fn requests_table(requests: &[RecordedRequest]) -> String {
+    let rows: Vec<[String; 6]> = requests
+        .iter()
+        .map(|r| {
+            [
+                r.seq.to_string(),
+                if r.websocket {
+                    "WS".to_owned()
+                } else {
+                    r.method.to_string()
+                },
+                r.path.clone(),
+                r.model.clone().unwrap_or_else(|| "-".to_owned()),
+                r.stream.to_string(),
+                r.priority.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["seq", "method", "path", "model", "stream", "x-priority"].map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "requests received by mockswap ({}):", rows.len());
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+    }
+    if rows.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    out
+}
+
+fn one_line(r: &RecordedRequest) -> String {
+    format!(
+        "#{} {} {} model={} stream={} x-priority={}",
+        r.seq,
+        if r.websocket { "WS" } else { r.method.as_str() },
+        r.path,
+        r.model.as_deref().unwrap_or("-"),
+        r.stream,
+        r.priority
+    )
+}
+
+fn body_line(r: &RecordedRequest) -> String {
+    let text = r.body_text();
+    if text.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        truncated(&text, BODY_LIMIT)
+    }
+}
+
+/// The report of one expectation that is not met.
+pub(crate) fn failure(checked: &Checked<'_>) -> String {
+    let e = checked.expectation;
+    let mut out = String::new();
+    let title = e
+        .name
+        .as_deref()
+        .map_or_else(|| format!("expectation #{}", e.id), |n| format!("{n:?}"));
+    let _ = write!(out, "{title}");
+    if let Some(at) = e.location {
+        let _ = write!(
+            out,
+            " (mounted at {}:{}:{})",
+            at.file(),
+            at.line(),
+            at.column()
+        );
+    }
+    out.push('\n');
+    let _ = writeln!(out, "  wanted:   {}", e.matcher.describe());
+    let _ = writeln!(
+        out,
+        "  expected: {} matching request(s), received {} (of {} since it was mounted)",
+        e.times,
+        checked.matching.len(),
+        checked.since.len()
+    );
+    if checked.too_many() {
+        out.push_str("  matching requests:\n");
+        for r in &checked.matching {
+            let _ = writeln!(out, "    {}", one_line(r));
+        }
+        return out;
+    }
+    let nearest = checked.nearest(NEAREST);
+    if nearest.is_empty() {
+        out.push_str("  no other request arrived since it was mounted\n");
+        return out;
+    }
+    out.push_str("  nearest requests:\n");
+    for (r, why) in nearest {
+        let _ = writeln!(out, "    {}", one_line(r));
+        for reason in why {
+            let _ = writeln!(out, "      - {reason}");
+        }
+        let _ = writeln!(out, "      body: {}", body_line(r));
+    }
+    out
+}
+
+/// The whole report: every unmet expectation, then the request table.
+pub(crate) fn unmet(failed: &[&Checked<'_>], total: usize, requests: &[RecordedRequest]) -> String {
+    let mut out = format!(
+        "mockswap: {} of {total} expectation(s) not met\n\n",
+        failed.len()
+    );
+    for checked in failed {
+        out.push_str(&failure(checked));
+        out.push('\n');
+    }
+    out.push_str(&requests_table(requests));
+    out
+}
+
+fn times_json(times: Times) -> Value {
+    json!({"min": times.min, "max": times.max})
+}
+
+fn request_json(r: &RecordedRequest) -> Value {
+    json!({
+        "seq": r.seq,
+        "method": r.method.as_str(),
+        "path": r.path,
+        "model": r.model,
+        "stream": r.stream,
+        "priority": r.priority.to_string(),
+        "body": truncated(&r.body_text(), BODY_LIMIT),
+    })
+}
+
+/// One expectation as `GET /__mockswap/expectations` lists it.
+pub(crate) fn listed(checked: &Checked<'_>) -> Value {
+    let e = checked.expectation;
+    json!({
+        "id": e.id,
+        "name": e.name,
+        "match": e.matcher.describe(),
+        "times": times_json(e.times),
+        "expected": e.times.to_string(),
+        "received": checked.matching.len(),
+        "ok": checked.met(),
+    })
+}
+
+/// One unmet expectation as `GET /__mockswap/verify` reports it.
+pub(crate) fn failure_json(checked: &Checked<'_>) -> Value {
+    let mut value = listed(checked);
+    let nearest: Vec<Value> = checked
+        .nearest(NEAREST)
+        .into_iter()
+        .map(|(r, why)| {
+            let mut entry = request_json(r);
+            entry["mismatches"] = json!(why);
+            entry
+        })
+        .collect();
+    value["nearest"] = Value::Array(if checked.too_many() {
+        Vec::new()
+    } else {
+        nearest
+    });
+    value["matching"] = checked.matching.iter().map(|r| request_json(r)).collect();
+    value["report"] = Value::String(failure(checked));
+    value
+}
