@@ -9,6 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use llama_swap_server::priority::Priority;
 use llama_swap_server::scheduler::{
     Effect, ModelSettings, RequestId, Scheduler, SchedulerSettings, Tick,
 };
@@ -27,15 +28,26 @@ fn loaded(waiting: usize) -> (Scheduler, RequestId) {
         .collect();
     let mut s = Scheduler::new(&SchedulerSettings::new(models)).unwrap();
     let mut out = Vec::new();
-    let first = s.submit(Tick::ZERO, "a", 0, &mut out).unwrap().id;
+    let first = s
+        .submit(Tick::ZERO, "a", Priority::new(0), &mut out)
+        .unwrap()
+        .id;
     s.swap_done(Tick::ZERO, "a", Ok(()), &mut out);
     s.serve_done(Tick::ZERO, first, &mut out);
-    let serving = s.submit(Tick::ZERO, "a", 0, &mut out).unwrap().id;
+    let serving = s
+        .submit(Tick::ZERO, "a", Priority::new(0), &mut out)
+        .unwrap()
+        .id;
     for i in 0..waiting {
         // Priorities -10..=9, spread so that insertions land all over the queue.
         let priority = ((i * 7919) % 20) as i32 - 10;
-        s.submit(Tick::from_millis(i as u64), "b", priority, &mut out)
-            .unwrap();
+        s.submit(
+            Tick::from_millis(i as u64),
+            "b",
+            Priority::new(priority),
+            &mut out,
+        )
+        .unwrap();
     }
     assert_eq!(s.queue_len(), waiting);
     (s, serving)
@@ -53,7 +65,10 @@ fn admit(c: &mut Criterion) {
                     for _ in 0..iters {
                         out.clear();
                         let start = Instant::now();
-                        let id = s.submit(Tick::ZERO, "b", priority, &mut out).unwrap().id;
+                        let id = s
+                            .submit(Tick::ZERO, "b", Priority::new(priority), &mut out)
+                            .unwrap()
+                            .id;
                         black_box(&out);
                         total += start.elapsed();
                         // Restore the queue, untimed.

@@ -13,8 +13,8 @@
 //! | [`policy`] | eviction policy: which running models must stop to run another |
 //! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
 //! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
-//! | [`priority`] | parsing of the `X-Priority` header |
-//! | [`trust`] | caps on `X-Priority`: global, per API key, or ignored |
+//! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
+//! | [`launcher`] | the contract between the router and whatever runs upstream processes |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
@@ -24,6 +24,7 @@
 pub mod api;
 pub mod config;
 pub mod filters;
+pub mod launcher;
 pub mod metrics;
 pub mod policy;
 pub mod priority;
@@ -31,7 +32,6 @@ pub mod proxy;
 pub mod router;
 pub mod scheduler;
 pub mod serve;
-pub mod trust;
 pub mod upstream;
 
 pub use api::HttpOptions;

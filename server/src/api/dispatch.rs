@@ -1,9 +1,10 @@
 //! Requests that go to a model: the body/query-model endpoints and
 //! `/upstream/<model>/<path>`.
 //!
-//! Both paths parse `X-Priority`, submit to the router, wait for the grant (or
-//! stream the loading state while waiting), then forward through the proxy with
-//! the lease moved into the response body.
+//! Both paths parse `X-Priority` once into a [`Priority`] (trust caps applied),
+//! submit to the router, wait for the grant (or stream the loading state while
+//! waiting), then forward through the proxy with the lease moved into the
+//! response body.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,10 +26,9 @@ use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
 use crate::metrics::RequestOutcome;
-use crate::priority::HeaderPriority;
+use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, OutboundBody, SendError};
-use crate::router::{Lease, ModelState, RouteError, Submit, Ticket, WaitStatus};
-use crate::trust::KeyIndex;
+use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
 use crate::upstream::ProcessState;
 
 /// How long a crashed upstream may take to be noticed by the supervisor, and
@@ -40,23 +40,34 @@ const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
 
 /// A model-dispatched endpoint: the model comes from the body, form or query.
 pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    let mut outcome = Some(track_outcome(&state, request.headers()));
-    let key = request.extensions().get::<KeyIndex>().copied();
-    let result = dispatch_by_body(state, request, key, &mut outcome).await;
-    settle_early(outcome, &result);
-    match result {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    }
+    let call = Call::begin(&state, &request);
+    let prepared = by_body(&state, request).await;
+    call.run(state, prepared).await
 }
 
-async fn dispatch_by_body(
-    state: AppState,
-    request: Request,
-    key: Option<KeyIndex>,
-    outcome: &mut Option<RequestOutcome>,
-) -> Result<Response, ApiError> {
-    refuse_when_draining(&state)?;
+/// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
+/// streams through unread.
+pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
+    let call = Call::begin(&state, &request);
+    let prepared = by_path(&state, request);
+    call.run(state, prepared).await
+}
+
+/// What a model endpoint found in a request before scheduling it.
+enum Prepared {
+    /// A request for `model`, ready to be sent once granted.
+    Forward {
+        model: Arc<ModelEntry>,
+        outbound: Outbound,
+        /// Stream the loading state while it waits.
+        loading: bool,
+    },
+    /// Not a model request after all (a redirect): answered as is.
+    Answer(Response),
+}
+
+async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
+    refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
     let bytes = read_body(&parts.headers, body, state.inner.max_body_bytes).await?;
@@ -65,7 +76,7 @@ async fn dispatch_by_body(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
-    let model = lookup(&state, &found.name)?;
+    let model = lookup(state, &found.name)?;
     let bytes = match &model.use_model_name {
         Some(name) => found.rewrite(bytes, name),
         None => bytes,
@@ -95,29 +106,15 @@ async fn dispatch_by_body(
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading, key, outcome).await
+    Ok(Prepared::Forward {
+        model,
+        outbound,
+        loading,
+    })
 }
 
-/// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
-/// streams through unread.
-pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    let mut outcome = Some(track_outcome(&state, request.headers()));
-    let key = request.extensions().get::<KeyIndex>().copied();
-    let result = dispatch_by_path(state, request, key, &mut outcome).await;
-    settle_early(outcome, &result);
-    match result {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    }
-}
-
-async fn dispatch_by_path(
-    state: AppState,
-    request: Request,
-    key: Option<KeyIndex>,
-    outcome: &mut Option<RequestOutcome>,
-) -> Result<Response, ApiError> {
-    refuse_when_draining(&state)?;
+fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
+    refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
@@ -132,9 +129,12 @@ async fn dispatch_by_path(
         // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
         let location = with_query(&format!("/upstream/{}/", target.prefix), parts.uri.query());
         let redirect = Redirect::permanent(&location).into_response();
-        return Ok(with_status_for_method(redirect, &parts.method));
+        return Ok(Prepared::Answer(with_status_for_method(
+            redirect,
+            &parts.method,
+        )));
     }
-    let model = lookup(&state, &target.model)?;
+    let model = lookup(state, &target.model)?;
     let limit = state.inner.max_body_bytes;
     if declared_length(&parts.headers).is_some_and(|len| len > limit) {
         return Err(ApiError::BodyTooLarge { limit });
@@ -154,99 +154,128 @@ async fn dispatch_by_path(
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
-    serve(state, model, outbound, loading, key, outcome).await
+    Ok(Prepared::Forward {
+        model,
+        outbound,
+        loading,
+    })
 }
 
-/// Submits the request, waits for its turn and forwards it.
-async fn serve(
-    state: AppState,
-    model: Arc<ModelEntry>,
-    outbound: Outbound,
-    loading: bool,
-    key: Option<KeyIndex>,
-    outcome: &mut Option<RequestOutcome>,
-) -> Result<Response, ApiError> {
-    // Counted until the response body ends, so a drain can wait for it.
-    let token = state.track();
-    let priority = HeaderPriority::from_headers(&outbound.headers);
-    if priority.is_malformed() {
-        tracing::debug!(model = %model.id, ?priority, "malformed X-Priority served at 0");
+/// One model request from its arrival: its priority, parsed once, and the
+/// record of how it ends.
+struct Call {
+    priority: Priority,
+    outcome: RequestOutcome,
+}
+
+impl Call {
+    /// Parses `X-Priority` (counting a bad one), applies the trust caps of the
+    /// API key the auth layer found, and starts the outcome record.
+    fn begin(state: &AppState, request: &Request) -> Self {
+        let header = HeaderPriority::from_headers(request.headers());
+        if header.is_malformed() {
+            tracing::debug!(?header, "malformed X-Priority served at 0");
+        }
+        state.inner.metrics.header(header);
+        let key = request.extensions().get::<KeyIndex>().copied();
+        Self {
+            priority: state.inner.trust.cap(header.value(), key),
+            outcome: state.inner.metrics.request(header.value()),
+        }
     }
-    let mut outcome = outcome
-        .take()
-        .unwrap_or_else(|| state.inner.metrics.request(priority.value()));
-    if let Err(error) = wait_for_gate(&state).await {
-        outcome.rejected(error.kind().code);
-        return Err(error);
-    }
-    let requested = priority.value();
-    let capped = state.inner.trust.cap(requested, key);
-    if capped != requested {
-        state.inner.metrics.capped();
-        tracing::debug!(model = %model.id, requested, capped, "X-Priority capped");
-    }
-    let submitted = state
-        .inner
-        .router
-        .submit_capped(
-            Submit {
-                model: model.id.clone(),
-                priority: capped,
+
+    /// Serves what the endpoint prepared; a request refused before scheduling
+    /// (bad input, unknown model) or answered without a model is recorded so.
+    async fn run(self, state: AppState, prepared: Result<Prepared, ApiError>) -> Response {
+        match prepared {
+            Ok(Prepared::Forward {
+                model,
+                outbound,
+                loading,
+            }) => match self.serve(state, model, outbound, loading).await {
+                Ok(response) => response,
+                Err(error) => error.into_response(),
             },
-            requested,
-        )
-        .await;
-    let ticket = match submitted {
-        Ok(ticket) => ticket,
-        Err(error) => {
-            let error = route_error(error);
+            Ok(Prepared::Answer(response)) => {
+                self.outcome.discard();
+                response
+            }
+            Err(error) => {
+                self.outcome.rejected(error.kind().code);
+                error.into_response()
+            }
+        }
+    }
+
+    /// Submits the request, waits for its turn and forwards it.
+    async fn serve(
+        self,
+        state: AppState,
+        model: Arc<ModelEntry>,
+        outbound: Outbound,
+        loading: bool,
+    ) -> Result<Response, ApiError> {
+        let Self {
+            priority,
+            mut outcome,
+        } = self;
+        // Counted until the response body ends, so a drain can wait for it.
+        let token = state.track();
+        if let Err(error) = wait_for_gate(&state).await {
             outcome.rejected(error.kind().code);
             return Err(error);
         }
-    };
-    outcome.set_priority(ticket.effective_priority());
-    tracing::Span::current().record("seq", ticket.id().0);
-    let status = ticket.status();
-    let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
-    let priority = (requested, capped);
-    if loading && !granted_at_once {
-        let target = LoadingTarget {
-            model: model.id.clone(),
-            request_id: outbound
-                .headers
-                .get(REQUEST_ID_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned(),
+        if priority.is_capped() {
+            state.inner.metrics.capped();
+            tracing::debug!(
+                model = %model.id,
+                requested = priority.requested(),
+                capped = priority.capped(),
+                "X-Priority capped"
+            );
+        }
+        let submitted = state
+            .inner
+            .router
+            .submit(Submit {
+                model: model.id.clone(),
+                priority,
+            })
+            .await;
+        let ticket = match submitted {
+            Ok(ticket) => ticket,
+            Err(error) => {
+                let error = ApiError::from(error);
+                outcome.rejected(error.kind().code);
+                return Err(error);
+            }
         };
-        let work = async move {
-            let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
-            record(outcome, &result);
-            result
+        outcome.set_priority(ticket.effective_priority());
+        tracing::Span::current().record("seq", ticket.id().0);
+        let status = ticket.status();
+        let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
+        if loading && !granted_at_once {
+            let target = LoadingTarget {
+                model: model.id.clone(),
+                request_id: outbound
+                    .headers
+                    .get(REQUEST_ID_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            let work = async move {
+                let result =
+                    grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+                record(outcome, &result);
+                result
+            }
+            .in_current_span();
+            return Ok(loading_response(target, status, describe, work));
         }
-        .in_current_span();
-        return Ok(loading_response(target, status, describe, work));
-    }
-    let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
-    record(outcome, &result);
-    result
-}
-
-/// Starts the outcome record of a model request, counting a bad `X-Priority`.
-fn track_outcome(state: &AppState, headers: &HeaderMap) -> RequestOutcome {
-    let priority = HeaderPriority::from_headers(headers);
-    state.inner.metrics.header(priority);
-    state.inner.metrics.request(priority.value())
-}
-
-/// A request that ended before it reached the router: refused (bad input,
-/// unknown model), or redirected (not a model request after all).
-fn settle_early(outcome: Option<RequestOutcome>, result: &Result<Response, ApiError>) {
-    if let Some(outcome) = outcome {
-        match result {
-            Ok(_) => outcome.discard(),
-            Err(error) => outcome.rejected(error.kind().code),
-        }
+        let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+        record(outcome, &result);
+        result
     }
 }
 
@@ -267,7 +296,7 @@ async fn grant_and_forward(
     outbound: Outbound,
     ticket: Ticket,
     token: TaskTrackerToken,
-    priority: (i32, i32),
+    priority: Priority,
 ) -> Result<Response, ApiError> {
     let lease = wait_for_grant(state, ticket).await?;
     // Boxed so that a request waiting for its grant (there may be thousands)
@@ -278,15 +307,15 @@ async fn grant_and_forward(
     .await
 }
 
-/// Forwards a granted request; see [`grant_and_forward`]. `priority` is
-/// (requested, capped), for the one resubmission.
+/// Forwards a granted request; see [`grant_and_forward`]. `priority` is for
+/// the one resubmission.
 async fn forward_granted(
     state: &AppState,
     model: &ModelEntry,
     outbound: Outbound,
     lease: Lease,
     token: TaskTrackerToken,
-    (requested, capped): (i32, i32),
+    priority: Priority,
 ) -> Result<Response, ApiError> {
     let proxy = &state.inner.proxy;
     match proxy
@@ -300,27 +329,24 @@ async fn forward_granted(
         }) => {
             drop(lease);
             if !upstream_exited(state, &model.id).await {
-                return Err(error);
+                return Err(error.into());
             }
             tracing::info!(model = %model.id, "the upstream exited before the request reached it; scheduling it again");
             let ticket = state
                 .inner
                 .router
-                .submit_capped(
-                    Submit {
-                        model: model.id.clone(),
-                        priority: capped,
-                    },
-                    requested,
-                )
+                .submit(Submit {
+                    model: model.id.clone(),
+                    priority,
+                })
                 .await
-                .map_err(route_error)?;
+                .map_err(ApiError::from)?;
             let lease = wait_for_grant(state, ticket).await?;
-            proxy
+            Ok(proxy
                 .forward(&model.id, &model.proxy, outbound, (lease, token))
-                .await
+                .await?)
         }
-        Err(failed) => Err(failed.error),
+        Err(failed) => Err(failed.error.into()),
     }
 }
 
@@ -386,7 +412,7 @@ async fn wait_for_grant(state: &AppState, ticket: Ticket) -> Result<Lease, ApiEr
     let lease = tokio::select! {
         biased;
         () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
-        granted = ticket.granted() => granted.map_err(route_error),
+        granted = ticket.granted() => granted.map_err(ApiError::from),
     }?;
     state
         .inner
@@ -399,52 +425,7 @@ fn describe(status: &WaitStatus) -> Option<Progress> {
     match status {
         WaitStatus::Queued { position } => Some(Progress::Queued(*position)),
         WaitStatus::Starting => Some(Progress::Loading),
-        _ => None,
-    }
-}
-
-/// Maps a scheduling outcome to its HTTP error (docs/ERRORS.md).
-pub(crate) fn route_error(error: RouteError) -> ApiError {
-    match error {
-        RouteError::UnknownModel { model } => ApiError::ModelNotFound { model },
-        RouteError::ConcurrencyLimit { model, retry_after } => {
-            ApiError::ConcurrencyLimit { model, retry_after }
-        }
-        RouteError::PriorityNotSupported { priority } => {
-            ApiError::PriorityNotSupported { priority }
-        }
-        RouteError::QueueFull {
-            model,
-            waiting,
-            retry_after,
-        } => ApiError::QueueFull {
-            model,
-            waiting,
-            retry_after,
-        },
-        RouteError::StartFailed(source) => ApiError::StartFailed {
-            model: launch_model(&source),
-            source,
-        },
-        RouteError::Unloaded { model } => ApiError::ModelUnloaded { model },
-        RouteError::ShuttingDown => ApiError::ShuttingDown,
-        #[allow(unreachable_patterns)]
-        _ => ApiError::Internal {
-            what: "unexpected scheduling outcome",
-        },
-    }
-}
-
-fn launch_model(error: &crate::router::LaunchError) -> String {
-    use crate::router::LaunchError;
-    match error {
-        LaunchError::UnknownModel { model }
-        | LaunchError::SpawnFailed { model, .. }
-        | LaunchError::ExitedDuringStart { model, .. }
-        | LaunchError::HealthCheckTimeout { model, .. }
-        | LaunchError::Aborted { model } => model.clone(),
-        #[allow(unreachable_patterns)]
-        _ => String::new(),
+        WaitStatus::Admitted | WaitStatus::Granted => None,
     }
 }
 

@@ -10,7 +10,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 
-use crate::router::LaunchError;
+use crate::launcher::LaunchError;
+use crate::proxy::ProxyError;
+use crate::scheduler::RouteError;
 
 /// An error answered to an HTTP client, rendered as the OpenAI-style envelope
 /// `{"error":{"message","type","code"}}` with an honest status.
@@ -268,6 +270,54 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<RouteError> for ApiError {
+    /// The HTTP face of a scheduling outcome (docs/ERRORS.md).
+    fn from(error: RouteError) -> Self {
+        match error {
+            RouteError::UnknownModel { model } => Self::ModelNotFound { model },
+            RouteError::ConcurrencyLimit { model, retry_after } => {
+                Self::ConcurrencyLimit { model, retry_after }
+            }
+            RouteError::PriorityNotSupported { priority } => {
+                Self::PriorityNotSupported { priority }
+            }
+            RouteError::QueueFull {
+                model,
+                waiting,
+                retry_after,
+            } => Self::QueueFull {
+                model,
+                waiting,
+                retry_after,
+            },
+            RouteError::StartFailed(source) => Self::StartFailed {
+                model: source.model().unwrap_or_default().to_owned(),
+                source,
+            },
+            RouteError::Unloaded { model } => Self::ModelUnloaded { model },
+            RouteError::ShuttingDown => Self::ShuttingDown,
+        }
+    }
+}
+
+impl From<ProxyError> for ApiError {
+    fn from(error: ProxyError) -> Self {
+        match error {
+            ProxyError::Unreachable { model } => Self::UpstreamUnreachable { model },
+            ProxyError::BodyTooLarge { limit } => Self::BodyTooLarge { limit },
+            ProxyError::BadUpstreamUrl { .. } => Self::Internal {
+                what: "the model's proxy URL is not a usable http:// URL",
+            },
+        }
+    }
+}
+
+/// The frames that end an event stream the proxy could not finish: the
+/// envelope of the error, then `data: [DONE]` (given to [`crate::proxy::Proxy`]).
+pub(crate) fn stream_error_frames(error: &ProxyError) -> Bytes {
+    ApiError::from(error.clone()).sse_frames()
+}
+
 fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str, &'static str) {
     match error {
         LaunchError::ExitedDuringStart { .. } => {
@@ -281,8 +331,7 @@ fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str, &'static str) 
         LaunchError::UnknownModel { .. } => {
             (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error")
         }
-        // SpawnFailed and anything added later: the process could not be run.
-        _ => (
+        LaunchError::SpawnFailed { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             SERVER,
             "model_start_failed",
@@ -312,9 +361,6 @@ fn launch_message(error: &LaunchError) -> String {
         LaunchError::UnknownModel { .. } => {
             "the supervisor has no process for it (a server bug); see the server log".to_owned()
         }
-        // The supervisor's owner may add variants; a generic text keeps this building.
-        #[allow(unreachable_patterns)]
-        _ => "see the server log".to_owned(),
     }
 }
 

@@ -11,7 +11,6 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
-use super::dispatch::route_error;
 use super::error::ApiError;
 use super::state::{AppState, ModelEntry};
 use crate::router::ModelState;
@@ -163,8 +162,7 @@ fn state_name(state: ModelState) -> &'static str {
         ModelState::Starting => "starting",
         ModelState::Ready => "ready",
         ModelState::Stopping => "stopping",
-        #[allow(unreachable_patterns)]
-        _ => "stopped",
+        ModelState::Stopped => "stopped",
     }
 }
 
@@ -195,7 +193,7 @@ pub(crate) async fn queue(State(state): State<AppState>) -> Json<Value> {
 pub(crate) async fn unload_all(State(state): State<AppState>) -> Response {
     match state.inner.router.unload(None).await {
         Ok(()) => Json(json!({"msg": "ok"})).into_response(),
-        Err(error) => route_error(error).into_response(),
+        Err(error) => ApiError::from(error).into_response(),
     }
 }
 
@@ -203,7 +201,7 @@ pub(crate) async fn unload_all(State(state): State<AppState>) -> Response {
 pub(crate) async fn unload_all_text(State(state): State<AppState>) -> Response {
     match state.inner.router.unload(None).await {
         Ok(()) => "OK".into_response(),
-        Err(error) => route_error(error).into_response(),
+        Err(error) => ApiError::from(error).into_response(),
     }
 }
 
@@ -217,6 +215,6 @@ pub(crate) async fn unload_one(
     };
     match state.inner.router.unload(Some(vec![id])).await {
         Ok(()) => "OK".into_response(),
-        Err(error) => route_error(error).into_response(),
+        Err(error) => ApiError::from(error).into_response(),
     }
 }

@@ -50,6 +50,7 @@ mod state;
 pub mod upstream_path;
 
 pub use auth::ApiKeys;
+pub(crate) use error::stream_error_frames;
 pub use error::{ApiError, ErrorKind};
 pub use extract::RequestModel;
 pub use routes::app;

@@ -16,7 +16,7 @@ use super::logs;
 use super::metrics;
 use super::request_id;
 use super::state::AppState;
-use crate::trust::KeyIndex;
+use crate::priority::KeyIndex;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
 const MODEL_POST: &[&str] = &[

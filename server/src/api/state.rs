@@ -13,9 +13,9 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::auth::ApiKeys;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::priority::Trust;
 use crate::proxy::Proxy;
 use crate::router::RouterHandle;
-use crate::trust::Trust;
 use crate::upstream::Supervisor;
 
 /// Default request body limit: large enough for audio uploads and long prompts.
@@ -116,7 +116,10 @@ impl AppState {
         options: HttpOptions,
         gate: Option<watch::Receiver<bool>>,
     ) -> Self {
-        let metrics = Arc::new(Metrics::for_config(config));
+        let metrics = Arc::new(Metrics::new(
+            config.models.iter().map(|m| m.id.clone()),
+            config.priority_rules.bands.clone(),
+        ));
         Self::assemble(config, router, supervisor, options, gate, metrics)
     }
 
@@ -158,13 +161,13 @@ impl AppState {
                 models,
                 include_aliases_in_list: config.include_aliases_in_list,
                 keys,
-                proxy: Proxy::new(),
+                proxy: Proxy::new(super::stream_error_frames),
                 max_body_bytes: options.max_body_bytes,
                 draining: CancellationToken::new(),
                 gate,
                 inflight: TaskTracker::new(),
                 metrics,
-                trust: Trust::from_config(config),
+                trust: config.trust(),
             }),
         }
     }

@@ -274,7 +274,7 @@ pub enum Reason {
     NotAnApiKey,
     /// `priority.bands` is not a valid set of bands.
     #[error("{0}")]
-    InvalidBands(#[source] crate::metrics::BandsError),
+    InvalidBands(#[source] crate::priority::BandsError),
     /// A command that is empty once comment lines are removed.
     #[error("is empty once comment lines are removed")]
     EmptyCommand,

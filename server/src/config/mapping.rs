@@ -1,7 +1,8 @@
 //! Maps the resolved configuration onto the structs the scheduler and the upstream
 //! supervisor are built from.
 
-use crate::scheduler::{GroupSettings, ModelSettings, SchedulerKind, SchedulerSettings};
+use crate::policy::GroupSettings;
+use crate::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
 use crate::upstream::ProcessSpec;
 
 use super::types::{Config, SchedulerConfig};

@@ -22,7 +22,7 @@ use super::fields::{Cx, Fields};
 use super::node::Node;
 use super::routing::Resolver;
 use super::types::{ApiKey, PriorityConfig};
-use crate::metrics::Bands;
+use crate::priority::Bands;
 
 /// Reads `priority`. `api_keys` are the configured keys (a cap may only name one).
 pub(crate) fn read_priority(

@@ -56,7 +56,7 @@ impl fmt::Display for Summary<'_> {
         writeln!(
             f,
             "priority: {}; bands: {}; aging: {}; maxQueued: {}",
-            crate::trust::Trust::from_config(config).describe(),
+            config.trust().describe(),
             rules.bands,
             rules
                 .aging_after

@@ -65,7 +65,7 @@ pub struct PriorityConfig {
     /// `apiKeys`: (index into the top-level `apiKeys`, ceiling) pairs.
     pub key_caps: Vec<(usize, i32)>,
     /// `bands` (default low < 0, normal 0, elevated > 0): metric label values.
-    pub bands: crate::metrics::Bands,
+    pub bands: crate::priority::Bands,
     /// `agingAfter` (default off): a waiter older than this ranks ahead of newer work.
     pub aging_after: Option<Duration>,
     /// `maxQueued` (default none): per model ID, most requests that may wait.
@@ -102,6 +102,19 @@ impl Config {
             SchedulerConfig::Fifo { priorities, .. } => priorities.get(model_id).copied(),
             SchedulerConfig::Serial => None,
         }
+    }
+
+    /// The trust rules of the `priority:` section, with one slot per `apiKeys` entry.
+    #[must_use]
+    pub fn trust(&self) -> crate::priority::Trust {
+        let rules = &self.priority_rules;
+        let mut key_caps = vec![None; self.api_keys.len()];
+        for &(index, cap) in &rules.key_caps {
+            if let Some(slot) = key_caps.get_mut(index) {
+                *slot = Some(cap);
+            }
+        }
+        crate::priority::Trust::new(rules.ignore_header, rules.max_header_priority, key_caps)
     }
 
     /// The group a model belongs to, if any explicit group lists it.

@@ -21,7 +21,6 @@
 //! | `llamaswap_priority_capped_total` | counter | |
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
 
-mod bands;
 mod outcome;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +33,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub use bands::{Band, Bands, BandsError};
 pub use outcome::RequestOutcome;
 
-use crate::priority::HeaderPriority;
+use crate::priority::{Bands, HeaderPriority};
 use crate::scheduler::{ModelState, QueueEntry, RunningModel};
 
 /// Content type of [`Metrics::encode`]'s output.
@@ -197,14 +195,6 @@ impl Metrics {
         };
         metrics.zero_series();
         metrics
-    }
-
-    /// Metrics for a loaded configuration: its model IDs and `priority.bands`.
-    pub fn for_config(config: &crate::config::Config) -> Self {
-        Self::new(
-            config.models.iter().map(|m| m.id.clone()),
-            config.priority_rules.bands.clone(),
-        )
     }
 
     /// Creates the series that should read 0 before anything happened, so a

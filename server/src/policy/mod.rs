@@ -17,7 +17,33 @@ pub mod matrix;
 
 use std::collections::BTreeMap;
 
-use crate::scheduler::GroupSettings;
+/// A swap group (llama-swap `groups`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// The group name.
+    pub name: String,
+    /// Loading a member stops the other running members (llama-swap default: true).
+    pub swap: bool,
+    /// Loading a member stops running models of other, non-persistent groups (default: true).
+    pub exclusive: bool,
+    /// Members are never stopped to make room for another group (default: false).
+    pub persistent: bool,
+    /// Model IDs in this group.
+    pub members: Vec<String>,
+}
+
+impl GroupSettings {
+    /// A group with llama-swap's defaults: `swap: true`, `exclusive: true`, `persistent: false`.
+    pub fn new(name: impl Into<String>, members: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            swap: true,
+            exclusive: true,
+            persistent: false,
+            members,
+        }
+    }
+}
 
 /// Name of the implicit group of models no configured group lists.
 pub const DEFAULT_GROUP: &str = "(default)";

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::api::ApiError;
+use super::{ProxyError, StreamErrorFrames};
 
 /// Errors a proxied body can yield.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -19,23 +19,24 @@ pin_project_lite::pin_project! {
     /// A response body that holds `lease` until the upstream body ends.
     ///
     /// For a `text/event-stream` response, an upstream failure mid-stream becomes
-    /// a final SSE frame with the error envelope and `data: [DONE]`, so a client
-    /// parsing events sees why the stream stopped; any other body fails, which
-    /// aborts the response.
+    /// the final SSE frames of `sse` (the error envelope and `data: [DONE]`), so a
+    /// client parsing events sees why the stream stopped; any other body fails,
+    /// which aborts the response.
     pub struct LeasedBody<B, L> {
         #[pin]
         inner: B,
         lease: Option<L>,
         model: String,
-        sse: bool,
+        sse: Option<StreamErrorFrames>,
         done: bool,
     }
 }
 
 impl<B, L> LeasedBody<B, L> {
-    /// Wraps `inner`, holding `lease` until it ends. `sse` selects the in-band
-    /// error frame for failures; `model` names the model in that error.
-    pub fn new(inner: B, lease: L, model: String, sse: bool) -> Self {
+    /// Wraps `inner`, holding `lease` until it ends. `sse`, for an event
+    /// stream, renders a failure as in-band frames; `model` names the model in
+    /// that error.
+    pub fn new(inner: B, lease: L, model: String, sse: Option<StreamErrorFrames>) -> Self {
         Self {
             inner,
             lease: Some(lease),
@@ -69,11 +70,11 @@ where
                 this.lease.take();
                 let error: BoxError = error.into();
                 tracing::info!(model = %this.model, %error, "upstream response body failed mid-stream");
-                if *this.sse {
-                    let api = ApiError::UpstreamUnreachable {
+                if let Some(frames) = this.sse {
+                    let failure = ProxyError::Unreachable {
                         model: this.model.clone(),
                     };
-                    Poll::Ready(Some(Ok(Frame::data(api.sse_frames()))))
+                    Poll::Ready(Some(Ok(Frame::data(frames(&failure)))))
                 } else {
                     Poll::Ready(Some(Err(error)))
                 }
@@ -91,7 +92,7 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.sse {
+        if self.sse.is_some() {
             // An error frame may be appended.
             SizeHint::default()
         } else {
@@ -131,7 +132,7 @@ mod tests {
             chunks(vec![Ok("a"), Ok("b")]),
             Flag(released.clone()),
             "m".into(),
-            false,
+            None,
         );
         body.frame().await.unwrap().unwrap();
         body.frame().await.unwrap().unwrap();
@@ -151,7 +152,7 @@ mod tests {
             chunks(vec![Ok("a"), Ok("b")]),
             Flag(released.clone()),
             "m".into(),
-            true,
+            Some(crate::api::stream_error_frames),
         );
         body.frame().await.unwrap().unwrap();
         assert!(!released.load(Ordering::SeqCst));
@@ -166,7 +167,7 @@ mod tests {
             chunks(vec![Ok("data: {}\n\n"), Err("reset")]),
             Flag(released.clone()),
             "m".into(),
-            true,
+            Some(crate::api::stream_error_frames),
         );
         let text = body.collect().await.unwrap().to_bytes();
         let text = std::str::from_utf8(&text).unwrap();
@@ -183,7 +184,7 @@ mod tests {
             chunks(vec![Ok("{"), Err("reset")]),
             Flag(released.clone()),
             "m".into(),
-            false,
+            None,
         );
         assert!(body.collect().await.is_err());
         assert!(released.load(Ordering::SeqCst));

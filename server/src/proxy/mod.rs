@@ -9,6 +9,7 @@
 //! ([`LeasedBody`]).
 
 mod body;
+mod error;
 mod headers;
 
 use std::net::IpAddr;
@@ -22,9 +23,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::api::ApiError;
-
 pub use body::{BoxError, LeasedBody};
+pub use error::{ProxyError, StreamErrorFrames};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 
 /// How long to wait for a TCP connection to an upstream (llama-swap's default).
@@ -63,8 +63,8 @@ pub enum OutboundBody {
 /// Why [`Proxy::send`] produced no response.
 #[derive(Debug)]
 pub struct SendError<L> {
-    /// What to answer the client.
-    pub error: ApiError,
+    /// What went wrong.
+    pub error: ProxyError,
     /// The request and its lease, when no connection could be made and the
     /// request can be sent again unchanged (its body was buffered).
     pub unsent: Option<(Outbound, L)>,
@@ -74,17 +74,13 @@ pub struct SendError<L> {
 #[derive(Clone, Debug)]
 pub struct Proxy {
     client: Client<HttpConnector, Body>,
-}
-
-impl Default for Proxy {
-    fn default() -> Self {
-        Self::new()
-    }
+    stream_error: StreamErrorFrames,
 }
 
 impl Proxy {
-    /// A proxy with a fresh connection pool.
-    pub fn new() -> Self {
+    /// A proxy with a fresh connection pool; an event stream that fails after
+    /// its response started ends with the frames of `stream_error`.
+    pub fn new(stream_error: StreamErrorFrames) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -92,7 +88,10 @@ impl Proxy {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build(connector);
-        Self { client }
+        Self {
+            client,
+            stream_error,
+        }
     }
 
     /// Sends `outbound` to the upstream at `base` (the model's `proxy` URL) and
@@ -101,17 +100,17 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`ApiError::UpstreamUnreachable`] when the upstream cannot be connected to
-    /// or fails before answering; [`ApiError::BodyTooLarge`] when a streamed body
-    /// passes its limit; [`ApiError::Internal`] for a base URL the proxy cannot
-    /// use (not `http://`).
+    /// [`ProxyError::Unreachable`] when the upstream cannot be connected to
+    /// or fails before answering; [`ProxyError::BodyTooLarge`] when a streamed
+    /// body passes its limit; [`ProxyError::BadUpstreamUrl`] for a base URL the
+    /// proxy cannot use (not `http://`).
     pub async fn forward<L>(
         &self,
         model: &str,
         base: &str,
         outbound: Outbound,
         lease: L,
-    ) -> Result<Response, ApiError>
+    ) -> Result<Response, ProxyError>
     where
         L: Send + 'static,
     {
@@ -141,8 +140,9 @@ impl Proxy {
         let Some(uri) = upstream_uri(base, &outbound.path_and_query) else {
             tracing::error!(%model, %base, "the model's proxy URL is not a usable http:// URL");
             return Err(SendError {
-                error: ApiError::Internal {
-                    what: "the model's proxy URL is not a usable http:// URL",
+                error: ProxyError::BadUpstreamUrl {
+                    model: model.to_owned(),
+                    base: base.to_owned(),
                 },
                 unsent: None,
             });
@@ -180,7 +180,7 @@ impl Proxy {
             Ok(response) => response,
             Err(error) if caused_by_body_limit(&error) => {
                 return Err(SendError {
-                    error: ApiError::BodyTooLarge { limit },
+                    error: ProxyError::BodyTooLarge { limit },
                     unsent: None,
                 });
             }
@@ -192,7 +192,7 @@ impl Proxy {
                     None
                 };
                 return Err(SendError {
-                    error: ApiError::UpstreamUnreachable {
+                    error: ProxyError::Unreachable {
                         model: model.to_owned(),
                     },
                     unsent,
@@ -211,6 +211,7 @@ impl Proxy {
                 HeaderValue::from_static("no"),
             );
         }
+        let sse = sse.then_some(self.stream_error);
         let body = LeasedBody::new(incoming, lease, model.to_owned(), sse);
         Ok(Response::from_parts(parts, Body::new(body)))
     }

@@ -133,7 +133,7 @@ fn outbound(method: Method, path: &str, headers: HeaderMap, body: OutboundBody) 
 async fn sse_chunks_reach_the_client_one_by_one_and_lease_ends_with_body() {
     let upstream = start_upstream().await;
     let (lease_tx, mut lease_rx) = oneshot::channel();
-    let response = Proxy::new()
+    let response = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -187,7 +187,7 @@ async fn sse_chunks_reach_the_client_one_by_one_and_lease_ends_with_body() {
 async fn dropping_the_response_mid_stream_releases_the_lease_and_the_upstream() {
     let mut upstream = start_upstream().await;
     let (lease_tx, lease_rx) = oneshot::channel();
-    let response = Proxy::new()
+    let response = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -232,7 +232,7 @@ async fn request_headers_and_body_are_forwarded_without_priority_and_hop_headers
     headers.insert("content-type", HeaderValue::from_static("application/json"));
     headers.insert("content-length", HeaderValue::from_static("999"));
     headers.insert("x-custom", HeaderValue::from_static("kept"));
-    let response = Proxy::new()
+    let response = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -264,7 +264,7 @@ async fn streaming_request_body_is_forwarded() {
     let parts: Vec<Result<Bytes, std::io::Error>> =
         vec![Ok(Bytes::from_static(b"ab")), Ok(Bytes::from_static(b"cd"))];
     let body = Body::from_stream(futures_util::stream::iter(parts));
-    let response = Proxy::new()
+    let response = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -291,7 +291,7 @@ async fn refused_connection_is_upstream_unreachable_and_releases_the_lease() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
     let (lease_tx, lease_rx) = oneshot::channel();
-    let error = Proxy::new()
+    let error = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &base,
@@ -305,6 +305,7 @@ async fn refused_connection_is_upstream_unreachable_and_releases_the_lease() {
         )
         .await
         .unwrap_err();
+    let error = crate::api::ApiError::from(error);
     assert_eq!(error.status(), StatusCode::BAD_GATEWAY);
     assert_eq!(error.kind().code, "upstream_unreachable");
     lease_rx.await.unwrap();
@@ -313,7 +314,7 @@ async fn refused_connection_is_upstream_unreachable_and_releases_the_lease() {
 #[tokio::test]
 async fn upstream_failure_mid_sse_becomes_an_error_frame() {
     let upstream = start_upstream().await;
-    let response = Proxy::new()
+    let response = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -379,7 +380,7 @@ async fn streamed_body_over_the_limit_is_body_too_large() {
         Body::from_stream(futures_util::stream::iter(parts)),
         1024,
     ));
-    let error = Proxy::new()
+    let error = Proxy::new(crate::api::stream_error_frames)
         .forward(
             "m",
             &upstream.base,
@@ -393,7 +394,10 @@ async fn streamed_body_over_the_limit_is_body_too_large() {
         )
         .await
         .unwrap_err();
-    assert_eq!(error.kind().code, "body_too_large");
+    assert_eq!(
+        crate::api::ApiError::from(error).kind().code,
+        "body_too_large"
+    );
 }
 
 #[tokio::test]
@@ -401,7 +405,7 @@ async fn refused_buffered_request_is_handed_back_for_replay() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let failed = Proxy::new()
+    let failed = Proxy::new(crate::api::stream_error_frames)
         .send(
             "m",
             &base,
@@ -415,7 +419,7 @@ async fn refused_buffered_request_is_handed_back_for_replay() {
         )
         .await
         .unwrap_err();
-    assert_eq!(failed.error.kind().code, "upstream_unreachable");
+    assert_eq!(failed.error, ProxyError::Unreachable { model: "m".into() });
     let (replay, lease) = failed
         .unsent
         .expect("a refused buffered request can be replayed");
@@ -426,7 +430,7 @@ async fn refused_buffered_request_is_handed_back_for_replay() {
     let streaming = Body::from_stream(futures_util::stream::iter(vec![Ok::<_, std::io::Error>(
         Bytes::from_static(b"{}"),
     )]));
-    let failed = Proxy::new()
+    let failed = Proxy::new(crate::api::stream_error_frames)
         .send(
             "m",
             &base,

@@ -10,10 +10,12 @@ use tokio::task::{Id as TaskId, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::RouterOptions;
 use super::service::ServiceTimes;
 use super::ticket::{Lease, Notice, Ticket};
-use super::{LaunchError, Launcher, RouterOptions, UpstreamEvent};
+use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
+use crate::priority::Priority;
 use crate::scheduler::{
     Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, StopId, StopModel, Tick,
     WaitStatus,
@@ -23,8 +25,7 @@ use crate::scheduler::{
 pub(super) enum Command {
     Submit {
         model: String,
-        requested: i32,
-        priority: i32,
+        priority: Priority,
         reply: oneshot::Sender<Result<Ticket, RouteError>>,
     },
     Queue {
@@ -264,10 +265,9 @@ impl Actor {
         match command {
             Command::Submit {
                 model,
-                requested,
                 priority,
                 reply,
-            } => self.submit(now, &model, requested, priority, reply),
+            } => self.submit(now, &model, priority, reply),
             Command::Queue { reply } => {
                 let _ = reply.send(self.scheduler.queue(now));
             }
@@ -295,14 +295,11 @@ impl Actor {
         &mut self,
         now: Tick,
         model: &str,
-        requested: i32,
-        priority: i32,
+        priority: Priority,
         reply: oneshot::Sender<Result<Ticket, RouteError>>,
     ) {
         let mut out = Vec::new();
-        let submitted = self
-            .scheduler
-            .submit_capped(now, model, requested, priority, &mut out);
+        let submitted = self.scheduler.submit(now, model, priority, &mut out);
         let admitted = match submitted {
             Ok(admitted) => admitted,
             Err(RouteError::QueueFull { model, waiting, .. }) => {
@@ -410,11 +407,11 @@ impl Actor {
     fn spawn_swap(&mut self, model: String, evict: Vec<String>, grace: std::time::Duration) {
         // The one line per swap: what goes, what comes, and the request it is for.
         match self.scheduler.swap_trigger(&model) {
-            Some((id, requested, effective)) => tracing::info!(
+            Some((id, priority, effective)) => tracing::info!(
                 %model,
                 evicted = ?evict,
                 for_request = id.0,
-                requested_priority = requested,
+                requested_priority = priority.requested(),
                 effective_priority = effective,
                 "swap: starting {model}, stopping {evict:?} first"
             ),

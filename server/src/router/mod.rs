@@ -14,7 +14,9 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use llama_swap_server::router::{BoxFuture, LaunchError, Launcher, Router, Submit};
+//! use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
+//! use llama_swap_server::priority::Priority;
+//! use llama_swap_server::router::{Router, Submit};
 //! use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
 //!
 //! /// A launcher whose models are ready at once.
@@ -35,7 +37,8 @@
 //! let settings = SchedulerSettings::new(vec![ModelSettings::new("qwen")]);
 //! let router = Router::spawn(settings, Arc::new(Instant), exits_rx)?;
 //!
-//! let ticket = router.submit(Submit { model: "qwen".into(), priority: 10 }).await?;
+//! let request = Submit { model: "qwen".into(), priority: Priority::new(10) };
+//! let ticket = router.submit(request).await?;
 //! let lease = ticket.granted().await?;
 //! assert_eq!(lease.model(), "qwen");
 //! drop(lease); // the request is over: the router may now stop or swap the model
@@ -46,7 +49,6 @@
 //! ```
 
 mod actor;
-pub mod launcher;
 mod service;
 mod ticket;
 
@@ -58,10 +60,11 @@ use tokio::task::JoinHandle;
 
 use self::actor::{Actor, Command};
 pub use self::ticket::{Lease, Ticket};
+use crate::launcher::{Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
+use crate::priority::Priority;
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
 use crate::scheduler::{Scheduler, SchedulerSettings, SettingsError};
-pub use launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
 
 /// Room in the actor's mailbox; senders wait when it is full.
 const MAILBOX: usize = 1024;
@@ -151,8 +154,8 @@ impl RouterOptions {
 pub struct Submit {
     /// Model ID or alias.
     pub model: String,
-    /// Parsed `X-Priority` header; 0 when absent or invalid.
-    pub priority: i32,
+    /// Its priority, requested and capped (see [`crate::priority`]).
+    pub priority: Priority,
 }
 
 /// A cheap, cloneable handle to the router actor.
@@ -172,29 +175,13 @@ impl RouterHandle {
     /// # Errors
     ///
     /// [`RouteError::UnknownModel`], [`RouteError::ConcurrencyLimit`],
-    /// [`RouteError::PriorityNotSupported`] (serial scheduler) or
-    /// [`RouteError::ShuttingDown`].
+    /// [`RouteError::PriorityNotSupported`] (serial scheduler),
+    /// [`RouteError::QueueFull`] with a `retry_after` estimated from measured
+    /// serve times, or [`RouteError::ShuttingDown`].
     pub async fn submit(&self, request: Submit) -> Result<Ticket, RouteError> {
-        let priority = request.priority;
-        self.submit_capped(request, priority).await
-    }
-
-    /// As [`submit`](Self::submit) for a request whose header said `requested`
-    /// before trust caps lowered it to `request.priority` (`/api/queue` shows both).
-    ///
-    /// # Errors
-    ///
-    /// As [`submit`](Self::submit), and [`RouteError::QueueFull`] with a
-    /// `retry_after` estimated from measured serve times.
-    pub async fn submit_capped(
-        &self,
-        request: Submit,
-        requested: i32,
-    ) -> Result<Ticket, RouteError> {
         let (reply, answer) = oneshot::channel();
         let command = Command::Submit {
             model: request.model,
-            requested,
             priority: request.priority,
             reply,
         };

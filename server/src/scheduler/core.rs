@@ -8,8 +8,9 @@ use super::{
     Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
     RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
 };
+use crate::launcher::LaunchError;
 use crate::policy::Groups;
-use crate::router::LaunchError;
+use crate::priority::Priority;
 
 /// The pure scheduling state machine (see the module docs for the rules).
 ///
@@ -78,9 +79,9 @@ pub(super) struct Swap {
 #[derive(Debug)]
 pub(super) struct Request {
     pub(super) model: usize,
-    requested: i32,
-    /// The header value after trust caps (what `max(floor, ..)` takes).
-    capped: i32,
+    /// Requested and capped, as the HTTP layer built it.
+    priority: Priority,
+    /// `max(floor, capped)`, fixed at admission.
     pub(super) effective: i32,
     pub(super) arrived: Tick,
     pub(super) state: RequestState,
@@ -193,7 +194,8 @@ impl Scheduler {
         self.names.get(name).map(|&m| self.models[m].id.as_str())
     }
 
-    /// Admits a request for `model` (ID or alias) carrying header priority `priority`.
+    /// Admits a request for `model` (ID or alias) at `priority`; it ranks at
+    /// `max(model floor, priority.capped())` (both values show in [`QueueEntry`]).
     ///
     /// On success the request is granted, joins a swap, starts one, or queues; the
     /// effects say which. The caller must register the returned id before applying them.
@@ -201,35 +203,16 @@ impl Scheduler {
     /// # Errors
     ///
     /// [`RouteError::ShuttingDown`], [`RouteError::UnknownModel`],
-    /// [`RouteError::PriorityNotSupported`] (serial scheduler, non-zero priority) or
-    /// [`RouteError::ConcurrencyLimit`]; a rejected request leaves no trace.
+    /// [`RouteError::PriorityNotSupported`] (serial scheduler, non-zero priority),
+    /// [`RouteError::ConcurrencyLimit`], or [`RouteError::QueueFull`] when the
+    /// model has its `max_queued` requests waiting; a rejected request leaves no trace.
     pub fn submit(
         &mut self,
         now: Tick,
         model: &str,
-        priority: i32,
+        priority: Priority,
         out: &mut Vec<Effect>,
     ) -> Result<Admitted, RouteError> {
-        self.submit_capped(now, model, priority, priority, out)
-    }
-
-    /// As [`submit`](Self::submit) for a request whose header said `requested`
-    /// and that trust caps lowered to `capped` (shown apart in [`QueueEntry`]).
-    /// `capped` is what ranks: effective = `max(floor, capped)`.
-    ///
-    /// # Errors
-    ///
-    /// As [`submit`](Self::submit), and [`RouteError::QueueFull`] when the model
-    /// has its `max_queued` requests waiting.
-    pub fn submit_capped(
-        &mut self,
-        now: Tick,
-        model: &str,
-        requested: i32,
-        capped: i32,
-        out: &mut Vec<Effect>,
-    ) -> Result<Admitted, RouteError> {
-        let priority = capped;
         if self.shutting_down {
             return Err(RouteError::ShuttingDown);
         }
@@ -242,9 +225,9 @@ impl Scheduler {
         // A cap alone (a key's negative ceiling on a call without a header, or
         // an ignored header) is the operator's doing, not the client's: only a
         // priority the client asked for and that would count is refused.
-        if serial && requested != 0 && capped != 0 {
+        if serial && priority.requested() != 0 && priority.capped() != 0 {
             return Err(RouteError::PriorityNotSupported {
-                priority: requested,
+                priority: priority.requested(),
             });
         }
         let m = &mut self.models[t];
@@ -264,15 +247,14 @@ impl Scheduler {
         }
         m.reserved += 1;
         m.idle_since = None;
-        let effective = m.priority.map_or(priority, |floor| floor.max(priority));
+        let effective = priority.effective(m.priority);
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.requests.insert(
             id,
             Request {
                 model: t,
-                requested,
-                capped,
+                priority,
                 effective,
                 arrived: now,
                 state: RequestState::Queued,
@@ -389,8 +371,8 @@ impl Scheduler {
                 Some(QueueEntry {
                     id: q.id,
                     model: self.models[r.model].id.clone(),
-                    requested_priority: r.requested,
-                    capped_priority: r.capped,
+                    requested_priority: r.priority.requested(),
+                    capped_priority: r.priority.capped(),
                     effective_priority: r.effective,
                     aged: r.aged,
                     position: i + 1,
@@ -456,12 +438,12 @@ impl Scheduler {
     }
 
     /// The request that started the swap of `model` in progress, with its
-    /// requested and effective priority: the reason for the swap, for logs.
-    pub fn swap_trigger(&self, model: &str) -> Option<(RequestId, i32, i32)> {
+    /// priority and effective priority: the reason for the swap, for logs.
+    pub fn swap_trigger(&self, model: &str) -> Option<(RequestId, Priority, i32)> {
         let &t = self.names.get(model)?;
         let id = *self.models[t].swap.as_ref()?.waiters.first()?;
         let r = self.requests.get(&id)?;
-        Some((id, r.requested, r.effective))
+        Some((id, r.priority, r.effective))
     }
 
     /// Whether shutdown has begun.

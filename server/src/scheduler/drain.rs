@@ -217,8 +217,8 @@ impl Scheduler {
     pub(super) fn rank_of(kind: SchedulerKind, request: &super::core::Request) -> i32 {
         match kind {
             SchedulerKind::Serial => 0,
-            _ if request.aged => i32::MAX,
-            _ => request.effective,
+            SchedulerKind::Fifo { .. } if request.aged => i32::MAX,
+            SchedulerKind::Fifo { .. } => request.effective,
         }
     }
 

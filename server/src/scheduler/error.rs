@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::router::LaunchError;
+use crate::launcher::LaunchError;
 
 /// Hint sent with [`RouteError::ConcurrencyLimit`] (llama-swap sends `Retry-After: 1`).
 pub const CONCURRENCY_RETRY_AFTER: Duration = Duration::from_secs(1);

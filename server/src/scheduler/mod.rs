@@ -8,26 +8,41 @@
 //!
 //! # Rules
 //!
-//! Admission ([`Scheduler::submit`]), in order:
-//! 1. unknown model or alias → [`RouteError::UnknownModel`];
-//! 2. `serial` scheduler and a non-zero header priority → [`RouteError::PriorityNotSupported`];
-//! 3. the model already has `concurrency_limit` admitted requests (queued + waiting on a
-//!    start + serving) → [`RouteError::ConcurrencyLimit`] with a retry hint;
-//! 4. a start of the same model is in progress → wait with it (no ranking);
-//! 5. **fast path**: the model is ready, evicts nothing and is not being stopped → serve
-//!    now, unless a queued request of strictly higher effective priority needs this model
-//!    stopped (the *drain fence*, [`SchedulerKind::Fifo`] `drain_fence`), then queue;
-//! 6. the model or a model it must evict is being started or stopped → queue;
-//! 7. a model it must evict has requests in flight → queue (no preemption);
-//! 8. otherwise start a swap: stop the evicted models, then start it. Swaps whose
-//!    models do not overlap run in parallel. The drain fence holds back starts too: a
-//!    model that a queued request of strictly higher priority would have to stop is not
-//!    started for a lower one (it would only add to what the higher one waits for).
+//! A request arrives with a [`Priority`](crate::priority::Priority): the value
+//! it asked for and the value the trust caps left it (`priority.ignoreHeader`,
+//! `maxHeaderPriority`, per-key `maxPriority`; applied by the HTTP layer). The
+//! scheduler fixes its **effective** priority at admission:
+//! `max(model floor, capped)`, or `capped` alone for a model without a floor.
 //!
-//! The queue is ordered by (effective priority desc, arrival sequence asc), effective
-//! = `max(model priority from config, header priority)`. Whenever something may have
-//! freed (a start ended, a model's last request ended, a stop ended, a waiter left), the
-//! queue is walked in order and steps 4-8 are applied to each entry against the
+//! Admission ([`Scheduler::submit`]), in order:
+//! 1. shutdown has begun → [`RouteError::ShuttingDown`];
+//! 2. unknown model or alias → [`RouteError::UnknownModel`];
+//! 3. `serial` scheduler and a priority the client asked for that would count
+//!    (requested and capped both non-zero) → [`RouteError::PriorityNotSupported`];
+//! 4. the model already has `concurrency_limit` admitted requests (queued + waiting on a
+//!    start + serving) → [`RouteError::ConcurrencyLimit`] with a retry hint;
+//! 5. the model already has `max_queued` requests waiting (queued or waiting on a
+//!    start) → [`RouteError::QueueFull`] (the router replaces the retry hint with
+//!    one from measured serve times);
+//! 6. a start of the same model is in progress → wait with it (no ranking);
+//! 7. **fast path**: the model is ready, evicts nothing and is not being stopped → serve
+//!    now, unless a queued request of strictly higher rank needs this model
+//!    stopped (the *drain fence*, [`SchedulerKind::Fifo`] `drain_fence`), then queue;
+//! 8. the model or a model it must evict is being started or stopped → queue;
+//! 9. a model it must evict has requests in flight → queue (**no preemption**: a
+//!    request being served is never cut short, whatever waits);
+//! 10. otherwise start a swap: stop the evicted models, then start it. Swaps whose
+//!     models do not overlap run in parallel. The drain fence holds back starts too: a
+//!     model that a queued request of strictly higher rank would have to stop is not
+//!     started for a lower one (it would only add to what the higher one waits for).
+//!
+//! The queue is ordered by (rank desc, arrival sequence asc). The rank is the
+//! effective priority, except that with `aging_after` set (FIFO only) a request
+//! that has waited that long ranks above every request that has not aged, aged
+//! ones by arrival (its priorities stay as they were, for display); see `aging.rs`
+//! for the bound this gives. Whenever something may have freed (a start ended, a
+//! model's last request ended, a stop ended, a waiter left, a waiter aged), the
+//! queue is walked in order and steps 6-10 are applied to each entry against the
 //! evolving state; entries that still cannot go keep their relative order, and the
 //! fence of the walk is built from the entries that stay. Positions (1-based) are
 //! reported only when they change, and can go up.
@@ -36,11 +51,14 @@
 //!
 //! Unload and shutdown fail the waiters of the models concerned and stop them; a
 //! model being stopped is never started until the stop ends. A ready model with a
-//! `ttl` and no admitted request is stopped after `ttl` ([`Scheduler::tick`]).
+//! `ttl` and no admitted request is stopped after `ttl` ([`Scheduler::tick`]). A
+//! ready model whose process exits by itself is stopped; the next request for it
+//! starts it again ([`Scheduler::upstream_exited`]).
 //!
 //! # Example
 //!
 //! ```
+//! use llama_swap_server::priority::Priority;
 //! use llama_swap_server::scheduler::{
 //!     Effect, ModelSettings, Scheduler, SchedulerSettings, Tick,
 //! };
@@ -48,7 +66,7 @@
 //! let settings = SchedulerSettings::new(vec![ModelSettings::new("a")]);
 //! let mut scheduler = Scheduler::new(&settings)?;
 //! let mut out = Vec::new();
-//! let admitted = scheduler.submit(Tick::ZERO, "a", 0, &mut out)?;
+//! let admitted = scheduler.submit(Tick::ZERO, "a", Priority::new(0), &mut out)?;
 //! // "a" is stopped: the request starts it and waits.
 //! assert!(matches!(&out[0], Effect::StartSwap { model, .. } if model == "a"));
 //! out.clear();
@@ -68,8 +86,8 @@ mod types;
 pub use self::core::Scheduler;
 pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
 pub use settings::{
-    DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, GroupSettings,
-    ModelSettings, SchedulerKind, SchedulerSettings, SettingsError,
+    DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings,
+    SchedulerKind, SchedulerSettings, SettingsError,
 };
 pub use types::{
     Admitted, Effect, ModelState, QueueEntry, RequestId, RunningModel, StopId, StopModel, Tick,

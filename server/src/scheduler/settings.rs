@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::policy::PolicyError;
+use crate::policy::{GroupSettings, PolicyError};
 
 /// Concurrency limit of a model whose config does not set `concurrencyLimit`.
 pub const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
@@ -81,34 +81,6 @@ impl ModelSettings {
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             ttl: None,
             max_queued: None,
-        }
-    }
-}
-
-/// A swap group (llama-swap `groups`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSettings {
-    /// The group name.
-    pub name: String,
-    /// Loading a member stops the other running members (llama-swap default: true).
-    pub swap: bool,
-    /// Loading a member stops running models of other, non-persistent groups (default: true).
-    pub exclusive: bool,
-    /// Members are never stopped to make room for another group (default: false).
-    pub persistent: bool,
-    /// Model IDs in this group.
-    pub members: Vec<String>,
-}
-
-impl GroupSettings {
-    /// A group with llama-swap's defaults: `swap: true`, `exclusive: true`, `persistent: false`.
-    pub fn new(name: impl Into<String>, members: Vec<String>) -> Self {
-        Self {
-            name: name.into(),
-            swap: true,
-            exclusive: true,
-            persistent: false,
-            members,
         }
     }
 }

@@ -9,8 +9,10 @@ use tokio::task::JoinSet;
 use super::{ServeError, ServeOptions};
 use crate::api::AppState;
 use crate::config::Config;
+use crate::launcher::Launcher;
 use crate::metrics::Metrics;
-use crate::router::{Launcher, Router, RouterHandle, RouterOptions, Submit};
+use crate::priority::Priority;
+use crate::router::{Router, RouterHandle, RouterOptions, Submit};
 use crate::upstream::Supervisor;
 
 /// Lines of output kept per model for `/logs`.
@@ -40,7 +42,10 @@ impl Instance {
         let specs = config.process_specs();
         let (supervisor, events) = Supervisor::new(specs, LOG_LINES_PER_MODEL);
         let launcher: Arc<dyn Launcher> = supervisor.clone();
-        let metrics = Arc::new(Metrics::for_config(config));
+        let metrics = Arc::new(Metrics::new(
+            config.models.iter().map(|m| m.id.clone()),
+            config.priority_rules.bands.clone(),
+        ));
         let router = Router::spawn_with(
             settings,
             launcher,
@@ -107,7 +112,7 @@ async fn preload_models(
         let outcome = match router
             .submit(Submit {
                 model: model.clone(),
-                priority: 0,
+                priority: Priority::default(),
             })
             .await
         {

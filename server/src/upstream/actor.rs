@@ -16,7 +16,7 @@ use super::health::HealthTarget;
 use super::logs::LogRing;
 use super::process::{Cutoff, Upstream, describe_exit};
 use super::{ProcessSpec, ProcessState, ProcessStatus};
-use crate::router::launcher::{LaunchError, UpstreamEvent};
+use crate::launcher::{LaunchError, UpstreamEvent};
 
 /// Grace given to a process that failed its health check before it is killed.
 const FAILED_START_GRACE: Duration = Duration::from_secs(5);

@@ -15,10 +15,10 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use llama_swap_server::router::Launcher;
+//! use llama_swap_server::launcher::Launcher;
 //! use llama_swap_server::upstream::{ProcessSpec, Supervisor};
 //!
-//! # async fn demo() -> Result<(), llama_swap_server::router::LaunchError> {
+//! # async fn demo() -> Result<(), llama_swap_server::launcher::LaunchError> {
 //! let spec = ProcessSpec {
 //!     model: "qwen".into(),
 //!     cmd: "llama-server --port 5800 -m qwen.gguf".into(),
@@ -54,7 +54,7 @@ use tokio_util::task::TaskTracker;
 pub use command::{CommandError, split_command};
 pub use logs::{LogHub, LogLine, LogRing, LogStream, LogSubscription, MAX_LINE_BYTES};
 
-use crate::router::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
 use actor::{ModelActor, Request};
 
 /// Requests one model's task may have waiting before callers wait to enqueue.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use llama_swap_server::config::{Config, Reason};
-use llama_swap_server::trust::{KeyIndex, Trust};
+use llama_swap_server::priority::KeyIndex;
 
 use crate::support::fixture;
 
@@ -27,10 +27,10 @@ fn priority_section_loads_every_key() {
     let qwen = settings.models.iter().find(|m| m.id == "qwen").unwrap();
     assert_eq!(qwen.max_queued, Some(20));
 
-    let trust = Trust::from_config(&config);
-    assert_eq!(trust.cap(50, None), 10);
-    assert_eq!(trust.cap(5, Some(KeyIndex(1))), -10);
-    assert_eq!(trust.cap(5, Some(KeyIndex(0))), 5);
+    let trust = config.trust();
+    assert_eq!(trust.cap(50, None).capped(), 10);
+    assert_eq!(trust.cap(5, Some(KeyIndex(1))).capped(), -10);
+    assert_eq!(trust.cap(5, Some(KeyIndex(0))).capped(), 5);
 
     let summary = config.summary().to_string();
     assert!(
@@ -48,8 +48,8 @@ fn without_a_priority_section_nothing_is_capped_and_aging_is_off() {
     let config = Config::from_yaml_str("t.yaml", yaml, &|_: &str| None)
         .unwrap()
         .config;
-    let trust = Trust::from_config(&config);
-    assert_eq!(trust.cap(i32::MAX, None), i32::MAX);
+    let trust = config.trust();
+    assert_eq!(trust.cap(i32::MAX, None).capped(), i32::MAX);
     assert_eq!(config.priority_rules.aging_after, None);
     assert!(config.priority_rules.max_queued.is_empty());
     assert_eq!(config.priority_rules.bands.name_of(0), "normal");

@@ -131,7 +131,9 @@ fn effective_priority_is_max_of_config_and_header() {
         m
     }]))
     .unwrap();
-    let raised = s.submit(Tick::ZERO, "c", 9, &mut Vec::new()).unwrap();
+    let raised = s
+        .submit(Tick::ZERO, "c", 9.into(), &mut Vec::new())
+        .unwrap();
     assert_eq!(
         raised.effective_priority, 9,
         "the header can raise the floor"

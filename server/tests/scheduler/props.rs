@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use llama_swap_server::router::LaunchError;
+use llama_swap_server::launcher::LaunchError;
 use llama_swap_server::scheduler::{
     Effect, ModelSettings, ModelState, RequestId, SchedulerKind, SchedulerSettings, StopId,
     WaitStatus,

@@ -6,13 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use llama_swap_server::router::{
-    BoxFuture, LaunchError, Launcher, Lease, ModelState, RouteError, Router, RouterHandle,
-    UpstreamEvent, WaitStatus,
-};
-use llama_swap_server::scheduler::{
-    GroupSettings, ModelSettings, SchedulerKind, SchedulerSettings,
-};
+use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::policy::GroupSettings;
+use llama_swap_server::router::{Lease, ModelState, RouteError, Router, RouterHandle, WaitStatus};
+use llama_swap_server::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout};
 

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use llama_swap_server::metrics::{Bands, Metrics};
-use llama_swap_server::router::{
-    BoxFuture, LaunchError, Launcher, RouteError, Router, RouterHandle, RouterOptions,
-};
+use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
+use llama_swap_server::metrics::Metrics;
+use llama_swap_server::priority::Bands;
+use llama_swap_server::router::{RouteError, Router, RouterHandle, RouterOptions};
 use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
 
 use crate::support::{BOUND, submit};

@@ -1,8 +1,8 @@
 //! llama-swap's scheduler and group scenarios (reference sections 3.1 and 3.3),
 //! re-expressed against the pure scheduler.
 
+use llama_swap_server::launcher::LaunchError;
 use llama_swap_server::policy::PolicyError;
-use llama_swap_server::router::LaunchError;
 use llama_swap_server::scheduler::{
     CONCURRENCY_RETRY_AFTER, Effect, ModelSettings, ModelState, RouteError, Scheduler,
     SettingsError, Tick, WaitStatus,
@@ -31,7 +31,9 @@ fn admission_reports_config_priority_of_the_model() {
     let mut m = ModelSettings::new("a");
     m.priority = Some(7);
     let mut s = Scheduler::new(&settings(vec![m])).unwrap();
-    let admitted = s.submit(Tick::ZERO, "a", 0, &mut Vec::new()).unwrap();
+    let admitted = s
+        .submit(Tick::ZERO, "a", 0.into(), &mut Vec::new())
+        .unwrap();
     assert_eq!(admitted.effective_priority, 7);
     assert_eq!(admitted.model, "a");
 }

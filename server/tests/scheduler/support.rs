@@ -3,20 +3,23 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use llama_swap_server::router::{LaunchError, Submit};
+use llama_swap_server::launcher::LaunchError;
+use llama_swap_server::policy::GroupSettings;
+use llama_swap_server::priority::Priority;
+use llama_swap_server::router::Submit;
 use llama_swap_server::scheduler::{
-    Effect, GroupSettings, ModelSettings, ModelState, RequestId, RouteError, Scheduler,
-    SchedulerKind, SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
+    Effect, ModelSettings, ModelState, RequestId, RouteError, Scheduler, SchedulerKind,
+    SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
 
 /// Upper bound that turns a hang into a failure (virtual time on the paused clock).
 pub const BOUND: Duration = Duration::from_secs(3600);
 
 /// A request for `model` at header priority `priority`.
-pub fn submit(model: &str, priority: i32) -> Submit {
+pub fn submit(model: &str, priority: impl Into<Priority>) -> Submit {
     Submit {
         model: model.to_owned(),
-        priority,
+        priority: priority.into(),
     }
 }
 
@@ -160,14 +163,18 @@ impl Harness {
         std::mem::take(&mut self.pending)
     }
 
-    pub fn try_submit(&mut self, model: &str, priority: i32) -> Result<RequestId, RouteError> {
+    pub fn try_submit(
+        &mut self,
+        model: &str,
+        priority: impl Into<Priority>,
+    ) -> Result<RequestId, RouteError> {
         let mut out = Vec::new();
-        let result = self.s.submit(self.now, model, priority, &mut out);
+        let result = self.s.submit(self.now, model, priority.into(), &mut out);
         self.record(out);
         result.map(|a| a.id)
     }
 
-    pub fn submit(&mut self, model: &str, priority: i32) -> RequestId {
+    pub fn submit(&mut self, model: &str, priority: impl Into<Priority>) -> RequestId {
         self.try_submit(model, priority).expect("admitted")
     }
 

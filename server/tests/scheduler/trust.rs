@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use llama_swap_server::priority::Priority;
 use llama_swap_server::scheduler::{ModelSettings, RouteError, SchedulerSettings, Tick};
 
 use crate::support::{Harness, models, settings};
@@ -25,8 +26,12 @@ fn capped_priority_ranks_and_both_values_show_in_the_queue() {
     assert!(h.granted(busy));
     let mut out = Vec::new();
     // Asked for 100, capped to 1; a plain 5 must rank ahead of it.
-    let capped = h.s.submit_capped(h.now, "b", 100, 1, &mut out).unwrap();
-    let plain = h.s.submit_capped(h.now, "c", 5, 5, &mut out).unwrap();
+    let capped =
+        h.s.submit(h.now, "b", Priority::with_cap(100, 1), &mut out)
+            .unwrap();
+    let plain =
+        h.s.submit(h.now, "c", Priority::with_cap(5, 5), &mut out)
+            .unwrap();
     let queue = h.s.queue(h.now);
     assert_eq!(queue[0].id, plain.id);
     assert_eq!(queue[1].id, capped.id);
@@ -44,7 +49,9 @@ fn cap_applies_before_the_model_floor() {
     let busy = h.submit("b", 0);
     assert!(h.granted(busy));
     let mut out = Vec::new();
-    let admitted = h.s.submit_capped(h.now, "a", 10, -10, &mut out).unwrap();
+    let admitted =
+        h.s.submit(h.now, "a", Priority::with_cap(10, -10), &mut out)
+            .unwrap();
     assert_eq!(admitted.effective_priority, 5);
 }
 
@@ -176,7 +183,7 @@ fn fence_holds_count_each_held_request_once() {
 fn swap_trigger_names_the_request_that_started_the_swap() {
     let mut h = Harness::with_models(&["a"]);
     let id = h.submit("a", LOW);
-    assert_eq!(h.s.swap_trigger("a"), Some((id, LOW, LOW)));
+    assert_eq!(h.s.swap_trigger("a"), Some((id, Priority::new(LOW), LOW)));
     h.swap_ok("a");
     assert_eq!(h.s.swap_trigger("a"), None);
 }
@@ -189,12 +196,18 @@ fn serial_refuses_a_client_priority_but_not_one_set_by_a_cap() {
     );
     let mut out = Vec::new();
     // No header, lowered by a key cap: served in arrival order like any other.
-    assert!(h.s.submit_capped(h.now, "a", 0, -10, &mut out).is_ok());
+    assert!(
+        h.s.submit(h.now, "a", Priority::with_cap(0, -10), &mut out)
+            .is_ok()
+    );
     // A header the config ignores (capped to 0): fine too.
-    assert!(h.s.submit_capped(h.now, "a", 10, 0, &mut out).is_ok());
+    assert!(
+        h.s.submit(h.now, "a", Priority::with_cap(10, 0), &mut out)
+            .is_ok()
+    );
     // A header that would count: refused, naming what the client sent.
     assert_eq!(
-        h.s.submit_capped(h.now, "a", 10, -10, &mut out)
+        h.s.submit(h.now, "a", Priority::with_cap(10, -10), &mut out)
             .unwrap_err(),
         RouteError::PriorityNotSupported { priority: 10 }
     );

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::router::{LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::launcher::{LaunchError, Launcher, UpstreamEvent};
 use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, is_alive, wait_gone, within};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::router::{LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::launcher::{LaunchError, Launcher, UpstreamEvent};
 use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, mockswap_bin, wait_gone, within};

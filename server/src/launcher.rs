@@ -82,6 +82,20 @@ pub enum LaunchError {
     ShuttingDown,
 }
 
+impl LaunchError {
+    /// The model the failure is about (`None` for a shutdown, which is about all of them).
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            Self::UnknownModel { model }
+            | Self::SpawnFailed { model, .. }
+            | Self::ExitedDuringStart { model, .. }
+            | Self::HealthCheckTimeout { model, .. }
+            | Self::Aborted { model } => Some(model),
+            Self::ShuttingDown => None,
+        }
+    }
+}
+
 /// Something the launcher tells the router on its own initiative.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -7,7 +7,7 @@
 //! header). The model floor still applies afterwards, so a config that pins a
 //! model high keeps working.
 
-use crate::config::Config;
+use super::Priority;
 
 /// Which configured API key a request authenticated with (its index in
 /// `apiKeys`), set by the authentication layer. The key itself is never kept.
@@ -24,24 +24,8 @@ pub struct Trust {
 }
 
 impl Trust {
-    /// The rules of `config.priority_rules`.
-    pub fn from_config(config: &Config) -> Self {
-        let rules = &config.priority_rules;
-        let mut key_caps = vec![None; config.api_keys.len()];
-        for &(index, cap) in &rules.key_caps {
-            if let Some(slot) = key_caps.get_mut(index) {
-                *slot = Some(cap);
-            }
-        }
-        Self {
-            ignore_header: rules.ignore_header,
-            max_header: rules.max_header_priority,
-            key_caps,
-        }
-    }
-
-    /// Rules without a config: ignore the header or not, a global ceiling, and
-    /// per-key ceilings by key index.
+    /// Rules: ignore the header or not, a global ceiling, and per-key ceilings
+    /// by key index (the config's `priority:` section builds them).
     pub fn new(ignore_header: bool, max_header: Option<i32>, key_caps: Vec<Option<i32>>) -> Self {
         Self {
             ignore_header,
@@ -50,9 +34,9 @@ impl Trust {
         }
     }
 
-    /// The header priority to rank with, for a header value `requested` (0
-    /// when absent or invalid) sent with API key `key`.
-    pub fn cap(&self, requested: i32, key: Option<KeyIndex>) -> i32 {
+    /// The priority of a request whose header said `requested` (0 when absent
+    /// or invalid), sent with API key `key`.
+    pub fn cap(&self, requested: i32, key: Option<KeyIndex>) -> Priority {
         let mut value = if self.ignore_header { 0 } else { requested };
         if let Some(max) = self.max_header {
             value = value.min(max);
@@ -60,7 +44,7 @@ impl Trust {
         if let Some(Some(max)) = key.and_then(|KeyIndex(i)| self.key_caps.get(i)) {
             value = value.min(*max);
         }
-        value
+        Priority::with_cap(requested, value)
     }
 
     /// A one-line description for `--check-config` (never shows a key).
@@ -92,26 +76,26 @@ mod tests {
     #[test]
     fn global_cap_lowers_only_values_above_it() {
         let trust = Trust::new(false, Some(5), Vec::new());
-        assert_eq!(trust.cap(10, None), 5);
-        assert_eq!(trust.cap(3, None), 3);
-        assert_eq!(trust.cap(-10, None), -10);
+        assert_eq!(trust.cap(10, None).capped(), 5);
+        assert_eq!(trust.cap(3, None).capped(), 3);
+        assert_eq!(trust.cap(-10, None).capped(), -10);
     }
 
     #[test]
     fn key_cap_applies_to_that_key_only_and_can_lower_headerless_calls() {
         let trust = Trust::new(false, Some(10), vec![None, Some(-10)]);
-        assert_eq!(trust.cap(10, Some(KeyIndex(0))), 10);
-        assert_eq!(trust.cap(10, Some(KeyIndex(1))), -10);
-        assert_eq!(trust.cap(0, Some(KeyIndex(1))), -10);
-        assert_eq!(trust.cap(100, None), 10);
+        assert_eq!(trust.cap(10, Some(KeyIndex(0))).capped(), 10);
+        assert_eq!(trust.cap(10, Some(KeyIndex(1))).capped(), -10);
+        assert_eq!(trust.cap(0, Some(KeyIndex(1))).capped(), -10);
+        assert_eq!(trust.cap(100, None).capped(), 10);
     }
 
     #[test]
     fn ignored_header_counts_as_absent_but_key_caps_still_apply() {
         let trust = Trust::new(true, None, vec![Some(-5)]);
-        assert_eq!(trust.cap(10, None), 0);
-        assert_eq!(trust.cap(-10, None), 0);
-        assert_eq!(trust.cap(10, Some(KeyIndex(0))), -5);
+        assert_eq!(trust.cap(10, None).capped(), 0);
+        assert_eq!(trust.cap(-10, None).capped(), 0);
+        assert_eq!(trust.cap(10, Some(KeyIndex(0))).capped(), -5);
     }
 
     #[test]
