@@ -52,6 +52,10 @@ const EXIT_FAILED: u8 = 1;
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 fn main() -> ExitCode {
+    // Upstreams are started through this binary acting as a shim (see upstream::spawn).
+    if let Some(code) = llama_swap_server::upstream::run_shim_if_requested() {
+        return code;
+    }
     let cli = Cli::parse();
     // Taken before the load, so a change made while starting is seen as one.
     let loaded_version = fingerprint(&cli.config);
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, config: Config, loaded_version: Option<(SystemTime, u64)>) -> ExitCode {
+    llama_swap_server::upstream::guard_server_process().await;
     let listener = match tokio::net::TcpListener::bind(&cli.listen).await {
         Ok(listener) => listener,
         Err(err) => {

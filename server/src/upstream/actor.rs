@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::health::HealthTarget;
 use super::logs::LogRing;
+use super::orphans::Marker;
+use super::port;
 use super::process::{Cutoff, Upstream, describe_exit};
 use super::{ProcessSpec, ProcessState, ProcessStatus};
 use crate::launcher::{LaunchError, UpstreamEvent};
@@ -114,9 +116,25 @@ impl ModelActor {
                 }
             },
         };
+        if let Err(busy) = port::ensure_free(&self.spec.proxy).await {
+            tracing::error!(model, error = %busy, "cannot start upstream");
+            let reason = busy.to_string();
+            answer(
+                &mut waiters,
+                &Err(LaunchError::SpawnFailed { model, reason }),
+            );
+            return Flow::Continue;
+        }
         // Taken before the spawn: the output pumps may push lines right away.
         let output_mark = self.ring.next_seq();
-        let mut process = match Upstream::spawn(&self.spec.cmd, &self.spec.env, &self.ring) {
+        let spawned = Upstream::spawn(
+            &self.spec.cmd,
+            &self.spec.env,
+            &self.ring,
+            Some(Marker::new(&model)),
+        )
+        .await;
+        let mut process = match spawned {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(model, error = %e, "cannot start upstream");
@@ -144,6 +162,9 @@ impl ModelActor {
 
         loop {
             tokio::select! {
+                // An exit seen together with a passing health check wins: the
+                // answer did not come from this model's process.
+                biased;
                 () = self.cancel.cancelled() => {
                     answer(&mut waiters, &Err(LaunchError::ShuttingDown));
                     self.kill(&mut process).await;
@@ -174,13 +195,7 @@ impl ModelActor {
                 status = process.wait() => {
                     process.finish().await;
                     let status = describe_exit(&status);
-                    let last_output = self
-                        .ring
-                        .tail_since(output_mark, LAST_OUTPUT_LINES)
-                        .into_iter()
-                        .map(|l| l.text)
-                        .collect::<Vec<_>>()
-                        .join("\n");
+                    let last_output = self.last_output(output_mark);
                     tracing::warn!(model, pid, %status, "upstream exited while starting");
                     self.publish(ProcessState::Stopped, None);
                     answer(&mut waiters, &Err(LaunchError::ExitedDuringStart { model, status, last_output }));
@@ -198,6 +213,24 @@ impl ModelActor {
             }
         }
 
+        // Ready only while its own process lives: if it died meanwhile, whatever
+        // answered the health check is not it.
+        if let Some(status) = process.try_exited() {
+            process.finish().await;
+            let status = describe_exit(&status);
+            let last_output = self.last_output(output_mark);
+            tracing::warn!(model, pid, %status, "upstream exited while starting");
+            self.publish(ProcessState::Stopped, None);
+            answer(
+                &mut waiters,
+                &Err(LaunchError::ExitedDuringStart {
+                    model,
+                    status,
+                    last_output,
+                }),
+            );
+            return Flow::Continue;
+        }
         tracing::info!(model, pid, url = health_url, "upstream ready");
         self.publish(ProcessState::Ready, Some(pid));
         answer(&mut waiters, &Ok(()));
@@ -270,6 +303,16 @@ impl ModelActor {
         let _ = process.kill_now().await;
         process.finish().await;
         self.publish(ProcessState::ShutDown, None);
+    }
+
+    /// The last lines the process wrote since `mark`, for a failed start.
+    fn last_output(&self, mark: u64) -> String {
+        self.ring
+            .tail_since(mark, LAST_OUTPUT_LINES)
+            .into_iter()
+            .map(|l| l.text)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn publish(&self, state: ProcessState, pid: Option<u32>) {

@@ -8,6 +8,9 @@
 //! | `health` | polling the check endpoint with a fast-then-slower backoff |
 //! | `actor` | the per-model state machine (Stopped, Starting, Ready, Stopping) |
 //! | `logs` | bounded per-model output history with live subscription |
+//! | `port` | refusing to start a model on a port another process listens on |
+//! | `spawn` | the shim and spawner thread that make upstreams die with the server |
+//! | `orphans` | markers, sweeping descendants, reclaiming a killed server's, reaping adopted ones |
 //!
 //! The [`Supervisor`] implements [`Launcher`] for the router: it never decides when
 //! a model runs, only carries out starts and stops and reports exits it did not cause
@@ -40,7 +43,10 @@ mod actor;
 mod command;
 mod health;
 mod logs;
+mod orphans;
+mod port;
 mod process;
+mod spawn;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,9 +59,30 @@ use tokio_util::task::TaskTracker;
 
 pub use command::{CommandError, split_command};
 pub use logs::{LogHub, LogLine, LogRing, LogStream, LogSubscription, MAX_LINE_BYTES};
+pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
+pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};
 
 use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
 use actor::{ModelActor, Request};
+
+/// What a server binary does once, before it serves, so that no upstream process
+/// outlives it or its model: upstreams start through the shim (this executable,
+/// which must call [`run_shim_if_requested`] first in `main`), the process adopts
+/// orphaned descendants of upstreams, and the processes a server killed earlier
+/// left behind are stopped (returned, each also logged as a warning).
+///
+/// Not for a process that spawns children of its own elsewhere (the reaper of
+/// adopted processes would reap them too); a library user calls the parts it
+/// wants.
+pub async fn guard_server_process() -> Vec<Reclaimed> {
+    if let Err(error) = enable_shim(std::path::PathBuf::from("/proc/self/exe")) {
+        tracing::warn!(%error, "upstreams are started directly: they will not die with the server if it is killed");
+    }
+    if let Err(error) = adopt_orphans() {
+        tracing::warn!(%error, "cannot become a child subreaper: descendants of upstreams whose parent exits go to init");
+    }
+    reclaim().await
+}
 
 /// Requests one model's task may have waiting before callers wait to enqueue.
 const REQUEST_QUEUE: usize = 64;
@@ -119,6 +146,8 @@ pub struct Supervisor {
     logs: LogHub,
     tasks: TaskTracker,
     cancel: CancellationToken,
+    /// Ends the reaper of adopted orphans once every model is stopped.
+    reaper: CancellationToken,
     shutdown_at: watch::Sender<Option<Instant>>,
 }
 
@@ -185,12 +214,17 @@ impl Supervisor {
                 },
             );
         }
+        let reaper = cancel.child_token();
+        if orphans::adopting() {
+            tasks.spawn(orphans::reap_adopted_until(reaper.clone()));
+        }
         tasks.close();
         let supervisor = Self {
             models,
             logs,
             tasks,
             cancel,
+            reaper,
             shutdown_at,
         };
         (Arc::new(supervisor), events_rx)
@@ -226,6 +260,7 @@ impl Supervisor {
             // An error means the task ended anyway; the tracker wait below covers it.
             let _ = done.await;
         }
+        self.reaper.cancel();
         self.tasks.wait().await;
     }
 

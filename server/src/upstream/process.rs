@@ -6,14 +6,14 @@
 //! server forked (a wrapper script's children, a `docker run` client) goes with it.
 
 use std::io;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -21,11 +21,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::command::split_command;
 use super::logs::{LogRing, LogStream, pump_lines};
+use super::orphans::{MARKER_VAR, Marker, signal_marked, wait_ended};
+use super::spawn;
 
 /// How long to wait for the output pumps to reach end of file after the process
 /// exited. Normally immediate; only a descendant that escaped the process group and
 /// kept the pipes open makes this wait, and it must not hold up the supervisor.
 const OUTPUT_DRAIN_LIMIT: Duration = Duration::from_millis(500);
+
+/// How long a stop waits for SIGKILLed descendants outside the process group to
+/// end (they may hold the port the next model needs). SIGKILL is not refused, so
+/// only a process stuck in the kernel takes this long.
+const DESCENDANTS_LIMIT: Duration = Duration::from_secs(2);
 
 /// When a graceful stop must give way to SIGKILL before its own grace period ends:
 /// at once when the supervisor is dropped (`cancel`), or at the shutdown deadline
@@ -72,6 +79,9 @@ pub(crate) struct Upstream {
     child: Child,
     pid: u32,
     pumps: JoinSet<()>,
+    /// Carried by the process and everything it starts; `None` for helpers
+    /// (`cmdStop`) whose descendants are not the model's.
+    marker: Option<Marker>,
     /// Set once the leader has been reaped and the group swept; `Drop` has nothing
     /// left to do then (and must not signal a pid that may be reused).
     finished: bool,
@@ -80,10 +90,12 @@ pub(crate) struct Upstream {
 impl Upstream {
     /// Spawns `cmd` (split without a shell) with the inherited environment plus
     /// `env`, in a new process group, with stdout and stderr pumped into `ring`.
-    pub(crate) fn spawn(
+    /// With a `marker`, the process and its descendants carry it (see `orphans`).
+    pub(crate) async fn spawn(
         cmd: &str,
         env: &[(String, String)],
         ring: &Arc<LogRing>,
+        marker: Option<Marker>,
     ) -> Result<Self, SpawnError> {
         let argv = split_command(cmd).map_err(|source| SpawnError::Parse {
             cmd: cmd.to_owned(),
@@ -93,19 +105,11 @@ impl Upstream {
             argv: argv.join(" "),
             source,
         };
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| io_err(io::Error::from(io::ErrorKind::InvalidInput)))?;
-        let mut child = Command::new(program)
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(io_err)?;
+        let mut env = env.to_vec();
+        if let Some(marker) = &marker {
+            env.push((MARKER_VAR.to_owned(), marker.value().to_owned()));
+        }
+        let mut child = spawn::spawn(&argv, &env, true).await.map_err(io_err)?;
         let Some(pid) = child.id() else {
             // Only possible if the child was already reaped, which nobody did yet.
             return Err(io_err(io::Error::other("spawned process has no pid")));
@@ -123,6 +127,7 @@ impl Upstream {
             child,
             pid,
             pumps,
+            marker,
             finished: false,
         })
     }
@@ -134,7 +139,21 @@ impl Upstream {
 
     /// Waits for the leader to exit (and reaps it). Cancel safe.
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
-        self.child.wait().await
+        let status = self.child.wait().await;
+        spawn::forget(self.pid);
+        status
+    }
+
+    /// The leader's exit status if it has exited (reaping it), `None` while it runs.
+    pub(crate) fn try_exited(&mut self) -> Option<io::Result<ExitStatus>> {
+        match self.child.try_wait() {
+            Ok(None) => None,
+            Ok(Some(status)) => {
+                spawn::forget(self.pid);
+                Some(Ok(status))
+            }
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// Cleans up after the leader exited: kills whatever is left in its group, then
@@ -145,6 +164,14 @@ impl Upstream {
             // A pid is not reused while a group with that id has members, so this
             // reaches only our stragglers (ESRCH when there are none).
             let _ = self.signal_group(Signal::SIGKILL);
+            // Descendants that left the group (or the session) still carry the marker.
+            let killed = self.signal_marked(Signal::SIGKILL).await;
+            if !wait_ended(&killed, DESCENDANTS_LIMIT).await {
+                tracing::warn!(
+                    pids = ?killed.iter().map(|p| p.pid()).collect::<Vec<_>>(),
+                    "descendants of an upstream still running after SIGKILL"
+                );
+            }
             self.finished = true;
         }
         let pumps = &mut self.pumps;
@@ -170,7 +197,7 @@ impl Upstream {
         let mut stopper = None;
         if let Some(cmd) = cmd_stop {
             let cmd = cmd.replace("${PID}", &self.pid.to_string());
-            match Upstream::spawn(&cmd, env, ring) {
+            match Upstream::spawn(&cmd, env, ring, None).await {
                 Ok(s) => stopper = Some(s),
                 Err(e) => {
                     tracing::warn!(model = ring.model(), error = %e, "cmdStop failed; sending SIGTERM instead");
@@ -179,6 +206,7 @@ impl Upstream {
         }
         if stopper.is_none() {
             let _ = self.signal_leader_and_group(Signal::SIGTERM);
+            self.signal_marked(Signal::SIGTERM).await;
         }
 
         let status = self.wait_until(deadline, cutoff).await;
@@ -216,7 +244,22 @@ impl Upstream {
     pub(crate) async fn kill_now(&mut self) -> io::Result<ExitStatus> {
         let _ = self.signal_leader_and_group(Signal::SIGKILL);
         let _ = self.child.start_kill();
-        self.child.wait().await
+        self.wait().await
+    }
+
+    /// Signals every process carrying this upstream's marker, off the runtime
+    /// (it reads `/proc`), and returns them.
+    async fn signal_marked(&self, signal: Signal) -> Vec<super::orphans::Signalled> {
+        let Some(marker) = self.marker.clone() else {
+            return Vec::new();
+        };
+        let found = tokio::task::spawn_blocking(move || signal_marked(&marker, signal))
+            .await
+            .unwrap_or_default();
+        if !found.is_empty() {
+            tracing::debug!(pids = ?found.iter().map(|p| p.pid()).collect::<Vec<_>>(), ?signal, "signalled descendants outside the process group");
+        }
+        found
     }
 
     /// The leader's exit status, or `None` if it has not exited by `deadline` (or
@@ -227,7 +270,7 @@ impl Upstream {
         cutoff: &Cutoff,
     ) -> Option<io::Result<ExitStatus>> {
         tokio::select! {
-            status = self.child.wait() => Some(status),
+            status = self.wait() => Some(status),
             () = sleep_until(deadline) => None,
             () = cutoff.reached() => None,
         }
@@ -264,7 +307,12 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         if !self.finished {
             let _ = self.signal_group(Signal::SIGKILL);
+            if let Some(marker) = &self.marker {
+                signal_marked(marker, Signal::SIGKILL);
+            }
         }
+        // tokio reaps it (kill_on_drop) if nobody did; it is no longer ours to track.
+        spawn::forget(self.pid);
     }
 }
 

@@ -433,9 +433,38 @@ async fn always_healthy() -> (u16, tokio::task::JoinHandle<()>) {
 }
 
 #[tokio::test]
-async fn concurrent_starts_share_one_process() {
+async fn a_process_that_is_not_listening_is_not_ready_because_something_else_answers_on_its_port() {
+    // The model's own process never listens; a foreign server on its port answers
+    // the health check. Before the port check this was "ready".
     let (port, server) = always_healthy().await;
     let mut s = spec("m", "sh -c 'echo spawned; exec sleep 300'");
+    s.proxy = format!("http://127.0.0.1:{port}");
+    s.check_endpoint = Some("/health".into());
+    let (sup, _events) = Supervisor::new(vec![s], 100);
+    let err = within("start failure", sup.ensure_ready("m"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LaunchError::SpawnFailed { reason, .. } if reason.contains(&format!("port {port}"))),
+        "{err:?}"
+    );
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
+    sup.shutdown(Duration::from_secs(5)).await;
+    server.abort();
+}
+
+#[tokio::test]
+async fn concurrent_starts_share_one_process() {
+    // The health check passes only once the process listens itself (mockswap
+    // after its load time), so the other requests join a start in progress.
+    let port = free_port();
+    let mut s = spec(
+        "m",
+        &format!(
+            "sh -c 'echo spawned; exec {} --listen 127.0.0.1:{port} --load-time 200ms'",
+            support::mockswap_bin().display()
+        ),
+    );
     s.proxy = format!("http://127.0.0.1:{port}");
     s.check_endpoint = Some("/health".into());
     let (sup, _events) = Supervisor::new(vec![s], 100);
@@ -459,5 +488,4 @@ async fn concurrent_starts_share_one_process() {
     let pid = sup.status("m").unwrap().pid.unwrap();
     sup.shutdown(Duration::from_secs(5)).await;
     wait_gone(pid).await;
-    server.abort();
 }

@@ -122,10 +122,8 @@ async fn never_healthy_upstream_times_out_and_is_stopped() {
 
 #[tokio::test]
 async fn upstream_crashing_during_load_fails_fast_with_its_status_and_output() {
-    // The port is taken, so mockswap cannot listen and exits with status 2.
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = taken.local_addr().unwrap().port();
-    let spec = mock_spec_on("m", "--load-time 60s", port);
+    // mockswap cannot read its fixture file and exits with status 2.
+    let spec = mock_spec("m", "--load-time 60s --fixture /nonexistent/fixture.json");
     let (sup, _events) = Supervisor::new(vec![spec], 100);
 
     let err = within("start failure", sup.ensure_ready("m"))
@@ -143,7 +141,34 @@ async fn upstream_crashing_during_load_fails_fast_with_its_status_and_output() {
     assert_eq!(status, "exit status: 2");
     assert!(last_output.contains("mockswap:"), "{last_output}");
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
-    drop(taken);
+}
+
+#[tokio::test]
+async fn a_port_another_server_listens_on_is_a_start_error_naming_the_port() {
+    // Another mockswap (say, an upstream left by a killed server) holds the port and
+    // answers /health with 200: it must not be taken for the model.
+    let port = free_port();
+    let foreign = mock_spec_on("foreign", "", port);
+    let (other, _other_events) = Supervisor::new(vec![foreign], 100);
+    within("foreign ready", other.ensure_ready("foreign"))
+        .await
+        .unwrap();
+
+    let (sup, _events) = Supervisor::new(vec![mock_spec_on("m", "", port)], 100);
+    let err = within("start failure", sup.ensure_ready("m"))
+        .await
+        .unwrap_err();
+    let LaunchError::SpawnFailed { model, reason } = &err else {
+        panic!("expected SpawnFailed, got {err:?}");
+    };
+    assert_eq!(model, "m");
+    assert!(
+        reason.contains(&format!("port {port} is already in use")),
+        "{reason}"
+    );
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
+    sup.shutdown(Duration::from_secs(5)).await;
+    other.shutdown(Duration::from_secs(5)).await;
 }
 
 #[tokio::test]
