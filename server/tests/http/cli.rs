@@ -13,7 +13,8 @@ use tokio::process::{Child, ChildStderr, Command};
 
 use crate::support::{LIMIT, config_yaml, free_port, model};
 
-struct Server {
+/// A `llama-swap-server` process serving a config file on a free port.
+pub(crate) struct Server {
     child: Child,
     base: String,
     stderr: Lines<BufReader<ChildStderr>>,
@@ -21,7 +22,7 @@ struct Server {
 }
 
 impl Server {
-    async fn start(config: &Path, extra: &[&str]) -> Self {
+    pub(crate) async fn start(config: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
             .arg("--config")
             .arg(config)
@@ -50,6 +51,15 @@ impl Server {
             stderr,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// SIGKILL, then reap it.
+    pub(crate) async fn sigkill(mut self) {
+        self.signal(Signal::SIGKILL);
+        tokio::time::timeout(LIMIT, self.child.wait())
+            .await
+            .expect("the killed server did not exit")
+            .unwrap();
     }
 
     fn signal(&self, signal: Signal) {
@@ -94,7 +104,7 @@ impl Server {
             .collect()
     }
 
-    async fn chat(&self, model: &str) -> u16 {
+    pub(crate) async fn chat(&self, model: &str) -> u16 {
         self.http
             .post(format!("{}/v1/chat/completions", self.base))
             .json(&serde_json::json!({"model": model, "messages": []}))
@@ -106,7 +116,7 @@ impl Server {
     }
 
     /// SIGTERM, then the exit status must be success.
-    async fn terminate(mut self) {
+    pub(crate) async fn terminate(mut self) {
         self.signal(Signal::SIGTERM);
         // Keep draining stderr so the child never blocks on a full pipe.
         let drain = async { while let Ok(Some(_)) = self.stderr.next_line().await {} };

@@ -12,6 +12,7 @@ mod lifecycle;
 mod listings;
 mod observability;
 mod openai_client;
+mod orphans;
 mod priority;
 mod support;
 mod trust;

@@ -3,7 +3,7 @@
 
 #[path = "../common/procs.rs"]
 mod procs;
-pub use procs::{LIMIT, free_port, mockswap_bin, processes_listening_on};
+pub use procs::{LIMIT, free_port, is_alive, mockswap_bin, processes_listening_on};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -462,7 +462,7 @@ async fn concurrent_starts_share_one_process() {
         "m",
         &format!(
             "sh -c 'echo spawned; exec {} --listen 127.0.0.1:{port} --load-time 200ms'",
-            support::mockswap_bin().display()
+            crate::support::mockswap_bin().display()
         ),
     );
     s.proxy = format!("http://127.0.0.1:{port}");

@@ -6,4 +6,5 @@
 
 mod lifecycle;
 mod mockswap;
+mod orphans;
 mod support;
