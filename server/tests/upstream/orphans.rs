@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use llama_swap_server::router::Launcher;
+use llama_swap_server::launcher::Launcher;
 use llama_swap_server::upstream::{ProcessSpec, Supervisor, adopt_orphans};
 
 use crate::support::{LIMIT, free_port, is_alive, within};
