@@ -256,3 +256,70 @@ async fn admin_reset_clears_everything_and_opens_the_gate_in_one_call() {
     proc.signal(Signal::SIGTERM);
     assert_eq!(proc.wait().await.code(), Some(0));
 }
+
+#[tokio::test]
+async fn admin_anthropic_messages_are_served_journaled_and_counted() {
+    let mut proc = Proc::spawn(&[]).await;
+    let client = reqwest::Client::new();
+    expect(
+        &client,
+        &proc.uri,
+        json!({"method": "POST", "path": "/v1/messages", "model": "claude", "priority": 10, "times": 2}),
+    )
+    .await;
+    let body = |stream: bool| {
+        json!({"model": "claude", "max_tokens": 16, "stream": stream,
+               "messages": [{"role": "user", "content": "hello"}]})
+    };
+    let message: Value = client
+        .post(format!("{}/v1/messages", proc.uri))
+        .header("x-priority", "10")
+        .json(&body(false))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(message["type"], "message");
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "text", "text": "[claude] hello"})
+    );
+    let events = client
+        .post(format!("{}/v1/messages", proc.uri))
+        .header("x-priority", "10")
+        .json(&body(true))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(events.starts_with("event: message_start\n"), "{events}");
+    assert!(events.contains("event: content_block_delta\n"), "{events}");
+    assert!(
+        events
+            .trim_end()
+            .ends_with(r#"data: {"type":"message_stop"}"#),
+        "{events}"
+    );
+    let (_, journal) = admin(&client, reqwest::Method::GET, &proc.uri, "requests", None).await;
+    let seen: Vec<(&Value, &Value, &Value)> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (&e["path"], &e["model"], &e["stream"]))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (&json!("/v1/messages"), &json!("claude"), &json!(false)),
+            (&json!("/v1/messages"), &json!("claude"), &json!(true)),
+        ]
+    );
+    let (status, verdict) = admin(&client, reqwest::Method::GET, &proc.uri, "verify", None).await;
+    assert_eq!((status, verdict), (200, json!({"ok": true})));
+    proc.signal(Signal::SIGTERM);
+    assert_eq!(proc.wait().await.code(), Some(0));
+}

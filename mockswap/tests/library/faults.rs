@@ -265,3 +265,20 @@ async fn crash_mid_stream_cuts_the_first_stream_after_some_frames() {
     let crash = tokio::time::timeout(BOUND, mock.crashed()).await.unwrap();
     assert_eq!(crash, Crash::MidStream);
 }
+
+#[tokio::test]
+async fn fault_matching_a_priority_fails_only_those_requests() {
+    let mock = MockSwap::builder()
+        .fault(
+            FaultRule::new(Fault::status(http::StatusCode::SERVICE_UNAVAILABLE))
+                .priority(-10)
+                .always(),
+        )
+        .start()
+        .await
+        .unwrap();
+    let low = post(&mock, "/v1/chat/completions", &chat("m", "x", false), &["-10"]).await;
+    assert_eq!(low.status(), 503);
+    let normal = post(&mock, "/v1/chat/completions", &chat("m", "x", false), &[]).await;
+    assert_eq!(normal.status(), 200);
+}
