@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`config`] | llama-swap YAML: parsing, macros, validation, resolved models |
 //! | [`scheduler`] | the pure state machine: queue, reservations, swaps, decisions |
+//! | [`names`] | profile pins and selectors: the names a request may use beyond models |
 //! | [`policy`] | eviction policy: which running models must stop to run another |
 //! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
 //! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
@@ -26,6 +27,7 @@ pub mod config;
 pub mod filters;
 pub mod launcher;
 pub mod metrics;
+pub mod names;
 pub mod policy;
 pub mod priority;
 pub mod proxy;
