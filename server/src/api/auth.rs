@@ -5,6 +5,11 @@
 //! (per key, independent of where the first differing byte is) and every
 //! configured key is checked, so timing reveals neither the key nor which one
 //! matched. The credential headers are removed before a request goes upstream.
+//!
+//! One credential per request: several `Authorization` or `x-api-key` lines, or
+//! both headers with different credentials, are refused (400) rather than tried
+//! one by one, which would let one request test many guesses. Failed attempts
+//! are rate-limited per client address (`auth_limit`).
 
 use std::fmt;
 
@@ -61,8 +66,19 @@ impl ApiKeys {
         if !self.is_enabled() {
             return Ok(());
         }
+        let lines = |name| headers.get_all(name).iter().count();
+        let (authorization, api_key) = (lines(header::AUTHORIZATION.as_str()), lines(X_API_KEY));
+        if authorization > 1 || api_key > 1 {
+            return Err(ApiError::MultipleCredentials);
+        }
+        let candidates = candidates(headers);
+        if authorization + api_key > 1 && !(candidates.len() == 2 && candidates[0] == candidates[1])
+        {
+            // Both headers, with different (or undecodable) credentials.
+            return Err(ApiError::MultipleCredentials);
+        }
         let mut accepted = false;
-        for candidate in candidates(headers) {
+        for candidate in candidates {
             for key in &self.keys {
                 // `|` rather than `||`: keep comparing after a match.
                 accepted |= constant_time_eq(&candidate, key);
@@ -73,6 +89,12 @@ impl ApiKeys {
         } else {
             Err(ApiError::Unauthorized)
         }
+    }
+
+    /// Whether the request presents any credential header (a request without one
+    /// is not a guess and does not count against the client's attempts).
+    pub fn presents_credentials(headers: &HeaderMap) -> bool {
+        headers.contains_key(header::AUTHORIZATION) || headers.contains_key(X_API_KEY)
     }
 
     /// The index of the configured key the request presents, if any (every
@@ -204,6 +226,37 @@ mod tests {
                 "{pairs:?} was accepted"
             );
         }
+    }
+
+    #[test]
+    fn several_credential_lines_are_refused_even_when_one_is_right() {
+        for pairs in [
+            &[
+                ("authorization", "Bearer sk-wrong"),
+                ("authorization", "Bearer sk-one"),
+            ][..],
+            &[("x-api-key", "sk-wrong"), ("x-api-key", "sk-one")][..],
+            &[("authorization", "Bearer sk-one"), ("x-api-key", "sk-two")][..],
+            &[("authorization", "Basic !!"), ("x-api-key", "sk-one")][..],
+        ] {
+            let result = keys().check(&headers(pairs));
+            assert!(
+                matches!(result, Err(ApiError::MultipleCredentials)),
+                "{pairs:?}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_key_in_both_headers_is_one_credential() {
+        let both = headers(&[("authorization", "Bearer sk-one"), ("x-api-key", "sk-one")]);
+        assert!(keys().check(&both).is_ok());
+    }
+
+    #[test]
+    fn several_lines_are_the_upstreams_business_when_auth_is_off() {
+        let pairs = [("authorization", "Bearer a"), ("authorization", "Bearer b")];
+        assert!(ApiKeys::default().check(&headers(&pairs)).is_ok());
     }
 
     #[test]

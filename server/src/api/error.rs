@@ -77,6 +77,20 @@ pub enum ApiError {
         "invalid or missing API key; send it as `Authorization: Bearer <key>`, `x-api-key: <key>` or a Basic password"
     )]
     Unauthorized,
+    /// Several `Authorization`/`x-api-key` lines, or both with different values.
+    #[error(
+        "the request carries more than one credential; send exactly one `Authorization` or `x-api-key` header"
+    )]
+    MultipleCredentials,
+    /// The client address made too many failed API-key attempts.
+    #[error(
+        "too many failed API-key attempts from this address; retry after {} s",
+        retry_after_secs(*.retry_after)
+    )]
+    TooManyAuthFailures {
+        /// When an attempt is allowed again.
+        retry_after: Duration,
+    },
     /// The request body is larger than the server accepts.
     #[error("the request body is larger than the {limit}-byte limit; send a smaller body")]
     BodyTooLarge {
@@ -182,6 +196,12 @@ impl ApiError {
                 "authentication_error",
                 "invalid_api_key",
             ),
+            Self::MultipleCredentials => (StatusCode::BAD_REQUEST, INVALID, "multiple_credentials"),
+            Self::TooManyAuthFailures { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "too_many_auth_failures",
+            ),
             Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID, "body_too_large"),
             Self::ConcurrencyLimit { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
@@ -253,7 +273,9 @@ impl IntoResponse for ApiError {
             Self::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            Self::ConcurrencyLimit { retry_after, .. } | Self::QueueFull { retry_after, .. } => {
+            Self::ConcurrencyLimit { retry_after, .. }
+            | Self::QueueFull { retry_after, .. }
+            | Self::TooManyAuthFailures { retry_after } => {
                 headers.insert(
                     header::RETRY_AFTER,
                     HeaderValue::from(retry_after_secs(*retry_after)),

@@ -26,7 +26,10 @@
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
 //! forwarded. With `apiKeys` configured every endpoint except `/health`,
 //! `/wol-health`, `/`, `/favicon.ico` and
-//! preflights needs a key, which is removed before forwarding. Every response
+//! preflights needs a key, which is removed before forwarding; a request carries
+//! one credential at most (400 `multiple_credentials`), and an address that
+//! keeps presenting wrong keys is answered 429 `too_many_auth_failures` for a
+//! while ([`auth_limit`]). Every response
 //! carries an `X-Request-Id` ([`request_id`]). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).
 //!
@@ -36,6 +39,7 @@
 //! answered at once with `200 text/event-stream`; see [`loading`] for the frames.
 
 pub mod auth;
+pub mod auth_limit;
 mod dispatch;
 pub mod error;
 pub mod extract;

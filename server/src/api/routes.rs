@@ -2,12 +2,16 @@
 //! request passes: authentication, JSON errors for unknown paths and methods.
 
 use axum::Router;
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, any, get, post};
 use http::{Method, Uri};
+use tokio::time::Instant;
 
+use super::auth::ApiKeys;
 use super::dispatch::{model_endpoint, upstream_endpoint};
 use super::error::ApiError;
 use super::info;
@@ -121,8 +125,24 @@ const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
 
 /// Checks the API key (except on [`OPEN_PATHS`]) and removes it from the request.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if !OPEN_PATHS.contains(&request.uri().path()) {
+    if state.inner.keys.is_enabled() && !OPEN_PATHS.contains(&request.uri().path()) {
+        let client = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip());
+        let limiter = &state.inner.auth_failures;
+        if let Some(ip) = client
+            && let Some(retry_after) = limiter.blocked(ip, Instant::now())
+        {
+            return ApiError::TooManyAuthFailures { retry_after }.into_response();
+        }
         if let Err(error) = state.inner.keys.check(request.headers()) {
+            if let Some(ip) = client
+                && ApiKeys::presents_credentials(request.headers())
+            {
+                limiter.record_failure(ip, Instant::now());
+                tracing::info!(client = %ip, code = error.kind().code, "API key refused");
+            }
             return error.into_response();
         }
         if let Some(index) = state.inner.keys.matched(request.headers()) {

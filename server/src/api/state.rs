@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::auth::ApiKeys;
+use super::auth_limit::AuthLimiter;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::priority::Trust;
@@ -80,6 +81,8 @@ pub(crate) struct Inner {
     pub(crate) models: BTreeMap<String, Arc<ModelEntry>>,
     pub(crate) include_aliases_in_list: bool,
     pub(crate) keys: ApiKeys,
+    /// Failed API-key attempts per client address.
+    pub(crate) auth_failures: AuthLimiter,
     pub(crate) proxy: Proxy,
     pub(crate) max_body_bytes: usize,
     /// Cancelled when the server starts shutting down: waiting requests answer
@@ -161,6 +164,7 @@ impl AppState {
                 models,
                 include_aliases_in_list: config.include_aliases_in_list,
                 keys,
+                auth_failures: AuthLimiter::default(),
                 proxy: Proxy::new(super::stream_error_frames),
                 max_body_bytes: options.max_body_bytes,
                 draining: CancellationToken::new(),

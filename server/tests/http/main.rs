@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod cli;
+mod credentials;
 mod errors;
 mod filters;
 mod lifecycle;
