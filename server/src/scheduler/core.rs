@@ -9,7 +9,7 @@ use super::{
     RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
 };
 use crate::launcher::LaunchError;
-use crate::policy::Groups;
+use crate::policy::{EvictionPolicy, Groups};
 use crate::priority::Priority;
 
 /// The pure scheduling state machine (see the module docs for the rules).
@@ -20,7 +20,14 @@ use crate::priority::Priority;
 pub struct Scheduler {
     pub(super) kind: SchedulerKind,
     pub(super) stop_grace: Duration,
-    pub(super) policy: Groups,
+    /// Which running models a start must stop.
+    pub(super) policy: Box<dyn EvictionPolicy>,
+    /// For each model, the models that cannot run alongside it (the policy's
+    /// `conflicts`, asked once): what a waiting request for it fences off.
+    pub(super) conflicts: Vec<Vec<usize>>,
+    /// For each model, the models it conflicts with the other way round: whose
+    /// waiting requests fence it off.
+    pub(super) conflicted_by: Vec<Vec<usize>>,
     /// Sorted by ID; the index is the policy's model index.
     pub(super) models: Vec<Model>,
     /// Every ID and alias → model index.
@@ -166,11 +173,21 @@ impl Scheduler {
             }
         }
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
-        let policy = Groups::new(&ids, &settings.groups)?;
+        let policy: Box<dyn EvictionPolicy> = Box::new(Groups::new(&ids, &settings.groups)?);
+        let all: Vec<usize> = (0..models.len()).collect();
+        let conflicts: Vec<Vec<usize>> = all.iter().map(|&t| policy.conflicts(t, &all)).collect();
+        let mut conflicted_by = vec![Vec::new(); models.len()];
+        for (u, conflicting) in conflicts.iter().enumerate() {
+            for &t in conflicting {
+                conflicted_by[t].push(u);
+            }
+        }
         Ok(Self {
             kind: settings.kind,
             stop_grace: settings.stop_grace,
             policy,
+            conflicts,
+            conflicted_by,
             models,
             names,
             requests: BTreeMap::new(),
@@ -326,7 +343,7 @@ impl Scheduler {
         result: Result<(), LaunchError>,
         out: &mut Vec<Effect>,
     ) {
-        let Some(t) = self.policy.index_of(model) else {
+        let Some(t) = self.index_of(model) else {
             return;
         };
         let Some(swap) = self.models[t].swap.take() else {
@@ -449,6 +466,11 @@ impl Scheduler {
     /// Whether shutdown has begun.
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down
+    }
+
+    /// Index of a model ID (not an alias) in `models`.
+    pub(super) fn index_of(&self, id: &str) -> Option<usize> {
+        self.models.binary_search_by(|m| m.id.as_str().cmp(id)).ok()
     }
 
     pub(super) fn state_of(&self, t: usize) -> ModelState {

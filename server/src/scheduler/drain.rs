@@ -42,13 +42,15 @@ impl Scheduler {
         m.swap.is_some() || m.stopping > 0 || m.evicted_by.is_some()
     }
 
-    /// Running models that must stop before `t` can run.
+    /// Models that are up (ready, starting or stopping) and must stop before `t` can run.
     fn evict_set(&self, t: usize) -> Vec<usize> {
-        (0..self.models.len())
-            .filter(|&r| {
-                r != t && self.policy.evicts(t, r) && self.state_of(r) != ModelState::Stopped
-            })
-            .collect()
+        let up: Vec<usize> = (0..self.models.len())
+            .filter(|&r| r != t && self.state_of(r) != ModelState::Stopped)
+            .collect();
+        if up.is_empty() {
+            return up;
+        }
+        self.policy.evict(t, &up)
     }
 
     /// The decision tree for a request for model `t`, before the drain fence.
@@ -83,11 +85,14 @@ impl Scheduler {
     /// Highest rank of a queued request whose model cannot run alongside `t`: it
     /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started).
     fn fence_level(&self, t: usize) -> Option<i32> {
-        self.models
+        self.conflicted_by[t]
             .iter()
-            .enumerate()
-            .filter(|&(u, _)| u != t && self.policy.evicts(u, t))
-            .filter_map(|(_, m)| m.queued.last_key_value().map(|(&rank, _)| rank))
+            .filter_map(|&u| {
+                self.models[u]
+                    .queued
+                    .last_key_value()
+                    .map(|(&rank, _)| rank)
+            })
             .max()
     }
 
@@ -318,10 +323,9 @@ impl Scheduler {
             };
             if !leaves && !stayed[t] {
                 stayed[t] = true;
-                for (e, level) in fence.iter_mut().enumerate() {
-                    if e != t && self.policy.evicts(t, e) {
-                        *level = Some(level.map_or(q.rank, |l| l.max(q.rank)));
-                    }
+                for &e in &self.conflicts[t] {
+                    let level = &mut fence[e];
+                    *level = Some(level.map_or(q.rank, |l| l.max(q.rank)));
                 }
             }
             if leaves {

@@ -23,7 +23,7 @@ impl Scheduler {
     /// for it starts it again. Ignored unless the model is ready (a start or stop in
     /// progress reports its own outcome).
     pub fn upstream_exited(&mut self, model: &str, out: &mut Vec<Effect>) {
-        let Some(t) = self.policy.index_of(model) else {
+        let Some(t) = self.index_of(model) else {
             return;
         };
         if self.state_of(t) != ModelState::Ready {
