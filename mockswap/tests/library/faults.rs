@@ -277,7 +277,13 @@ async fn fault_matching_a_priority_fails_only_those_requests() {
         .start()
         .await
         .unwrap();
-    let low = post(&mock, "/v1/chat/completions", &chat("m", "x", false), &["-10"]).await;
+    let low = post(
+        &mock,
+        "/v1/chat/completions",
+        &chat("m", "x", false),
+        &["-10"],
+    )
+    .await;
     assert_eq!(low.status(), 503);
     let normal = post(&mock, "/v1/chat/completions", &chat("m", "x", false), &[]).await;
     assert_eq!(normal.status(), 200);

@@ -28,6 +28,14 @@ pub enum ApiError {
         #[source]
         source: serde_json::Error,
     },
+    /// A request body names a field the proxy reads more than once.
+    #[error(
+        "the request body names `{field}` more than once; the proxy and the upstream could read different ones, so send it once"
+    )]
+    DuplicateField {
+        /// The repeated field (`model` or `stream`).
+        field: &'static str,
+    },
     /// No model in the body, the form or `?model=`.
     #[error(
         "no model in the request; set \"model\" in the JSON body, the `model` form field or `?model=`"
@@ -178,6 +186,7 @@ impl ApiError {
         let (status, error_type, code) = match self {
             Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_json"),
             Self::ModelMissing => (StatusCode::BAD_REQUEST, INVALID, "model_missing"),
+            Self::DuplicateField { .. } => (StatusCode::BAD_REQUEST, INVALID, "duplicate_field"),
             Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, INVALID, "filter_failed"),
             Self::ModelNotFound { .. } => {
                 (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")

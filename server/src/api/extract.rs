@@ -55,7 +55,8 @@ impl RequestModel {
     /// # Errors
     ///
     /// [`ApiError::InvalidJson`] for a JSON body that does not parse;
-    /// [`ApiError::ModelMissing`] when no model is named anywhere.
+    /// [`ApiError::DuplicateField`] for a body naming `model` (or, in JSON,
+    /// `stream`) twice; [`ApiError::ModelMissing`] when no model is named anywhere.
     pub fn extract(
         content_type: Option<&str>,
         query: Option<&str>,
@@ -73,26 +74,33 @@ impl RequestModel {
             match mime.as_deref() {
                 Some("multipart/form-data") => {
                     let boundary = content_type.and_then(multipart_boundary);
-                    boundary
-                        .and_then(|b| multipart_field(body, b.as_bytes(), "model"))
-                        .map(|(name, range)| Self {
-                            name,
-                            stream: query_stream,
-                            json_body: false,
-                            location: Location::Multipart(range),
-                        })
+                    let mut fields = boundary
+                        .map(|b| multipart_fields(body, b.as_bytes(), "model"))
+                        .unwrap_or_default();
+                    if fields.len() > 1 {
+                        return Err(ApiError::DuplicateField { field: "model" });
+                    }
+                    fields.pop().map(|(name, range)| Self {
+                        name,
+                        stream: query_stream,
+                        json_body: false,
+                        location: Location::Multipart(range),
+                    })
                 }
                 // `curl -d '{...}'` labels JSON as a form; a body that opens
                 // like a JSON object is read as one.
                 Some("application/x-www-form-urlencoded") if !looks_like_json(body) => {
-                    form_urlencoded::parse(body)
-                        .find(|(k, _)| k == "model")
-                        .map(|(_, v)| Self {
-                            name: v.into_owned(),
-                            stream: query_stream,
-                            json_body: false,
-                            location: Location::Elsewhere,
-                        })
+                    let mut models = form_urlencoded::parse(body).filter(|(k, _)| k == "model");
+                    let first = models.next();
+                    if models.next().is_some() {
+                        return Err(ApiError::DuplicateField { field: "model" });
+                    }
+                    first.map(|(_, v)| Self {
+                        name: v.into_owned(),
+                        stream: query_stream,
+                        json_body: false,
+                        location: Location::Elsewhere,
+                    })
                 }
                 _ => {
                     json_body = true;
@@ -159,6 +167,9 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 struct JsonProbe<'a> {
     model: Option<&'a RawValue>,
     stream: Option<&'a RawValue>,
+    /// The first of the two fields that appeared more than once: routing by one
+    /// occurrence while the upstream reads the other would split the request.
+    duplicate: Option<&'static str>,
 }
 
 impl<'de> Deserialize<'de> for JsonProbe<'de> {
@@ -173,11 +184,22 @@ impl<'de> Deserialize<'de> for JsonProbe<'de> {
                 let mut probe = JsonProbe {
                     model: None,
                     stream: None,
+                    duplicate: None,
                 };
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     match key.as_ref() {
-                        "model" => probe.model = Some(map.next_value()?),
-                        "stream" => probe.stream = Some(map.next_value()?),
+                        "model" => {
+                            let value = map.next_value()?;
+                            if probe.model.replace(value).is_some() {
+                                probe.duplicate.get_or_insert("model");
+                            }
+                        }
+                        "stream" => {
+                            let value = map.next_value()?;
+                            if probe.stream.replace(value).is_some() {
+                                probe.duplicate.get_or_insert("stream");
+                            }
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -193,6 +215,9 @@ impl<'de> Deserialize<'de> for JsonProbe<'de> {
 fn json_model(body: &[u8], query_stream: bool) -> Result<Option<RequestModel>, ApiError> {
     let probe: JsonProbe<'_> =
         serde_json::from_slice(body).map_err(|source| ApiError::InvalidJson { source })?;
+    if let Some(field) = probe.duplicate {
+        return Err(ApiError::DuplicateField { field });
+    }
     let stream = query_stream || probe.stream.is_some_and(|raw| raw.get().trim() == "true");
     let Some(raw) = probe.model else {
         return Ok(None);
@@ -235,14 +260,37 @@ fn multipart_boundary(content_type: &str) -> Option<String> {
     })
 }
 
-/// Finds a non-file form field by name; returns its value and the value's byte
-/// range in the body.
-fn multipart_field(body: &[u8], boundary: &[u8], field: &str) -> Option<(String, Range<usize>)> {
+/// Every non-file form field named `field` (at most two are looked for): its
+/// value and the value's byte range in the body.
+fn multipart_fields(body: &[u8], boundary: &[u8], field: &str) -> Vec<(String, Range<usize>)> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while found.len() < 2 {
+        let Some((value, range, next)) = multipart_field(body, boundary, field, from) else {
+            break;
+        };
+        found.push((value, range));
+        from = next;
+    }
+    found
+}
+
+/// The first non-file form field named `field` in a part starting at or after
+/// `from`; returns its value, the value's byte range in the body, and where to
+/// look for the next one.
+fn multipart_field(
+    body: &[u8],
+    boundary: &[u8],
+    field: &str,
+    from: usize,
+) -> Option<(String, Range<usize>, usize)> {
     let mut delimiter = Vec::with_capacity(boundary.len() + 4);
     delimiter.extend_from_slice(b"\r\n--");
     delimiter.extend_from_slice(boundary);
     // The first delimiter may open the body without the leading CRLF.
-    let mut pos = if body.starts_with(&delimiter[2..]) {
+    let mut pos = if from > 0 {
+        from
+    } else if body.starts_with(&delimiter[2..]) {
         delimiter.len() - 2
     } else {
         find(body, &delimiter, 0)? + delimiter.len()
@@ -262,7 +310,11 @@ fn multipart_field(body: &[u8], boundary: &[u8], field: &str) -> Option<(String,
         if field_name(headers).as_deref() == Some(field) {
             let value_start = part_start + headers_end.1;
             let value = std::str::from_utf8(&body[value_start..part_end]).ok()?;
-            return Some((value.to_owned(), value_start..part_end));
+            return Some((
+                value.to_owned(),
+                value_start..part_end,
+                part_end + delimiter.len(),
+            ));
         }
         pos = part_end + delimiter.len();
     }
@@ -454,6 +506,52 @@ mod tests {
         .unwrap();
         assert_eq!(found.name, "a");
         assert!(found.stream);
+    }
+
+    #[test]
+    fn a_json_body_naming_model_or_stream_twice_is_refused() {
+        for body in [
+            &br#"{"model":"a","messages":[],"model":"b"}"#[..],
+            br#"{"model":"a","mo\u0064el":"b"}"#,
+            br#"{"model":"a","model":"a"}"#,
+            br#"{"model":"a","stream":false,"stream":true}"#,
+        ] {
+            let err = RequestModel::extract(JSON, None, body).unwrap_err();
+            assert!(
+                matches!(err, ApiError::DuplicateField { .. }),
+                "{}: {err:?}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // Nested objects may use the names freely.
+        let found = RequestModel::extract(
+            JSON,
+            None,
+            br#"{"model":"a","x":{"model":"b","model":"c"}}"#,
+        )
+        .unwrap();
+        assert_eq!(found.name, "a");
+    }
+
+    #[test]
+    fn a_form_naming_model_twice_is_refused() {
+        let err = RequestModel::extract(
+            Some("application/x-www-form-urlencoded"),
+            None,
+            b"model=a&prompt=hi&model=b",
+        )
+        .unwrap_err();
+        assert!(matches!(err, ApiError::DuplicateField { field: "model" }));
+        let (ct, body) = multipart_body();
+        let text = String::from_utf8(body.to_vec()).unwrap().replace(
+            "--XyZ123--",
+            "--XyZ123\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nother\r\n--XyZ123--",
+        );
+        let err = RequestModel::extract(Some(&ct), None, text.as_bytes()).unwrap_err();
+        assert!(
+            matches!(err, ApiError::DuplicateField { field: "model" }),
+            "{err:?}"
+        );
     }
 
     #[test]

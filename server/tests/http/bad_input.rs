@@ -77,6 +77,19 @@ async fn malformed_missing_and_unknown_models_get_typed_errors() {
         (status, body["error"]["code"].as_str()),
         (400, Some("model_missing"))
     );
+    // Routed by one `model`, forwarded with both: the upstream could read the other.
+    let (status, body) =
+        error_of(post("{\"model\": \"a\", \"model\": \"b\"}").await.unwrap()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("duplicate_field"))
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`model` more than once")
+    );
     let (status, body) = error_of(post("{\"model\": \"nope\"}").await.unwrap()).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
