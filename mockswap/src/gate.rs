@@ -8,6 +8,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -23,6 +24,8 @@ enum Msg {
     Done,
     /// The request stopped waiting (its client went away).
     Cancel(u64),
+    /// Nothing changes; the watched release order is brought up to date.
+    Refresh,
     /// The held requests as `(seq, priority)`, in the order they would be released.
     Snapshot(oneshot::Sender<Vec<(u64, i32)>>),
 }
@@ -63,6 +66,7 @@ impl std::fmt::Debug for Msg {
             Self::SetOpen(open) => write!(f, "SetOpen({open})"),
             Self::Done => f.write_str("Done"),
             Self::Cancel(seq) => write!(f, "Cancel({seq})"),
+            Self::Refresh => f.write_str("Refresh"),
             Self::Snapshot(_) => f.write_str("Snapshot"),
         }
     }
@@ -73,6 +77,9 @@ impl std::fmt::Debug for Msg {
 pub(crate) struct Gate {
     tx: mpsc::UnboundedSender<Msg>,
     state: watch::Receiver<GateState>,
+    /// The held requests' seqs in release order, kept up to date only while someone
+    /// watches it (a loading-state stream showing its queue position).
+    order: Arc<watch::Sender<Arc<Vec<u64>>>>,
 }
 
 /// What the gate looks like from outside.
@@ -94,9 +101,10 @@ impl Gate {
     pub(crate) fn spawn(open: bool, tracker: &TaskTracker, stop: CancellationToken) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(GateState { open, held: 0 });
+        let order = Arc::new(watch::Sender::new(Arc::new(Vec::new())));
         let actor_tx = tx.clone();
-        tracker.spawn(run(rx, actor_tx, state_tx, open, stop));
-        Self { tx, state }
+        tracker.spawn(run(rx, actor_tx, state_tx, Arc::clone(&order), open, stop));
+        Self { tx, state, order }
     }
 
     /// Waits for the gate to let the request through. `None` when the mock is stopping.
@@ -137,6 +145,15 @@ impl Gate {
         *self.state.borrow()
     }
 
+    /// The held requests' seqs in release order, updated on every change while the
+    /// receiver lives.
+    pub(crate) fn watch_order(&self) -> watch::Receiver<Arc<Vec<u64>>> {
+        let rx = self.order.subscribe();
+        // Make the actor refresh the list now that someone watches it.
+        let _ = self.tx.send(Msg::Refresh);
+        rx
+    }
+
     /// Waits until at least `n` requests are held.
     pub(crate) async fn wait_held(&self, n: usize) {
         let mut rx = self.state.clone();
@@ -148,6 +165,7 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Msg>,
     tx: mpsc::UnboundedSender<Msg>,
     state: watch::Sender<GateState>,
+    order: Arc<watch::Sender<Arc<Vec<u64>>>>,
     mut open: bool,
     stop: CancellationToken,
 ) {
@@ -186,6 +204,7 @@ async fn run(
                 }
             }
             Msg::SetOpen(now_open) => open = now_open,
+            Msg::Refresh => {}
             Msg::Done => releasing = false,
             // The heap entry stays; it is skipped when popped, as its reply is gone.
             Msg::Cancel(seq) => {
@@ -226,6 +245,21 @@ async fn run(
             open,
             held: replies.len(),
         });
+        if order.receiver_count() > 0 {
+            let mut held: Vec<&(Waiter, u64)> = waiting
+                .iter()
+                .filter(|(_, seq)| replies.contains_key(seq))
+                .collect();
+            held.sort_by(|a, b| b.0.cmp(&a.0));
+            let now: Vec<u64> = held.iter().map(|(_, seq)| *seq).collect();
+            order.send_if_modified(|current| {
+                if **current == now {
+                    return false;
+                }
+                *current = Arc::new(now);
+                true
+            });
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 mod admin;
 mod extract;
 mod handler;
+mod loading;
 mod model_request;
 mod websocket;
 

@@ -2,6 +2,7 @@
 //! faults, the scripted or echoed reply, and stream shaping.
 
 use std::future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode, header};
@@ -11,6 +12,8 @@ use super::{ConnControl, Crash, Shared};
 use crate::body::MockBody;
 use crate::envelope::{ApiError, envelope, json_response};
 use crate::fault::Fault;
+use crate::gate::Permit;
+use crate::journal::RecordedRequest;
 use crate::reply::ReplyKind;
 use crate::stream::{StreamEnd, plan, play};
 use crate::wire::{self, Answer, Api, Ids, SseEvent};
@@ -22,7 +25,7 @@ const FRAMES_BEFORE_CRASH: usize = 2;
 /// `/upstream/<model>/...`, where the model comes from the path and the body is passed
 /// through unchecked (as the proxy does).
 pub(crate) async fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     conn: &ConnControl,
     parts: http::request::Parts,
     body: Bytes,
@@ -71,132 +74,173 @@ pub(crate) async fn handle(
     }
 
     let priority = request.priority.effective();
+    let served = Served {
+        shared: Arc::clone(shared),
+        conn: conn.clone(),
+        request,
+        model,
+        endpoint,
+        api,
+        json,
+        stream,
+    };
+    if stream && api == Api::ChatCompletions && shared.settings.shape.loading_state {
+        // The proxy answers 200 at once and reports the wait in the stream.
+        return super::loading::respond(served, priority);
+    }
     let Some(permit) = shared.gate.pass(seq, priority).await else {
         return ApiError::ShuttingDown.into_response();
     };
-    shared.journal.dispatched(seq);
-    shared.loaded().insert(model.clone());
-    let stop = shared.life.shutdown.clone();
+    served.after_gate(permit).await
+}
 
-    if !shared.settings.latency.is_zero() {
-        tokio::select! {
-            () = tokio::time::sleep(shared.settings.latency) => {}
-            () = stop.cancelled() => return ApiError::ShuttingDown.into_response(),
-        }
-    }
+/// A model request that passed validation, ready to be answered once the gate lets it
+/// through.
+pub(crate) struct Served {
+    pub(crate) shared: Arc<Shared>,
+    conn: ConnControl,
+    pub(crate) request: RecordedRequest,
+    pub(crate) model: String,
+    endpoint: String,
+    api: Api,
+    json: Option<Value>,
+    stream: bool,
+}
 
-    let fault = shared.faults.take(&request);
-    let mut stream_fault = None;
-    match fault {
-        Some(Fault::Status {
-            status,
-            body,
-            headers,
-        }) => {
-            let response = status_response(status, body, &headers);
-            return response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()));
-        }
-        Some(Fault::Delay(delay)) => {
+impl Served {
+    /// Latency, faults, then the scripted or echoed reply.
+    pub(crate) async fn after_gate(self, permit: Permit) -> Response<MockBody> {
+        let Self {
+            shared,
+            conn,
+            request,
+            model,
+            endpoint,
+            api,
+            json,
+            stream,
+        } = self;
+        let shared = &*shared;
+        let conn = &conn;
+        let seq = request.seq;
+        shared.journal.dispatched(seq);
+        shared.loaded().insert(model.clone());
+        let stop = shared.life.shutdown.clone();
+
+        if !shared.settings.latency.is_zero() {
             tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+                () = tokio::time::sleep(shared.settings.latency) => {}
                 () = stop.cancelled() => return ApiError::ShuttingDown.into_response(),
             }
         }
-        Some(Fault::Hang) => {
-            stop.cancelled().await;
-            return ApiError::ShuttingDown.into_response();
-        }
-        Some(Fault::ResetBeforeHeaders) => {
-            conn.reset();
-            // The connection (and this future with it) is dropped by its task.
-            return future::pending().await;
-        }
-        Some(Fault::StallAfterHeaders) => {
-            let body = play(Vec::new(), StreamEnd::Stall, stop, Box::new(|| {}));
-            let mut response = Response::new(MockBody::stream(body).with_guard(permit));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(if stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                }),
-            );
-            return response;
-        }
-        Some(other) => stream_fault = Some(other),
-        None => {}
-    }
 
-    let reply = shared.replies.reply_for(&request);
-    let ids = Ids { model: &model, seq };
-    let answer = match reply.kind {
-        ReplyKind::Json(value) => Err(json_response(reply.status, &value)),
-        ReplyKind::Error {
-            message,
-            kind,
-            code,
-        } => Err(error_reply(api, reply.status, &message, kind, code)),
-        ReplyKind::Frames(frames) => {
-            let mut events: Vec<SseEvent> = frames.into_iter().map(SseEvent::raw).collect();
-            if shared.settings.shape.done {
-                events.push(SseEvent::done());
+        let fault = shared.faults.take(&request);
+        let mut stream_fault = None;
+        match fault {
+            Some(Fault::Status {
+                status,
+                body,
+                headers,
+            }) => {
+                let response = status_response(status, body, &headers);
+                return response
+                    .map(|b| b.with_guard(permit).with_guard(shared.completion_guard()));
             }
-            Err(sse_response(
-                shared,
+            Some(Fault::Delay(delay)) => {
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = stop.cancelled() => return ApiError::ShuttingDown.into_response(),
+                }
+            }
+            Some(Fault::Hang) => {
+                stop.cancelled().await;
+                return ApiError::ShuttingDown.into_response();
+            }
+            Some(Fault::ResetBeforeHeaders) => {
+                conn.reset();
+                // The connection (and this future with it) is dropped by its task.
+                return future::pending().await;
+            }
+            Some(Fault::StallAfterHeaders) => {
+                let body = play(Vec::new(), StreamEnd::Stall, stop, Box::new(|| {}));
+                let mut response = Response::new(MockBody::stream(body).with_guard(permit));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(if stream {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    }),
+                );
+                return response;
+            }
+            Some(other) => stream_fault = Some(other),
+            None => {}
+        }
+
+        let reply = shared.replies.reply_for(&request);
+        let ids = Ids { model: &model, seq };
+        let answer = match reply.kind {
+            ReplyKind::Json(value) => Err(json_response(reply.status, &value)),
+            ReplyKind::Error {
+                message,
+                kind,
+                code,
+            } => Err(error_reply(api, reply.status, &message, kind, code)),
+            ReplyKind::Frames(frames) => {
+                let mut events: Vec<SseEvent> = frames.into_iter().map(SseEvent::raw).collect();
+                if shared.settings.shape.done {
+                    events.push(SseEvent::done());
+                }
+                Err(sse_response(
+                    shared,
+                    reply.status,
+                    events,
+                    stream_fault.take(),
+                ))
+            }
+            ReplyKind::Text(text) => Ok(Answer::text(text)),
+            ReplyKind::ToolCalls { content, calls } => Ok(Answer {
+                text: content,
+                tool_calls: calls,
+            }),
+            // `resolve` has already picked one element of a sequence.
+            ReplyKind::Echo | ReplyKind::Sequence(_) => Ok(Answer::text(wire::echo_text(
+                &model,
+                &wire::echo_source(api, json.as_ref()),
+            ))),
+        };
+        let mut response = match answer {
+            Err(response) => response,
+            Ok(answer) if stream && api.streams() => {
+                let mut events = wire::stream_events(
+                    api,
+                    ids,
+                    &answer,
+                    json.as_ref(),
+                    shared.settings.shape.usage,
+                );
+                if api.sends_done() && shared.settings.shape.done {
+                    events.push(SseEvent::done());
+                }
+                sse_response(shared, reply.status, events, stream_fault.take())
+            }
+            Ok(answer) => json_response(
                 reply.status,
-                events,
-                stream_fault.take(),
-            ))
-        }
-        ReplyKind::Text(text) => Ok(Answer::text(text)),
-        ReplyKind::ToolCalls { content, calls } => Ok(Answer {
-            text: content,
-            tool_calls: calls,
-        }),
-        // `resolve` has already picked one element of a sequence.
-        ReplyKind::Echo | ReplyKind::Sequence(_) => Ok(Answer::text(wire::echo_text(
-            &model,
-            &wire::echo_source(api, json.as_ref()),
-        ))),
-    };
-    let mut response = match answer {
-        Err(response) => response,
-        Ok(answer) if stream && api.streams() => {
-            let mut events = wire::stream_events(
-                api,
-                ids,
-                &answer,
-                json.as_ref(),
-                shared.settings.shape.usage,
-            );
-            if api == Api::ChatCompletions && shared.settings.shape.loading_state {
-                let waited = shared.started.elapsed().saturating_sub(request.received);
-                let waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-                let mut with_loading = wire::loading_events(&model, seq, waited_ms);
-                with_loading.append(&mut events);
-                events = with_loading;
+                &wire::complete(api, ids, &answer, json.as_ref(), &endpoint),
+            ),
+        };
+        *response.status_mut() = reply.status;
+        for (name, value) in &reply.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().append(name, value);
             }
-            if api.sends_done() && shared.settings.shape.done {
-                events.push(SseEvent::done());
-            }
-            sse_response(shared, reply.status, events, stream_fault.take())
         }
-        Ok(answer) => json_response(
-            reply.status,
-            &wire::complete(api, ids, &answer, json.as_ref(), &endpoint),
-        ),
-    };
-    *response.status_mut() = reply.status;
-    for (name, value) in &reply.headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value),
-        ) {
-            response.headers_mut().append(name, value);
-        }
+        response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()))
     }
-    response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()))
 }
 
 /// A scripted error: the OpenAI-style envelope, or Anthropic's error body on

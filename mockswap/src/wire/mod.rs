@@ -13,7 +13,7 @@ mod sse;
 use serde_json::{Value, json};
 
 pub(crate) use anthropic::error_body as anthropic_error_body;
-pub use sse::{SseEvent, loading_events, stream_events};
+pub use sse::{LoadingStatus, SseEvent, loading_events, loading_frame, stream_events};
 
 pub use crate::reply::ToolCall;
 

@@ -139,39 +139,67 @@ pub fn stream_events(
     out
 }
 
-/// The frames the proxy streams before a chat stream when `sendLoadingState` is on,
-/// in the shape every proxy frame has: a `chat.completion.chunk` whose delta carries
-/// llama-swap's human text in `reasoning_content`, marked by a top-level `llamaswap`
-/// object (`status` `waiting`, then `loading`, then `ready` with `waited_ms`). The
-/// mock's model loads instantly, so the three frames come at once; `waited_ms` is the
-/// time the request spent in the mock before its stream began (the gate included).
-pub fn loading_events(model: &str, seq: u64, waited_ms: u64) -> Vec<SseEvent> {
+/// What a proxy frame reports, as its `llamaswap.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LoadingStatus {
+    /// Admitted, nothing to report yet (the first frame).
+    Waiting,
+    /// Held in the queue at this 1-based position.
+    Queued(usize),
+    /// The model is starting for this request.
+    Loading,
+    /// The last proxy frame, just before the model's own stream.
+    Ready {
+        /// How long the request waited in the mock before its stream began.
+        waited_ms: u64,
+    },
+}
+
+/// One frame the proxy injects before a chat stream when `sendLoadingState` is on: a
+/// `chat.completion.chunk` whose delta carries llama-swap's human text in
+/// `reasoning_content`, marked by a top-level `llamaswap` object.
+pub fn loading_frame(model: &str, seq: u64, status: LoadingStatus) -> SseEvent {
     let rule = "━━━━━";
-    let frame = |text: String, marker: Value| {
-        SseEvent::meta(json!({
-            "id": format!("llamaswap-{seq}"),
-            "object": "chat.completion.chunk",
-            "created": CREATED,
-            "model": model,
-            "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}],
-            "llamaswap": marker,
-        }))
-    };
-    let secs = waited_ms as f64 / 1000.0;
-    vec![
-        frame(
+    let (text, marker) = match status {
+        LoadingStatus::Waiting => (
             format!("{rule}\nllama-swap loading model: {model}\n"),
             json!({"status": "waiting", "model": model}),
         ),
-        frame(
+        LoadingStatus::Queued(position) => (
+            format!("\nQueue position: #{position} "),
+            json!({"status": "queued", "model": model, "position": position}),
+        ),
+        LoadingStatus::Loading => (
             "\nLoading... ".to_owned(),
             json!({"status": "loading", "model": model}),
         ),
-        frame(
-            format!("\nDone! ({secs:.2}s)\n{rule}\n \n"),
+        LoadingStatus::Ready { waited_ms } => (
+            format!("\nDone! ({:.2}s)\n{rule}\n \n", waited_ms as f64 / 1000.0),
             json!({"status": "ready", "model": model, "waited_ms": waited_ms}),
         ),
+    };
+    SseEvent::meta(json!({
+        "id": format!("llamaswap-{seq}"),
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model,
+        "choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}],
+        "llamaswap": marker,
+    }))
+}
+
+/// The proxy frames of a request that did not have to queue: `waiting`, `loading`,
+/// then `ready` (the mock's model loads instantly).
+pub fn loading_events(model: &str, seq: u64, waited_ms: u64) -> Vec<SseEvent> {
+    [
+        LoadingStatus::Waiting,
+        LoadingStatus::Loading,
+        LoadingStatus::Ready { waited_ms },
     ]
+    .into_iter()
+    .map(|status| loading_frame(model, seq, status))
+    .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod expectations;
 mod faults;
 mod gate;
 mod journal;
+mod loading;
 mod openai_python;
 mod replies;
 mod streams;
