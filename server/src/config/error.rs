@@ -93,7 +93,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not well-formed YAML (or has duplicate keys).
-    #[error("{file}: not valid YAML: {source}")]
+    #[error("{file}: not valid YAML: {}", yaml_message(source))]
     Yaml {
         /// The file, as given.
         file: String,
@@ -109,6 +109,20 @@ pub enum ConfigError {
         /// Every problem found, in the order the loader met them. Never empty.
         issues: Vec<Issue>,
     },
+}
+
+/// The parser's message for people editing the file, without advice about the
+/// parser's own options, which they cannot set.
+fn yaml_message(error: &serde_saphyr::Error) -> String {
+    error.render_with_formatter(&serde_saphyr::UserMessageFormatter)
+}
+
+fn display_size(bytes: u64) -> String {
+    if bytes == u64::MAX {
+        "more than 18446744073709551615".to_owned()
+    } else {
+        bytes.to_string()
+    }
 }
 
 impl ConfigError {
@@ -218,9 +232,15 @@ pub enum Reason {
         /// What was found.
         found: &'static str,
     },
-    /// Macro expansion produced an absurdly long value (macros that double at every level).
-    #[error("macro expansion exceeds {limit} bytes")]
+    /// Macro expansion would produce an absurdly long value (macros that refer to
+    /// others several times at every level double at every level).
+    #[error(
+        "macro expansion would add {} bytes to this value, more than the limit of {limit}; check for macros that refer to other macros several times",
+        display_size(*.adds)
+    )]
     ExpansionTooLarge {
+        /// The bytes expansion would add (saturated at `u64::MAX`).
+        adds: u64,
         /// The limit in bytes.
         limit: usize,
     },
@@ -426,6 +446,9 @@ pub enum WarningKind {
         /// The protected parameter.
         key: &'static str,
     },
+    /// The configuration names no model at all.
+    #[error("no models are configured; every model request will answer 404 model_not_found")]
+    NoModels,
     /// A key that has no effect with the current settings.
     #[error("has no effect when {because}")]
     NoEffect {

@@ -142,6 +142,9 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         Some((node, path)) => read_models(node, &path, &defaults, cx),
         None => Vec::new(),
     };
+    if models.is_empty() && cx.issues.is_empty() {
+        cx.warn(KeyPath::from_keys(["models"]), WarningKind::NoModels);
+    }
     let resolver = Resolver::new(declared_ids, &models);
 
     let routing_keys = RoutingKeys {

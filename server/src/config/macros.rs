@@ -8,6 +8,8 @@
 //! llama-swap accepts expands the same way; a macro may additionally refer to one
 //! declared after it.
 
+use std::collections::HashMap;
+
 use super::error::{KeyPath, Reason};
 use super::fields::Cx;
 use super::node::Node;
@@ -21,7 +23,9 @@ pub(crate) const PORT_PLACEHOLDER: &str = "${PORT}";
 
 const RESERVED: [&str; 3] = ["PORT", "MODEL_ID", "PID"];
 const MAX_MACRO_NAME: usize = 63;
-/// Guards against macros that double in size at every level ("billion laughs").
+/// Most bytes expansion may add to one value. Guards against macros that double in
+/// size at every level ("billion laughs"): 40 one-line macros would otherwise ask
+/// for a terabyte. Checked on the computed size before anything is expanded.
 const MAX_EXPANDED_LEN: usize = 1 << 20;
 
 /// Reads and validates a `macros` block: names, scalar values, order kept.
@@ -115,6 +119,25 @@ impl Scope<'_> {
         match node {
             Node::Str(s) => {
                 let mut stack = Vec::new();
+                if s.contains("${") {
+                    let mut sizes = HashMap::new();
+                    let size = self.expanded_len(s, pid_allowed, &mut stack, &mut sizes);
+                    let adds = size.map(|n| n.saturating_sub(s.len() as u64));
+                    match adds {
+                        Ok(adds) if adds > MAX_EXPANDED_LEN as u64 => {
+                            cx.error(
+                                path.clone(),
+                                Reason::ExpansionTooLarge {
+                                    adds,
+                                    limit: MAX_EXPANDED_LEN,
+                                },
+                            );
+                            return node.clone();
+                        }
+                        // Other problems are reported by the expansion itself.
+                        _ => stack.clear(),
+                    }
+                }
                 match self.expand_str(s, pid_allowed, &mut stack) {
                     Ok(expanded) => expanded,
                     Err(reason) => {
@@ -170,13 +193,60 @@ impl Scope<'_> {
                     out.push_str(&value.scalar_text().unwrap_or_default());
                 }
             }
-            if out.len() > MAX_EXPANDED_LEN {
-                return Err(Reason::ExpansionTooLarge {
-                    limit: MAX_EXPANDED_LEN,
-                });
-            }
         }
         Ok(Node::Str(out))
+    }
+
+    /// The length `s` expands to, computed without expanding: each macro's size is
+    /// computed once (`sizes`), so the work is linear in the macros' text however
+    /// large the result would be. Saturates instead of overflowing.
+    fn expanded_len(
+        &self,
+        s: &str,
+        pid_allowed: bool,
+        stack: &mut Vec<String>,
+        sizes: &mut HashMap<String, u64>,
+    ) -> Result<u64, Reason> {
+        let mut total: u64 = 0;
+        for piece in pieces(s) {
+            let len = match piece {
+                Piece::Text(text) => text.len() as u64,
+                Piece::Ref(name) => self.resolved_len(name, pid_allowed, stack, sizes)?,
+            };
+            total = total.saturating_add(len);
+        }
+        Ok(total)
+    }
+
+    fn resolved_len(
+        &self,
+        name: &str,
+        pid_allowed: bool,
+        stack: &mut Vec<String>,
+        sizes: &mut HashMap<String, u64>,
+    ) -> Result<u64, Reason> {
+        if let Some(size) = sizes.get(name) {
+            return Ok(*size);
+        }
+        let is_user_macro = !name.starts_with("env.") && !RESERVED.contains(&name);
+        let text = match self.lookup(name) {
+            Some(Node::Str(text)) if is_user_macro => {
+                if stack.iter().any(|n| n == name) {
+                    return Err(Reason::MacroCycle {
+                        name: name.to_owned(),
+                    });
+                }
+                stack.push(name.to_owned());
+                let size = self.expanded_len(text, pid_allowed, stack, sizes);
+                stack.pop();
+                let size = size?;
+                sizes.insert(name.to_owned(), size);
+                return Ok(size);
+            }
+            // Built-ins, environment variables and scalar macros: cheap to resolve.
+            _ => self.resolve(name, pid_allowed, stack)?,
+        };
+        Ok(text.scalar_text().map_or(0, |t| t.len() as u64))
     }
 
     fn resolve(
@@ -345,12 +415,49 @@ mod tests {
         }
         let mut cx = Cx::default();
         scope(&globals, &[]).expand(&s("${m39}"), &KeyPath::root(), false, &mut cx);
-        assert_eq!(
-            cx.issues[0].reason,
-            Reason::ExpansionTooLarge {
-                limit: MAX_EXPANDED_LEN
-            }
+        assert!(
+            matches!(
+                cx.issues[0].reason,
+                Reason::ExpansionTooLarge { adds, limit: MAX_EXPANDED_LEN } if adds > 1 << 40
+            ),
+            "{:?}",
+            cx.issues
         );
+    }
+
+    #[test]
+    fn a_long_plain_value_is_not_a_macro_expansion() {
+        let long = "x".repeat(4 * MAX_EXPANDED_LEN);
+        let globals = vec![("flag".to_owned(), s("--verbose"))];
+        let mut cx = Cx::default();
+        let out = scope(&globals, &[]).expand(&s(&long), &KeyPath::root(), false, &mut cx);
+        assert_eq!(out, s(&long));
+        let with_macro = format!("{long} ${{flag}}");
+        let out = scope(&globals, &[]).expand(&s(&with_macro), &KeyPath::root(), false, &mut cx);
+        assert!(cx.issues.is_empty(), "{:?}", cx.issues);
+        assert_eq!(out, s(&format!("{long} --verbose")));
+    }
+
+    #[test]
+    fn the_size_of_a_doubling_chain_is_computed_without_expanding_it() {
+        // 2^63 bytes: expanding it would never end; computing its size is instant.
+        let mut globals = vec![("m0".to_owned(), s("x"))];
+        for i in 1..64 {
+            globals.push((
+                format!("m{i}"),
+                s(&format!("${{m{}}}${{m{}}}", i - 1, i - 1)),
+            ));
+        }
+        let sc = scope(&globals, &[]);
+        let size = sc
+            .expanded_len("${m63}", false, &mut Vec::new(), &mut HashMap::new())
+            .unwrap();
+        assert_eq!(size, 1 << 63);
+        let cycle = vec![("a".to_owned(), s("${b}")), ("b".to_owned(), s("${a}"))];
+        let err = scope(&cycle, &[])
+            .expanded_len("${a}", false, &mut Vec::new(), &mut HashMap::new())
+            .unwrap_err();
+        assert!(matches!(err, Reason::MacroCycle { .. }));
     }
 
     #[test]

@@ -32,6 +32,10 @@ impl Node {
             Node::Null => "nothing (null)",
             Node::Bool(_) => "a boolean",
             Node::Int(_) => "an integer",
+            // A whole number beyond 64 bits arrives as a float; it is not a fraction.
+            Node::Float(f) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => {
+                "a whole number too large for a 64-bit integer"
+            }
             Node::Float(_) => "a fractional number",
             Node::Str(_) => "a string",
             Node::Seq(_) => "a list",

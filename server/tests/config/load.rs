@@ -336,10 +336,12 @@ fn api_keys_come_from_the_file_and_the_environment_and_never_show_in_debug() {
 }
 
 #[test]
-fn empty_file_is_a_config_without_models() {
+fn empty_file_is_a_config_without_models_and_says_so() {
     let Loaded { config, warnings } = load("empty.yaml");
     assert!(config.models.is_empty());
-    assert!(warnings.is_empty());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind, WarningKind::NoModels);
+    assert_eq!(warnings[0].path.to_string(), "models");
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod filters;
 mod load;
 mod mapping;
 mod matrix;
+mod messages;
 mod robustness;
 mod selectors;
 mod support;
