@@ -22,10 +22,12 @@ use tracing::Instrument;
 use super::error::ApiError;
 use super::extract::RequestModel;
 use super::loading::{LoadingTarget, Progress, loading_response};
+use super::names::{hold_until_body_ends, rename, rename_upstream};
 use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
 use crate::metrics::RequestOutcome;
+use crate::names::Reservation;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, OutboundBody, SendError};
 use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
@@ -61,6 +63,8 @@ enum Prepared {
         outbound: Outbound,
         /// Stream the loading state while it waits.
         loading: bool,
+        /// A selector's hold on the chosen target, kept until the response ends.
+        hold: Option<Reservation>,
     },
     /// Not a model request after all (a redirect): answered as is.
     Answer(Response),
@@ -76,16 +80,23 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
-    let model = lookup(state, &found.name)?;
-    let bytes = match &model.use_model_name {
+    let renamed = rename(state, &found.name).await?;
+    let model = lookup(state, &renamed.name)?;
+    // A pinned or selected name goes upstream in place of the client's.
+    let upstream_name = model
+        .use_model_name
+        .as_deref()
+        .or(renamed.changed.then_some(renamed.name.as_str()));
+    let bytes = match upstream_name {
         Some(name) => found.rewrite(bytes, name),
         None => bytes,
     };
-    // Body filters see the name the client asked for: `setParamsByID` keys on it.
+    // Body filters see the name asked for (after profiles and selectors):
+    // `setParamsByID` keys on it.
     let bytes = if found.json_body {
         model
             .filters
-            .apply(&found.name, bytes)
+            .apply(&renamed.name, bytes)
             .map_err(|source| ApiError::FilterFailed {
                 model: model.id.clone(),
                 source,
@@ -110,6 +121,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         model,
         outbound,
         loading,
+        hold: renamed.hold,
     })
 }
 
@@ -118,7 +130,8 @@ fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
-    let tail = path.strip_prefix("/upstream/").unwrap_or_default();
+    let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
+    let tail = tail.as_ref();
     let router = &state.inner.router;
     let target = split_upstream_path(tail, |name| router.resolve(name)).ok_or_else(|| {
         ApiError::ModelNotFound {
@@ -158,6 +171,7 @@ fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
         model,
         outbound,
         loading,
+        hold: None,
     })
 }
 
@@ -192,8 +206,9 @@ impl Call {
                 model,
                 outbound,
                 loading,
+                hold,
             }) => match self.serve(state, model, outbound, loading).await {
-                Ok(response) => response,
+                Ok(response) => hold_until_body_ends(response, hold),
                 Err(error) => error.into_response(),
             },
             Ok(Prepared::Answer(response)) => {

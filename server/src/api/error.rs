@@ -56,6 +56,37 @@ pub enum ApiError {
         /// The name the client asked for.
         model: String,
     },
+    /// The active profile disables the name the client asked for.
+    #[error(
+        "model '{model}' is disabled by the active profile '{profile}'; switch profiles with PUT /api/profiles/active"
+    )]
+    ModelDisabled {
+        /// The name the client asked for.
+        model: String,
+        /// The active profile.
+        profile: String,
+    },
+    /// A selector found no target it can send the request to.
+    #[error("{source}; retry once a target has stopped")]
+    SelectorUnavailable {
+        /// The selector the client asked for.
+        selector: String,
+        /// Why.
+        #[source]
+        source: crate::names::SelectError,
+    },
+    /// `PUT /api/profiles/active` with a body it cannot use.
+    #[error("{what}")]
+    BadProfileRequest {
+        /// What is wrong with the body.
+        what: &'static str,
+    },
+    /// `PUT /api/profiles/active` named no configured profile.
+    #[error("profile '{name}' is not configured; GET /api/profiles lists the profiles")]
+    ProfileNotFound {
+        /// The name asked for.
+        name: String,
+    },
     /// No route for the path.
     #[error("no endpoint at {path}; see the README for the endpoint list")]
     NotFound {
@@ -191,6 +222,22 @@ impl ApiError {
             Self::ModelNotFound { .. } => {
                 (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
             }
+            Self::ModelDisabled { .. } => {
+                (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
+            }
+            Self::SelectorUnavailable { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SERVER,
+                "selector_unavailable",
+            ),
+            Self::BadProfileRequest { .. } => {
+                (StatusCode::BAD_REQUEST, INVALID, "invalid_profile_request")
+            }
+            Self::ProfileNotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "profile_not_found",
+            ),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found_error", "not_found"),
             Self::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,

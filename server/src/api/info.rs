@@ -46,21 +46,15 @@ fn found(location: &'static str) -> Response {
 /// with an `Origin` gets it back in `Access-Control-Allow-Origin`, so browser
 /// pages on other origins can read the listing.
 pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let loaded: BTreeSet<String> = state
-        .inner
-        .router
-        .running()
-        .await
-        .into_iter()
-        .map(|m| m.model)
-        .collect();
+    let running = state.inner.router.running().await;
+    let loaded: BTreeSet<&str> = running.iter().map(|m| m.model.as_str()).collect();
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
     let mut rows: Vec<Value> = Vec::new();
     for model in state.inner.models.values().filter(|m| !m.unlisted) {
-        let status = if loaded.contains(&model.id) {
+        let status = if loaded.contains(model.id.as_str()) {
             "loaded"
         } else {
             "unloaded"
@@ -80,6 +74,7 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
             }
         }
     }
+    rows.extend(super::names::listing_rows(&state, &running, created));
     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let mut response = Json(json!({"object": "list", "data": rows})).into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {

@@ -13,7 +13,8 @@
 //! | `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/messages[/count_tokens]`, `/v1/rerank`, `/v1/reranking`, `/rerank`, `/reranking`, `/infill`, `/completion`, `/v1/audio/speech`, `/v1/audio/transcriptions`, `/v1/images/generations`, `/v1/images/edits`, `/sdapi/v1/txt2img`, `/sdapi/v1/img2img`, `/audioapi/v1/tasks/run`, `/v/...` | model from the JSON body, the multipart or url-encoded form, or `?model=`; scheduled, then proxied (`/v` and `/audioapi` prefixes are stripped) |
 //! | `GET /props`, `/sdapi/v1/loras`, `GET/POST /v1/audio/voices` | model from `?model=` (or the body) |
 //! | any method `/upstream/<model>/<path>` | the longest model ID or alias prefix of the path; body streamed unread; `/upstream/<model>` redirects to `/upstream/<model>/` |
-//! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`); echoes `Origin` |
+//! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`), then selectors (`type: selector`, `strategy`, `targets`) and the active profile's pins (`type: profile`); echoes `Origin` |
+//! | `GET /api/profiles`, `PUT /api/profiles/active` | the profiles and the active one; `{"name": "<profile>"}` or `{"name": null}` switches (400 malformed, 404 unknown) |
 //! | `GET /running` | `{"running":[{"model","state","cmd","proxy","ttl","name","description"}]}` |
 //! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","waited_ms"}]}` in position order |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
@@ -22,6 +23,10 @@
 //! | `GET /health`, `/wol-health` | `OK`, without authentication |
 //! | `GET /`, `GET /upstream` | `302` to `/ui` and `/ui/models` (llama-swap's redirects to its web UI) |
 //! | `OPTIONS *` | CORS preflight, without authentication |
+//!
+//! Before the model is looked up, the name goes through the active profile's
+//! pins and then selectors ([`crate::names`]); on `/upstream` only the pins
+//! apply, by longest prefix.
 //!
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
 //! forwarded. With `apiKeys` configured every endpoint except `/health`,
@@ -48,6 +53,7 @@ mod layers;
 pub mod loading;
 mod logs;
 mod metrics;
+mod names;
 pub mod request_id;
 mod routes;
 mod state;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, any, get, post};
+use axum::routing::{MethodRouter, any, get, post, put};
 use http::{Method, Uri};
 use tokio::time::Instant;
 
@@ -18,6 +18,7 @@ use super::info;
 use super::layers;
 use super::logs;
 use super::metrics;
+use super::names;
 use super::request_id;
 use super::state::AppState;
 use crate::priority::KeyIndex;
@@ -85,6 +86,11 @@ pub fn app(state: AppState) -> Router {
         .route("/", only(GET, get(info::root_redirect)))
         .route("/upstream", only(GET, get(info::upstream_redirect)))
         .route("/api/queue", only(GET, get(info::queue)))
+        .route("/api/profiles", only(GET, get(names::list_profiles)))
+        .route(
+            "/api/profiles/active",
+            only(&["PUT"], put(names::set_active_profile)),
+        )
         .route("/metrics", only(GET, get(metrics::metrics)))
         .route("/unload", only(GET, get(info::unload_all_text)))
         .route("/api/models/unload", only(POST, post(info::unload_all)))

@@ -96,6 +96,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<Metrics>,
     /// Caps on `X-Priority`.
     pub(crate) trust: Trust,
+    /// Profiles (which one is active) and selectors.
+    pub(crate) names: crate::names::Names,
 }
 
 impl AppState {
@@ -172,6 +174,7 @@ impl AppState {
                 inflight: TaskTracker::new(),
                 metrics,
                 trust: config.trust(),
+                names: crate::names::Names::new(config),
             }),
         }
     }

@@ -156,10 +156,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
     let selectors = match fields.take("selectors") {
         Some((node, path)) => {
             let matrix = routing.matrix.as_ref().map(|(_, compiled)| compiled);
-            let selectors = read_selectors(node, &path, &resolver, &routing.groups, matrix, cx);
-            // Parsed and checked, but not applied to requests yet.
-            cx.warn(path, WarningKind::NotSupported);
-            selectors
+            read_selectors(node, &path, &resolver, &routing.groups, matrix, cx)
         }
         None => Vec::new(),
     };
@@ -171,9 +168,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
                 Some(Node::Map(entries)) => entries.iter().map(|(k, _)| k.as_str()).collect(),
                 _ => Vec::new(),
             };
-            let profiles = read_profiles(node, &path, &resolver, &selector_ids, cx);
-            cx.warn(path, WarningKind::NotSupported);
-            profiles
+            read_profiles(node, &path, &resolver, &selector_ids, cx)
         }
         None => Vec::new(),
     };

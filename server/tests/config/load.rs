@@ -284,7 +284,6 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
     );
     expect("colour", WarningKind::UnknownKey);
     expect("peers", WarningKind::NotSupported);
-    expect("profiles", WarningKind::NotSupported);
     expect("models.a.timeouts", WarningKind::NotSupported);
     expect("models.a.cmdd", WarningKind::UnknownKey);
     expect(
@@ -293,7 +292,9 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
             because: "routing.scheduler.use is serial",
         },
     );
-    assert_eq!(found.len(), 7, "{found:#?}");
+    assert_eq!(found.len(), 6, "{found:#?}");
+    // `profiles` is implemented: read, not warned about.
+    assert_eq!(config.profiles[0].name, "fast");
     // `filters` is implemented: read, not warned about.
     let a = config.model("a").unwrap();
     assert_eq!(

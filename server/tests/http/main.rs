@@ -15,5 +15,7 @@ mod observability;
 mod openai_client;
 mod orphans;
 mod priority;
+mod profiles;
+mod selectors;
 mod support;
 mod trust;

@@ -1,0 +1,240 @@
+//! Profiles and selectors on the HTTP side: the renaming step every model request
+//! takes once before its model is looked up, `GET /api/profiles`,
+//! `PUT /api/profiles/active`, and the selector and pin rows of `/v1/models`.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use serde_json::{Map, Value, json};
+
+use super::error::ApiError;
+use super::state::AppState;
+use crate::config::SelectorStrategy;
+use crate::names::{Pinned, Reservation, UpstreamPin};
+use crate::router::{ModelState, RunningModel};
+
+/// A requested name after the active profile and selectors had their say.
+#[derive(Debug)]
+pub(crate) struct Renamed {
+    /// The name to look the model up by (and to show upstream and to filters).
+    pub(crate) name: String,
+    /// The client's name was replaced.
+    pub(crate) changed: bool,
+    /// A spillover selector's hold on its target, to keep until the response ends.
+    pub(crate) hold: Option<Reservation>,
+}
+
+/// The renaming step of body, form and query requests: the active profile's pin,
+/// then a selector.
+///
+/// # Errors
+///
+/// 404 for a name the active profile disables, 503 when a selector has no
+/// target it can use.
+pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed, ApiError> {
+    let names = &state.inner.names;
+    let pinned = match names.pinned(requested) {
+        Pinned::No => requested,
+        Pinned::To(target) => target,
+        Pinned::Disabled { profile } => {
+            return Err(ApiError::ModelDisabled {
+                model: requested.to_owned(),
+                profile: profile.to_owned(),
+            });
+        }
+    };
+    let running = if names.needs_states(pinned) {
+        state.inner.router.running().await
+    } else {
+        Vec::new()
+    };
+    match names.choose(pinned, &running) {
+        None => Ok(Renamed {
+            changed: pinned != requested,
+            name: pinned.to_owned(),
+            hold: None,
+        }),
+        Some(Ok(pick)) => {
+            tracing::debug!(selector = pinned, target = %pick.target, model = %pick.model, "selector chose");
+            Ok(Renamed {
+                name: pick.target,
+                changed: true,
+                hold: pick.reservation,
+            })
+        }
+        Some(Err(error)) => Err(ApiError::SelectorUnavailable {
+            selector: pinned.to_owned(),
+            source: error,
+        }),
+    }
+}
+
+/// The renaming step of `/upstream/<tail>`: only the active profile's pins
+/// apply (by longest prefix); selectors do not.
+///
+/// # Errors
+///
+/// 404 when the pin that matched disables its name.
+pub(crate) fn rename_upstream<'a>(
+    state: &AppState,
+    tail: &'a str,
+) -> Result<Cow<'a, str>, ApiError> {
+    match state.inner.names.upstream_pin(tail) {
+        UpstreamPin::No => Ok(Cow::Borrowed(tail)),
+        UpstreamPin::To(rewritten) => Ok(Cow::Owned(rewritten)),
+        UpstreamPin::Disabled { pin, profile } => Err(ApiError::ModelDisabled {
+            model: pin.to_owned(),
+            profile: profile.to_owned(),
+        }),
+    }
+}
+
+/// Makes `response`'s body hold `hold` until it ends or is dropped.
+pub(crate) fn hold_until_body_ends(response: Response, hold: Option<Reservation>) -> Response {
+    let Some(hold) = hold else {
+        return response;
+    };
+    response.map(|body| {
+        Body::new(body.map_frame(move |frame| {
+            let _held = &hold;
+            frame
+        }))
+    })
+}
+
+/// `GET /api/profiles`: `{"active": name or null, "profiles": [{id, description,
+/// pins}]}`, profiles sorted by name; a disabling pin shows as `""`.
+pub(crate) async fn list_profiles(State(state): State<AppState>) -> Json<Value> {
+    let names = &state.inner.names;
+    let mut profiles: Vec<Value> = names
+        .profiles()
+        .iter()
+        .map(|p| {
+            let pins: Map<String, Value> = p
+                .pins
+                .iter()
+                .map(|pin| (pin.name.clone(), json!(pin.target.as_deref().unwrap_or(""))))
+                .collect();
+            json!({
+                "id": p.name,
+                "description": p.description.as_deref().unwrap_or(""),
+                "pins": pins,
+            })
+        })
+        .collect();
+    profiles.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Json(json!({
+        "active": names.active().map(|p| p.name.as_str()),
+        "profiles": profiles,
+    }))
+}
+
+/// `PUT /api/profiles/active` with `{"name": "<profile>"}`, or `null` (or `""`)
+/// to turn profiles off. Answers `{"active": ...}`.
+pub(crate) async fn set_active_profile(State(state): State<AppState>, body: Bytes) -> Response {
+    let parsed: Result<Map<String, Value>, _> = serde_json::from_slice(&body);
+    let name = match parsed {
+        Err(_) => Err("the body must be a JSON object such as {\"name\": \"coding\"}"),
+        Ok(object) => match object.get("name") {
+            None => {
+                Err("the body has no \"name\"; send {\"name\": \"<profile>\"} or {\"name\": null}")
+            }
+            Some(Value::Null) => Ok(None),
+            Some(Value::String(name)) => Ok(Some(name.clone())),
+            Some(_) => Err("\"name\" must be a profile name (a string) or null"),
+        },
+    };
+    let name = match name {
+        Ok(name) => name,
+        Err(what) => return ApiError::BadProfileRequest { what }.into_response(),
+    };
+    let names = &state.inner.names;
+    match names.set_active(name.as_deref()) {
+        Ok(changed) => {
+            let active = names.active().map(|p| p.name.clone());
+            if changed {
+                tracing::info!(
+                    profile = active.as_deref().unwrap_or("(none)"),
+                    "active profile changed"
+                );
+            }
+            Json(json!({ "active": active })).into_response()
+        }
+        Err(unknown) => ApiError::ProfileNotFound { name: unknown.name }.into_response(),
+    }
+}
+
+/// The `/v1/models` rows of listed selectors and of the active profile's pins
+/// (those with a target that do not shadow a model, alias or selector name).
+/// `created` and the row shape follow the model rows.
+pub(crate) fn listing_rows(state: &AppState, running: &[RunningModel], created: u64) -> Vec<Value> {
+    let inner = &state.inner;
+    let live = |model: &str| {
+        running.iter().any(|r| {
+            r.model == model && matches!(r.state, ModelState::Ready | ModelState::Starting)
+        })
+    };
+    let mut rows = Vec::new();
+    let mut taken: BTreeSet<&str> = BTreeSet::new();
+    for model in inner.models.values() {
+        taken.insert(&model.id);
+        taken.extend(model.aliases.iter().map(String::as_str));
+    }
+    for selector in inner.names.selectors() {
+        taken.insert(&selector.id);
+        if selector.unlisted {
+            continue;
+        }
+        // A pin selector is loaded when its one target is; the others when any is.
+        let loaded = match selector.strategy {
+            SelectorStrategy::Pin => selector.target_ids.first().is_some_and(|m| live(m)),
+            _ => selector.target_ids.iter().any(|m| live(m)),
+        };
+        let mut meta = match &selector.metadata {
+            Some(Value::Object(metadata)) => metadata.clone(),
+            _ => Map::new(),
+        };
+        meta.insert("type".into(), json!("selector"));
+        meta.insert("strategy".into(), json!(selector.strategy.as_str()));
+        meta.insert("targets".into(), json!(selector.targets));
+        if selector.strategy == SelectorStrategy::Spillover {
+            meta.insert("spillover".into(), json!(selector.spillover));
+        }
+        let mut row = row(&selector.id, loaded, created, meta);
+        if let Some(name) = &selector.name {
+            row["name"] = json!(name.trim());
+        }
+        if let Some(description) = &selector.description {
+            row["description"] = json!(description.trim());
+        }
+        rows.push(row);
+    }
+    if let Some(profile) = inner.names.active() {
+        for pin in &profile.pins {
+            if pin.target.is_none() || taken.contains(pin.name.as_str()) {
+                continue;
+            }
+            let mut meta = Map::new();
+            meta.insert("type".into(), json!("profile"));
+            rows.push(row(&pin.name, false, created, meta));
+        }
+    }
+    rows
+}
+
+fn row(id: &str, loaded: bool, created: u64, meta: Map<String, Value>) -> Value {
+    json!({
+        "id": id,
+        "object": "model",
+        "created": created,
+        "owned_by": "llama-swap",
+        "status": {"value": if loaded { "loaded" } else { "unloaded" }},
+        "meta": {"llamaswap": meta},
+    })
+}
