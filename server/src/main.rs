@@ -8,66 +8,223 @@
 //! be bound or the runtime cannot start, 2 invalid configuration or invalid
 //! command line.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{Config, ConfigError, Loaded, LogLevel};
-use llama_swap_server::serve::error_chain;
+use llama_swap_server::config::{Config, ConfigError, Loaded, LogLevel, source_files};
+use llama_swap_server::serve::{ListenAddr, TlsFiles, error_chain};
 use llama_swap_server::{ServeOptions, serve_reloading};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A priority-aware model-swapping proxy that runs llama-swap configurations.
+///
+/// Flags may be written Go-style with one dash, as llama-swap's are
+/// (`-config config.yaml -listen :8080 -watch-config`).
 #[derive(Debug, Parser)]
-#[command(name = "llama-swap-server", version, about)]
+#[command(name = "llama-swap-server", about, disable_version_flag = true)]
 struct Cli {
     /// llama-swap YAML configuration file.
     #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    config: Option<PathBuf>,
 
-    /// Address to listen on (`host:port`; port 0 picks a free one). The first
-    /// stdout line is `listening on http://<address>`.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
-    listen: String,
+    /// Directory of *.yml/*.yaml configuration files, merged in name order
+    /// after --config (duplicate models or groups are errors).
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
 
-    /// Reload the configuration when the file changes (checked every 2 s).
-    /// SIGHUP reloads it in any case.
-    #[arg(long)]
+    /// Address to listen on: host:port, [ipv6]:port, or :port for every
+    /// interface (port 0 picks a free one). Default 127.0.0.1:8080, or
+    /// 127.0.0.1:8443 with TLS. The first stdout line is
+    /// `listening on http://<address>` (https with TLS).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+
+    /// Reload the configuration when a file (or the directory's list of
+    /// files, or the TLS certificate) changes; checked every 2 s. SIGHUP
+    /// reloads in any case.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     watch_config: bool,
+
+    /// PEM certificate chain for HTTPS (needs --tls-key-file).
+    #[arg(long, value_name = "FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key for HTTPS (needs --tls-cert-file).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
 
     /// Validate the configuration, print the resolved models, groups and scheduler,
     /// and exit (0 when valid, 2 when not).
-    #[arg(long)]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     check_config: bool,
+
+    /// Print the version and exit.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    version: bool,
+}
+
+/// The long flags, for reading Go's single-dash spelling.
+const FLAGS: &[&str] = &[
+    "config",
+    "config-dir",
+    "listen",
+    "watch-config",
+    "tls-cert-file",
+    "tls-key-file",
+    "check-config",
+    "version",
+    "help",
+];
+
+/// Go's flag package takes `-name`, `-name=value` and `--name` alike; clap
+/// takes `--name`. A single-dash argument naming one of our flags is given a
+/// second dash; everything after `--` is left alone.
+fn go_style(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for arg in args {
+        if rest || arg == "--" {
+            rest = true;
+            out.push(arg);
+            continue;
+        }
+        let converted = arg.to_str().and_then(|text| {
+            let body = text.strip_prefix('-').filter(|b| !b.starts_with('-'))?;
+            let name = body.split_once('=').map_or(body, |(name, _)| name);
+            FLAGS
+                .contains(&name)
+                .then(|| OsString::from(format!("-{text}")))
+        });
+        out.push(converted.unwrap_or(arg));
+    }
+    out
+}
+
+/// A boolean as Go's flag package reads one.
+fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(format!("{other:?} is not a boolean (use true or false)")),
+    }
 }
 
 /// Exit status for an unusable configuration, the same as clap's for bad arguments.
 const EXIT_INVALID: u8 = 2;
 /// Exit status when the server cannot start for another reason.
 const EXIT_FAILED: u8 = 1;
-/// How often `--watch-config` looks at the file.
+/// How often `--watch-config` looks at the files.
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Where the configuration (and certificate) comes from.
+#[derive(Debug, Clone)]
+struct Sources {
+    config: Option<PathBuf>,
+    config_dir: Option<PathBuf>,
+    tls: Option<TlsFiles>,
+}
+
+impl Sources {
+    fn load(&self) -> Result<Loaded, ConfigError> {
+        Config::load_sources(self.config.as_deref(), self.config_dir.as_deref())
+    }
+
+    /// How the sources are named in messages.
+    fn describe(&self) -> String {
+        match (&self.config, &self.config_dir) {
+            (Some(file), Some(dir)) => format!("{} + {}", file.display(), dir.display()),
+            (Some(file), None) => file.display().to_string(),
+            (None, Some(dir)) => dir.display().to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// What `--watch-config` compares: every file read (the directory's list
+    /// of files included) with its modification time and size.
+    fn fingerprint(&self) -> Vec<(PathBuf, Option<(SystemTime, u64)>)> {
+        let mut files = source_files(self.config.as_deref(), self.config_dir.as_deref())
+            .unwrap_or_else(|_| self.config.iter().cloned().collect());
+        if let Some(tls) = &self.tls {
+            files.push(tls.cert_path().to_owned());
+            files.push(tls.key_path().to_owned());
+        }
+        files
+            .into_iter()
+            .map(|path| {
+                let stamp = std::fs::metadata(&path)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())));
+                (path, stamp)
+            })
+            .collect()
+    }
+}
 
 fn main() -> ExitCode {
     // Upstreams are started through this binary acting as a shim (see upstream::spawn).
     if let Some(code) = llama_swap_server::upstream::run_shim_if_requested() {
         return code;
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(go_style(std::env::args_os()));
+    if cli.version {
+        println!("version: {} (llama-swap-server)", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    if cli.config.is_none() && cli.config_dir.is_none() {
+        eprintln!("error: {}", ConfigError::NoSources);
+        return ExitCode::from(EXIT_INVALID);
+    }
+    let listen = match cli.listen.as_deref() {
+        Some(text) => match text.parse::<ListenAddr>() {
+            Ok(addr) => addr,
+            Err(err) => {
+                eprintln!("error: --listen: {err}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        },
+        None => ListenAddr::Host {
+            host: "127.0.0.1".to_owned(),
+            port: if cli.tls_cert_file.is_some() {
+                8443
+            } else {
+                8080
+            },
+        },
+    };
+    let tls = match (&cli.tls_cert_file, &cli.tls_key_file) {
+        (Some(cert), Some(key)) if !cli.check_config => match TlsFiles::load(cert, key) {
+            Ok(tls) => Some(tls),
+            Err(err) => {
+                eprintln!("error: TLS: {}", error_chain(&err));
+                return ExitCode::from(EXIT_INVALID);
+            }
+        },
+        _ => None,
+    };
+    let sources = Sources {
+        config: cli.config.clone(),
+        config_dir: cli.config_dir.clone(),
+        tls,
+    };
     // Taken before the load, so a change made while starting is seen as one.
-    let loaded_version = fingerprint(&cli.config);
-    let loaded = match Config::load(&cli.config) {
+    let loaded_version = sources.fingerprint();
+    let loaded = match sources.load() {
         Ok(loaded) => loaded,
         Err(err) => return report_invalid(&err),
     };
-    print_warnings(&cli.config, &loaded);
+    print_warnings(&sources.describe(), &loaded);
     if cli.check_config {
         println!(
             "configuration OK: {} ({} warning{})",
-            cli.config.display(),
+            sources.describe(),
             loaded.warnings.len(),
             if loaded.warnings.len() == 1 { "" } else { "s" }
         );
@@ -85,45 +242,67 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    runtime.block_on(run(cli, loaded.config, loaded_version))
+    let watch = cli.watch_config;
+    runtime.block_on(run(listen, sources, watch, loaded.config, loaded_version))
 }
 
-async fn run(cli: Cli, config: Config, loaded_version: Option<(SystemTime, u64)>) -> ExitCode {
+async fn run(
+    listen: ListenAddr,
+    sources: Sources,
+    watch: bool,
+    config: Config,
+    loaded_version: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
+) -> ExitCode {
     llama_swap_server::upstream::guard_server_process().await;
-    let listener = match tokio::net::TcpListener::bind(&cli.listen).await {
+    let listener = match listen.bind().await {
         Ok(listener) => listener,
         Err(err) => {
-            eprintln!("error: cannot listen on {}: {err}", cli.listen);
+            eprintln!("error: {}", error_chain(&err));
             return ExitCode::from(EXIT_FAILED);
         }
     };
+    let scheme = if sources.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     match listener.local_addr() {
         Ok(addr) => {
-            println!("listening on http://{addr}");
-            if !addr.ip().is_loopback() {
-                tracing::info!(%addr, "listening beyond loopback; set apiKeys to require a key");
+            println!("listening on {scheme}://{addr}");
+            if listen.is_loopback_only() {
+                tracing::info!(
+                    "only this machine can connect; use -listen :{} to listen on every interface",
+                    addr.port()
+                );
+            } else {
+                tracing::info!(
+                    "reachable by all hosts on the network; use -listen localhost:{} to restrict to this machine",
+                    addr.port()
+                );
+                if config.api_keys.is_empty() {
+                    tracing::info!(
+                        "no apiKeys are configured: anyone who can connect may use the models"
+                    );
+                }
             }
         }
         Err(err) => tracing::warn!(%err, "the bound address is unknown"),
     }
 
+    let mut options = ServeOptions::default();
+    if let Some(tls) = &sources.tls {
+        options = options.tls(tls.clone());
+    }
     let (reloads_tx, reloads) = mpsc::channel(1);
     let stop_reloads = CancellationToken::new();
     let reloader = tokio::spawn(reload_source(
-        cli.config.clone(),
-        cli.watch_config,
+        sources,
+        watch,
         loaded_version,
         reloads_tx,
         stop_reloads.clone(),
     ));
-    let result = serve_reloading(
-        listener,
-        config,
-        ServeOptions::default(),
-        reloads,
-        shutdown_signal(),
-    )
-    .await;
+    let result = serve_reloading(listener, config, options, reloads, shutdown_signal()).await;
     stop_reloads.cancel();
     if let Err(err) = reloader.await {
         tracing::warn!(%err, "the reload task failed");
@@ -162,13 +341,14 @@ async fn shutdown_signal() {
     tracing::info!("shutdown requested");
 }
 
-/// Loads the configuration again on SIGHUP, and with `watch` when the file
-/// differs from version `seen`, sending each one that loads to the server. A
-/// configuration that does not load is reported and the running one kept.
+/// Loads the configuration (and the TLS certificate) again on SIGHUP, and with
+/// `watch` when a source differs from version `seen`, sending each
+/// configuration that loads to the server. A configuration that does not load
+/// is reported and the running one kept; so is a certificate.
 async fn reload_source(
-    path: PathBuf,
+    sources: Sources,
     watch: bool,
-    mut seen: Option<(SystemTime, u64)>,
+    mut seen: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
     reloads: mpsc::Sender<Config>,
     stop: CancellationToken,
 ) {
@@ -189,20 +369,32 @@ async fn reload_source(
                     Some(h) => h.recv().await,
                     None => std::future::pending().await,
                 }
-            } => tracing::info!("SIGHUP: reloading the configuration"),
+            } => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                seen = sources.fingerprint();
+            }
             _ = ticks.tick(), if watch => {
-                let now = fingerprint(&path);
+                let now = sources.fingerprint();
                 if now == seen {
                     continue;
                 }
                 seen = now;
-                tracing::info!(file = %path.display(), "configuration file changed: reloading");
+                tracing::info!(sources = %sources.describe(), "configuration changed: reloading");
             }
         }
-        match Config::load(&path) {
+        if let Some(tls) = &sources.tls {
+            match tls.reload() {
+                Ok(()) => tracing::info!("TLS certificate reloaded"),
+                Err(err) => tracing::error!(
+                    "TLS certificate reload failed, the one in use is kept: {}",
+                    error_chain(&err)
+                ),
+            }
+        }
+        match sources.load() {
             Ok(loaded) => {
                 for warning in &loaded.warnings {
-                    tracing::warn!("{}: {warning}", path.display());
+                    tracing::warn!("{}: {warning}", sources.describe());
                 }
                 if reloads.send(loaded.config).await.is_err() {
                     return;
@@ -214,12 +406,6 @@ async fn reload_source(
             ),
         }
     }
-}
-
-/// What `--watch-config` compares: modification time and size.
-fn fingerprint(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
 }
 
 /// `RUST_LOG` when set, else the config's `logLevel`.
@@ -239,9 +425,9 @@ fn init_tracing(level: LogLevel) {
 }
 
 /// Prints warnings as `warning: file: key.path: message`, like the errors.
-fn print_warnings(file: &Path, loaded: &Loaded) {
+fn print_warnings(file: &str, loaded: &Loaded) {
     for warning in &loaded.warnings {
-        eprintln!("warning: {}: {warning}", file.display());
+        eprintln!("warning: {file}: {warning}");
     }
 }
 

@@ -101,6 +101,58 @@ pub enum ConfigError {
         #[source]
         source: Box<serde_saphyr::Error>,
     },
+    /// Neither a file nor a directory was given.
+    #[error("no configuration: give --config FILE, --config-dir DIR, or both")]
+    NoSources,
+    /// The configuration directory cannot be listed.
+    #[error("{}: cannot read the configuration directory: {source}", path.display())]
+    ReadDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file is also one of the directory's files (it would be
+    /// read twice).
+    #[error(
+        "{} is also in the configuration directory {} (as {}); remove it from one",
+        file.display(),
+        dir.display(),
+        listed.display()
+    )]
+    FileInDir {
+        /// The `--config` file.
+        file: PathBuf,
+        /// The `--config-dir` directory.
+        dir: PathBuf,
+        /// The same file as the directory lists it.
+        listed: PathBuf,
+    },
+    /// Only a directory was given and it holds no `*.yml`/`*.yaml` file.
+    #[error("{}: no configuration files (*.yml, *.yaml) in the directory", path.display())]
+    EmptyDir {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A file whose top level is not a map of keys.
+    #[error("{file}: the top level must be a map of configuration keys, got {found}")]
+    NotAMap {
+        /// The file.
+        file: String,
+        /// What it holds instead.
+        found: &'static str,
+    },
+    /// Two configuration files cannot be merged.
+    #[error("{file}: {path}: {conflict}")]
+    Merge {
+        /// The file that brought the conflict.
+        file: String,
+        /// Where in the document.
+        path: KeyPath,
+        /// What conflicts.
+        conflict: super::sources::MergeConflict,
+    },
     /// The YAML is well-formed but values are invalid. Every problem found is listed.
     #[error("{}", render_issues(file, issues))]
     Invalid {
@@ -131,7 +183,7 @@ impl ConfigError {
     pub fn issues(&self) -> &[Issue] {
         match self {
             ConfigError::Invalid { issues, .. } => issues,
-            ConfigError::Read { .. } | ConfigError::Yaml { .. } => &[],
+            _ => &[],
         }
     }
 }
@@ -202,16 +254,37 @@ pub enum Reason {
         /// The variable.
         name: String,
     },
+    /// `${env.NAME}` names a variable whose value holds a line break or NUL,
+    /// which llama-swap refuses too (the value would break the document apart).
+    #[error(
+        "environment variable {name} contains a line break or NUL, which is not allowed in ${{env.{name}}}"
+    )]
+    EnvLineBreak {
+        /// The variable.
+        name: String,
+    },
+    /// A macro whose value refers to itself.
+    #[error("macro {name} contains a self-reference (${{{name}}})")]
+    MacroSelfReference {
+        /// The macro.
+        name: String,
+    },
+    /// A macro that refers to a macro declared after it (or, for a global
+    /// macro, to one only a model declares). llama-swap expands macros from
+    /// the last declared to the first, so such a reference is never expanded.
+    #[error(
+        "macro {user} uses ${{{name}}}, which is declared after it; declare {name} before {user}"
+    )]
+    MacroDeclaredLater {
+        /// The macro that holds the reference.
+        user: String,
+        /// The macro referred to.
+        name: String,
+    },
     /// `${name}` names no macro.
     #[error("unknown macro ${{{name}}}")]
     UnknownMacro {
         /// The name used.
-        name: String,
-    },
-    /// Macros refer to each other in a loop.
-    #[error("macro ${{{name}}} refers to itself (directly or through other macros)")]
-    MacroCycle {
-        /// The macro where the loop was detected.
         name: String,
     },
     /// A macro name outside `[A-Za-z0-9_-]{1,63}`.
@@ -277,8 +350,10 @@ pub enum Reason {
         /// The value found.
         got: String,
     },
-    /// `checkEndpoint` that is neither a path nor `none`.
-    #[error("must be a path starting with '/' or the word none, got {got:?}")]
+    /// `checkEndpoint` that is neither a path, an http(s) URL nor `none`.
+    #[error(
+        "must be a path starting with '/', an http:// or https:// URL, or the word none, got {got:?}"
+    )]
     InvalidCheckEndpoint {
         /// The value found.
         got: String,
@@ -400,6 +475,13 @@ pub enum Reason {
     /// A matrix that does not compile: bad expression, unknown name, loop, ...
     #[error("{0}")]
     Matrix(#[source] crate::policy::matrix::MatrixError),
+    /// A size that is neither a whole number of bytes nor a number with a
+    /// unit (`KB`, `MB`, `GB`, `KiB`, `MiB`, `GiB`).
+    #[error("must be a number of bytes or a size such as 32MiB or 100MB, got {got:?}")]
+    InvalidSize {
+        /// The value found.
+        got: String,
+    },
     /// Two keys that exclude each other are both set.
     #[error("cannot be used together with {other}")]
     ConflictsWith {
@@ -449,6 +531,31 @@ pub enum WarningKind {
     /// The configuration names no model at all.
     #[error("no models are configured; every model request will answer 404 model_not_found")]
     NoModels,
+    /// A word llama-swap does not know either, which it (and this server)
+    /// replaces by a default.
+    #[error("{got:?} is not a known value; {used} is used")]
+    UnknownWord {
+        /// The configured text.
+        got: String,
+        /// What is used instead.
+        used: &'static str,
+    },
+    /// A name under `hooks.on_startup.preload` that is neither a model ID nor
+    /// an alias; llama-swap skips it, and so does this server.
+    #[error("{name:?} is neither a model ID nor an alias; it is not preloaded")]
+    PreloadNotAModel {
+        /// The name.
+        name: String,
+    },
+    /// A full-URL `checkEndpoint` whose host is not the model's `proxy`: only
+    /// its path is polled, on the proxy (as llama-swap does).
+    #[error("only the path {path:?} of this URL is polled, on the model's proxy {proxy}")]
+    CheckEndpointHostIgnored {
+        /// The path (and query) that is polled.
+        path: String,
+        /// The model's proxy URL.
+        proxy: String,
+    },
     /// A key that has no effect with the current settings.
     #[error("has no effect when {because}")]
     NoEffect {

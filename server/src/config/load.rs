@@ -9,7 +9,7 @@ use super::priority::read_priority;
 use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
 use super::selectors::read_selectors;
-use super::types::{ApiKey, Config, Hooks, LogLevel, LogToStdout};
+use super::types::{ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout};
 
 const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
 const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
@@ -23,6 +23,40 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
     "store",
     "ui",
     "performance",
+    "peers",
+    "upstream",
+];
+
+/// Every top-level key this server reads, and llama-swap's that it does not
+/// implement yet. Only these are macro-expanded: anything else (helper keys
+/// holding YAML anchors, `x-defaults: &d ...`) is left as written, so an anchor
+/// may hold `${PORT}` or `${MODEL_ID}`, which expand where the anchor is used.
+const KNOWN_TOP_LEVEL: &[&str] = &[
+    "healthCheckTimeout",
+    "logLevel",
+    "logToStdout",
+    "logTimeFormat",
+    "logRequests",
+    "globalTTL",
+    "unloadTimeout",
+    "startPort",
+    "sendLoadingState",
+    "includeAliasesInList",
+    "apiKeys",
+    "models",
+    "routing",
+    "groups",
+    "matrix",
+    "priority",
+    "hooks",
+    "requestBodyLimit",
+    "metricsMaxInMemory",
+    "captureBuffer",
+    "store",
+    "ui",
+    "performance",
+    "profiles",
+    "selectors",
     "peers",
     "upstream",
 ];
@@ -48,11 +82,13 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
             entries
                 .iter()
                 .map(|(k, v)| {
-                    let value = if k == "models" || k == "macros" {
-                        v.clone()
-                    } else {
-                        global_scope.expand(v, &root_path.key(k), false, cx)
-                    };
+                    let value =
+                        if k == "models" || k == "macros" || !KNOWN_TOP_LEVEL.contains(&k.as_str())
+                        {
+                            v.clone()
+                        } else {
+                            global_scope.expand(v, &root_path.key(k), false, cx)
+                        };
                     (k.clone(), value)
                 })
                 .collect(),
@@ -81,12 +117,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
     };
     let log_level = match fields.take("logLevel") {
         None => LogLevel::default(),
-        Some((node, path)) => match cx.word(node, &path, &["debug", "info", "warn", "error"]) {
-            Some("debug") => LogLevel::Debug,
-            Some("warn") => LogLevel::Warn,
-            Some("error") => LogLevel::Error,
-            _ => LogLevel::Info,
-        },
+        Some((node, path)) => read_log_level(node, path, cx),
     };
     let log_to_stdout = match fields.take("logToStdout") {
         None => LogToStdout::default(),
@@ -97,10 +128,10 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
             _ => LogToStdout::Proxy,
         },
     };
-    let log_time_format = fields
-        .take("logTimeFormat")
-        .and_then(|(node, path)| cx.string(node, &path))
-        .filter(|s| !s.is_empty());
+    let log_time_format = match fields.take("logTimeFormat") {
+        None => None,
+        Some((node, path)) => read_log_time_format(node, path, cx),
+    };
     let log_requests = flag(&mut fields, "logRequests", cx);
     let global_ttl = fields
         .take("globalTTL")
@@ -117,6 +148,9 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         .and_then(|(node, path)| cx.int_range(node, &path, 1, i64::from(u16::MAX)))
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(DEFAULT_START_PORT);
+    let request_body_limit = fields
+        .take("requestBodyLimit")
+        .and_then(|(node, path)| read_size(node, path, cx));
     let send_loading_state = flag(&mut fields, "sendLoadingState", cx);
     let include_aliases_in_list = flag(&mut fields, "includeAliasesInList", cx);
     let api_keys = match fields.take("apiKeys") {
@@ -204,8 +238,91 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         log_to_stdout,
         log_time_format,
         log_requests,
+        request_body_limit,
         priority_rules,
     })
+}
+
+/// `logLevel`, read as llama-swap reads it (trimmed, any case); a word it does
+/// not know means `info` there, and here too, with a warning.
+fn read_log_level(node: &Node, path: KeyPath, cx: &mut Cx) -> LogLevel {
+    let Some(text) = cx.string(node, &path) else {
+        return LogLevel::default();
+    };
+    match text.trim().to_ascii_lowercase().as_str() {
+        "debug" => LogLevel::Debug,
+        "info" => LogLevel::Info,
+        "warn" => LogLevel::Warn,
+        "error" => LogLevel::Error,
+        _ => {
+            cx.warn(
+                path,
+                WarningKind::UnknownWord {
+                    got: text,
+                    used: "info",
+                },
+            );
+            LogLevel::Info
+        }
+    }
+}
+
+/// `logTimeFormat`: one of Go's layout names (any case); empty means no
+/// timestamp, and so does an unknown name (llama-swap's rule), with a warning.
+fn read_log_time_format(node: &Node, path: KeyPath, cx: &mut Cx) -> Option<LogTimeFormat> {
+    let text = cx.string(node, &path)?;
+    let name = text.trim().to_ascii_lowercase();
+    if name.is_empty() {
+        return None;
+    }
+    let format = LogTimeFormat::from_name(&name);
+    if format.is_none() {
+        cx.warn(
+            path,
+            WarningKind::UnknownWord {
+                got: text,
+                used: "no timestamp",
+            },
+        );
+    }
+    format
+}
+
+/// A size in bytes: a whole number, or a number with a decimal (`KB`, `MB`,
+/// `GB`) or binary (`KiB`, `MiB`, `GiB`) unit. At least 1 byte.
+fn read_size(node: &Node, path: KeyPath, cx: &mut Cx) -> Option<usize> {
+    if let Node::Int(_) = node {
+        let bytes = cx.int_min(node, &path, 1)?;
+        return usize::try_from(bytes).ok();
+    }
+    let text = cx.string(node, &path)?;
+    match parse_size(&text) {
+        Some(bytes) if bytes > 0 => Some(bytes),
+        _ => {
+            cx.error(path, Reason::InvalidSize { got: text });
+            None
+        }
+    }
+}
+
+fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number.parse().ok()?;
+    let factor: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor)
 }
 
 fn flag(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> bool {
@@ -230,4 +347,19 @@ fn read_api_keys(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<ApiKey> {
         }
     }
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_decimal_and_binary_units() {
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("100 MB"), Some(100_000_000));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("MB"), None);
+    }
 }

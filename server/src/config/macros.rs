@@ -1,12 +1,15 @@
-//! Macro expansion: `${env.NAME}`, user macros (global and per model), `${MODEL_ID}`,
-//! and the placeholders resolved later (`${PORT}` once ports are allocated, `${PID}`
-//! by the supervisor when it runs `cmdStop`).
+//! Macro expansion: user macros (global and per model), `${MODEL_ID}`, and the
+//! placeholders resolved later (`${PORT}` once ports are allocated, `${PID}` by
+//! the supervisor when it runs `cmdStop`). `${env.NAME}` has been substituted
+//! before (`env.rs`).
 //!
-//! Unlike llama-swap, which substitutes environment variables textually in the raw
-//! YAML and runs macros once from last to first, expansion here works on values and
-//! resolves macro references recursively (with loop detection). Every config
-//! llama-swap accepts expands the same way; a macro may additionally refer to one
-//! declared after it.
+//! Expansion works on values and follows llama-swap's order rule: a model's
+//! macros are `[MODEL_ID, globals..., model-only...]`, a model macro replacing
+//! the global of the same name in place, and llama-swap substitutes them from
+//! the last to the first, so a macro may use only macros declared before it.
+//! Using one declared later is an error here (llama-swap leaves it unexpanded,
+//! then fails on the leftover `${name}`); a macro using itself is refused where
+//! it is declared.
 
 use std::collections::HashMap;
 
@@ -63,6 +66,15 @@ pub(crate) fn read_macros(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<(Stri
             );
             continue;
         }
+        if let Node::Str(text) = value
+            && text.contains(&format!("${{{name}}}"))
+        {
+            cx.error(
+                entry_path,
+                Reason::MacroSelfReference { name: name.clone() },
+            );
+            continue;
+        }
         out.push((name.clone(), value.clone()));
     }
     out
@@ -105,6 +117,9 @@ fn pieces(s: &str) -> Vec<Piece<'_>> {
     out
 }
 
+/// No limit on which macros a value may use (it is not a macro itself).
+const ANY: usize = usize::MAX;
+
 impl Scope<'_> {
     /// Expands every string inside `node`. Problems are reported at the path of the
     /// string they occur in; the unexpanded string is kept so reading can go on.
@@ -118,34 +133,32 @@ impl Scope<'_> {
     ) -> Node {
         match node {
             Node::Str(s) => {
-                let mut stack = Vec::new();
                 if s.contains("${") {
-                    let mut sizes = HashMap::new();
-                    let size = self.expanded_len(s, pid_allowed, &mut stack, &mut sizes);
-                    let adds = size.map(|n| n.saturating_sub(s.len() as u64));
-                    match adds {
-                        Ok(adds) if adds > MAX_EXPANDED_LEN as u64 => {
-                            cx.error(
-                                path.clone(),
-                                Reason::ExpansionTooLarge {
-                                    adds,
-                                    limit: MAX_EXPANDED_LEN,
-                                },
-                            );
-                            return node.clone();
-                        }
-                        // Other problems are reported by the expansion itself.
-                        _ => stack.clear(),
+                    let adds = self
+                        .expanded_len(s, pid_allowed, None, &mut HashMap::new())
+                        .map(|n| n.saturating_sub(s.len() as u64));
+                    // Other problems are reported by the expansion itself.
+                    if let Ok(adds) = adds
+                        && adds > MAX_EXPANDED_LEN as u64
+                    {
+                        cx.error(
+                            path.clone(),
+                            Reason::ExpansionTooLarge {
+                                adds,
+                                limit: MAX_EXPANDED_LEN,
+                            },
+                        );
+                        return node.clone();
                     }
                 }
-                match self.expand_str(s, pid_allowed, &mut stack) {
+                match self.expand_str(s, pid_allowed, None) {
                     Ok(expanded) => expanded,
                     Err(reason) => {
                         cx.error(path.clone(), reason);
                         node.clone()
                     }
                 }
-            }
+            },
             Node::Seq(items) => Node::Seq(
                 items
                     .iter()
@@ -163,32 +176,53 @@ impl Scope<'_> {
         }
     }
 
-    fn lookup(&self, name: &str) -> Option<&Node> {
-        self.model_macros
-            .iter()
-            .chain(self.global_macros)
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
+    /// A macro's place in the order llama-swap expands in, and its value.
+    /// Inside a model, place 0 is `MODEL_ID`; globals keep their places (a model
+    /// macro of the same name takes over the global's place); model-only macros
+    /// follow.
+    fn lookup(&self, name: &str) -> Option<(usize, &Node)> {
+        let first = usize::from(self.model_id.is_some());
+        if let Some(i) = self.global_macros.iter().position(|(k, _)| k == name) {
+            let value = self
+                .model_macros
+                .iter()
+                .find(|(k, _)| k == name)
+                .map_or(&self.global_macros[i].1, |(_, v)| v);
+            return Some((first + i, value));
+        }
+        let mut place = first + self.global_macros.len();
+        for (key, value) in self.model_macros {
+            if self.global_macros.iter().any(|(g, _)| g == key) {
+                continue;
+            }
+            if key == name {
+                return Some((place, value));
+            }
+            place += 1;
+        }
+        None
     }
 
     /// Expands one string. A string that is exactly one reference takes the type of
-    /// what it refers to (`ttl: ${default_ttl}` stays an integer).
+    /// what it refers to (`ttl: ${default_ttl}` stays an integer). `within` is the
+    /// macro whose value this is (with its place): it may only use macros placed
+    /// before it.
     fn expand_str(
         &self,
         s: &str,
         pid_allowed: bool,
-        stack: &mut Vec<String>,
+        within: Option<(&str, usize)>,
     ) -> Result<Node, Reason> {
         let pieces = pieces(s);
         if let [Piece::Ref(name)] = pieces.as_slice() {
-            return self.resolve(name, pid_allowed, stack);
+            return self.resolve(name, pid_allowed, within);
         }
         let mut out = String::with_capacity(s.len());
         for piece in &pieces {
             match piece {
                 Piece::Text(text) => out.push_str(text),
                 Piece::Ref(name) => {
-                    let value = self.resolve(name, pid_allowed, stack)?;
+                    let value = self.resolve(name, pid_allowed, within)?;
                     // Macros are scalars by construction, so there is always text.
                     out.push_str(&value.scalar_text().unwrap_or_default());
                 }
@@ -199,19 +233,20 @@ impl Scope<'_> {
 
     /// The length `s` expands to, computed without expanding: each macro's size is
     /// computed once (`sizes`), so the work is linear in the macros' text however
-    /// large the result would be. Saturates instead of overflowing.
+    /// large the result would be. Saturates instead of overflowing. The order
+    /// rule (`within`) applies as in expansion, which also rules out loops.
     fn expanded_len(
         &self,
         s: &str,
         pid_allowed: bool,
-        stack: &mut Vec<String>,
+        within: Option<(&str, usize)>,
         sizes: &mut HashMap<String, u64>,
     ) -> Result<u64, Reason> {
         let mut total: u64 = 0;
         for piece in pieces(s) {
             let len = match piece {
                 Piece::Text(text) => text.len() as u64,
-                Piece::Ref(name) => self.resolved_len(name, pid_allowed, stack, sizes)?,
+                Piece::Ref(name) => self.resolved_len(name, pid_allowed, within, sizes)?,
             };
             total = total.saturating_add(len);
         }
@@ -222,38 +257,35 @@ impl Scope<'_> {
         &self,
         name: &str,
         pid_allowed: bool,
-        stack: &mut Vec<String>,
+        within: Option<(&str, usize)>,
         sizes: &mut HashMap<String, u64>,
     ) -> Result<u64, Reason> {
-        if let Some(size) = sizes.get(name) {
-            return Ok(*size);
-        }
         let is_user_macro = !name.starts_with("env.") && !RESERVED.contains(&name);
-        let text = match self.lookup(name) {
-            Some(Node::Str(text)) if is_user_macro => {
-                if stack.iter().any(|n| n == name) {
-                    return Err(Reason::MacroCycle {
-                        name: name.to_owned(),
-                    });
-                }
-                stack.push(name.to_owned());
-                let size = self.expanded_len(text, pid_allowed, stack, sizes);
-                stack.pop();
-                let size = size?;
-                sizes.insert(name.to_owned(), size);
-                return Ok(size);
+        if is_user_macro && let Some((place, Node::Str(text))) = self.lookup(name) {
+            if place >= within.map_or(ANY, |(_, limit)| limit) {
+                return Err(Reason::MacroDeclaredLater {
+                    user: within.map(|(user, _)| user.to_owned()).unwrap_or_default(),
+                    name: name.to_owned(),
+                });
             }
-            // Built-ins, environment variables and scalar macros: cheap to resolve.
-            _ => self.resolve(name, pid_allowed, stack)?,
-        };
-        Ok(text.scalar_text().map_or(0, |t| t.len() as u64))
+            // A macro expands the same wherever it is used (its place bounds it).
+            if let Some(size) = sizes.get(name) {
+                return Ok(*size);
+            }
+            let size = self.expanded_len(text, pid_allowed, Some((name, place)), sizes)?;
+            sizes.insert(name.to_owned(), size);
+            return Ok(size);
+        }
+        // Built-ins, environment variables and scalar macros: cheap to resolve.
+        let value = self.resolve(name, pid_allowed, within)?;
+        Ok(value.scalar_text().map_or(0, |t| t.len() as u64))
     }
 
     fn resolve(
         &self,
         name: &str,
         pid_allowed: bool,
-        stack: &mut Vec<String>,
+        within: Option<(&str, usize)>,
     ) -> Result<Node, Reason> {
         if let Some(var) = name.strip_prefix("env.") {
             return match (self.env)(var) {
@@ -288,23 +320,22 @@ impl Scope<'_> {
             }
             _ => {}
         }
-        let Some(value) = self.lookup(name) else {
+        let Some((place, value)) = self.lookup(name) else {
             return Err(Reason::UnknownMacro {
                 name: name.to_owned(),
             });
         };
-        if stack.iter().any(|n| n == name) {
-            return Err(Reason::MacroCycle {
+        let limit = within.map_or(ANY, |(_, place)| place);
+        if place >= limit {
+            return Err(Reason::MacroDeclaredLater {
+                user: within.map(|(user, _)| user.to_owned()).unwrap_or_default(),
                 name: name.to_owned(),
             });
         }
-        let Node::Str(text) = value else {
-            return Ok(value.clone());
-        };
-        stack.push(name.to_owned());
-        let expanded = self.expand_str(text, pid_allowed, stack);
-        stack.pop();
-        expanded
+        match value {
+            Node::Str(text) => self.expand_str(text, pid_allowed, Some((name, place))),
+            other => Ok(other.clone()),
+        }
     }
 }
 
@@ -397,11 +428,49 @@ mod tests {
     }
 
     #[test]
-    fn macro_loop_is_reported() {
-        let globals = vec![("a".to_owned(), s("x${b}")), ("b".to_owned(), s("y${a}"))];
+    fn a_macro_may_not_use_one_declared_after_it() {
+        let globals = vec![("a".to_owned(), s("x${b}")), ("b".to_owned(), s("y"))];
         let mut cx = Cx::default();
         scope(&globals, &[]).expand(&s("${a}"), &KeyPath::from_keys(["cmd"]), false, &mut cx);
-        assert_eq!(cx.issues[0].reason, Reason::MacroCycle { name: "a".into() });
+        assert_eq!(
+            cx.issues[0].reason,
+            Reason::MacroDeclaredLater {
+                user: "a".into(),
+                name: "b".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_global_macro_may_not_use_a_model_only_macro_but_may_use_model_id() {
+        let globals = vec![("run".to_owned(), s("srv ${local} --alias ${MODEL_ID}"))];
+        let model = vec![("local".to_owned(), s("x"))];
+        let mut cx = Cx::default();
+        scope(&globals, &model).expand(&s("${run}"), &KeyPath::root(), false, &mut cx);
+        assert!(matches!(
+            cx.issues[0].reason,
+            Reason::MacroDeclaredLater { .. }
+        ));
+        let globals = vec![("run".to_owned(), s("srv --alias ${MODEL_ID}"))];
+        let mut cx = Cx::default();
+        let out = scope(&globals, &model).expand(&s("${run}"), &KeyPath::root(), false, &mut cx);
+        assert!(cx.issues.is_empty(), "{:?}", cx.issues);
+        assert_eq!(out, s("srv --alias m1"));
+    }
+
+    #[test]
+    fn a_model_macro_overriding_a_global_takes_its_place() {
+        // llama-swap: [MODEL_ID, tag(model value), msg]; msg uses tag, placed before it.
+        let globals = vec![
+            ("tag".to_owned(), s("global")),
+            ("msg".to_owned(), s("value-${tag}")),
+        ];
+        let model = vec![("tag".to_owned(), s("model-level"))];
+        let mut cx = Cx::default();
+        let out =
+            scope(&globals, &model).expand(&s("echo ${msg}"), &KeyPath::root(), false, &mut cx);
+        assert!(cx.issues.is_empty(), "{:?}", cx.issues);
+        assert_eq!(out, s("echo value-model-level"));
     }
 
     #[test]
@@ -450,14 +519,15 @@ mod tests {
         }
         let sc = scope(&globals, &[]);
         let size = sc
-            .expanded_len("${m63}", false, &mut Vec::new(), &mut HashMap::new())
+            .expanded_len("${m63}", false, None, &mut HashMap::new())
             .unwrap();
         assert_eq!(size, 1 << 63);
+        // A loop needs a reference to a later macro, which the order rule refuses.
         let cycle = vec![("a".to_owned(), s("${b}")), ("b".to_owned(), s("${a}"))];
         let err = scope(&cycle, &[])
-            .expanded_len("${a}", false, &mut Vec::new(), &mut HashMap::new())
+            .expanded_len("${a}", false, None, &mut HashMap::new())
             .unwrap_err();
-        assert!(matches!(err, Reason::MacroCycle { .. }));
+        assert!(matches!(err, Reason::MacroDeclaredLater { .. }));
     }
 
     #[test]

@@ -41,6 +41,7 @@
 //! # Ok::<(), llama_swap_server::config::ConfigError>(())
 //! ```
 
+mod env;
 mod error;
 mod fields;
 mod filters;
@@ -54,6 +55,7 @@ mod priority;
 mod profiles;
 mod routing;
 mod selectors;
+mod sources;
 mod summary;
 mod types;
 
@@ -63,10 +65,11 @@ pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind}
 pub use macros::EnvLookup;
 pub use profiles::{Pin, ProfileConfig};
 pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
+pub use sources::{MergeConflict, source_files};
 pub use summary::Summary;
 pub use types::{
-    ApiKey, Config, GroupConfig, Hooks, LogLevel, LogToStdout, ModelConfig, PriorityConfig,
-    SchedulerConfig,
+    ApiKey, Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, ModelConfig,
+    PriorityConfig, SchedulerConfig,
 };
 
 /// A configuration that loaded, with what was ignored or adjusted on the way.
@@ -117,16 +120,62 @@ impl Config {
         yaml: &str,
         env: EnvLookup<'_>,
     ) -> Result<Loaded, ConfigError> {
-        let root: node::Node = if yaml.trim().is_empty() {
-            node::Node::Null
-        } else {
-            serde_saphyr::from_str(yaml).map_err(|source| ConfigError::Yaml {
-                file: file.to_owned(),
-                source: Box::new(source),
-            })?
+        let root = sources::parse_document(file, yaml, env)?;
+        Self::from_document(file, &root, env)
+    }
+
+    /// Loads `--config` and/or `--config-dir`: the file first, then the
+    /// directory's `*.yml`/`*.yaml` files in name order, merged with
+    /// llama-swap's rules (see [`source_files`] and [`MergeConflict`]),
+    /// reading `${env.NAME}` from the process environment.
+    ///
+    /// # Errors
+    ///
+    /// As [`source_files`] and [`Config::load`], and [`ConfigError::Merge`]
+    /// when two files conflict.
+    pub fn load_sources(file: Option<&Path>, dir: Option<&Path>) -> Result<Loaded, ConfigError> {
+        Self::load_sources_with_env(file, dir, &|name| std::env::var(name).ok())
+    }
+
+    /// As [`Config::load_sources`], looking environment variables up through `env`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load_sources`].
+    pub fn load_sources_with_env(
+        file: Option<&Path>,
+        dir: Option<&Path>,
+        env: EnvLookup<'_>,
+    ) -> Result<Loaded, ConfigError> {
+        let files = source_files(file, dir)?;
+        let mut merged = node::Node::Null;
+        for path in &files {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let root = sources::parse_document(&name, &text, env)?;
+            sources::merge(&mut merged, root, &name)?;
+        }
+        let name = match (files.as_slice(), dir) {
+            ([only], _) => only.display().to_string(),
+            (_, Some(dir)) => match file {
+                Some(file) => format!("{} + {}", file.display(), dir.display()),
+                None => dir.display().to_string(),
+            },
+            _ => String::new(),
         };
+        Self::from_document(&name, &merged, env)
+    }
+
+    fn from_document(
+        file: &str,
+        root: &node::Node,
+        env: EnvLookup<'_>,
+    ) -> Result<Loaded, ConfigError> {
         let mut cx = fields::Cx::default();
-        match load::build(&root, env, &mut cx) {
+        match load::build(root, env, &mut cx) {
             Some(config) if cx.issues.is_empty() => Ok(Loaded {
                 config,
                 warnings: cx.warnings,

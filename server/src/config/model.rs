@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::error::{KeyPath, Reason};
+use super::error::{KeyPath, Reason, WarningKind};
 use super::fields::{Cx, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
@@ -205,15 +205,7 @@ fn read_model(
 
     let check_endpoint = match fields.take("checkEndpoint") {
         None => Some(DEFAULT_CHECK_ENDPOINT.to_owned()),
-        Some((node, p)) => match cx.string(node, &p) {
-            Some(text) if text.trim() == "none" => None,
-            Some(text) if text.starts_with('/') => Some(text),
-            Some(text) => {
-                cx.error(p, Reason::InvalidCheckEndpoint { got: text });
-                None
-            }
-            None => None,
-        },
+        Some((node, p)) => read_check_endpoint(node, p, proxy.as_deref(), cx),
     };
 
     // -1 is llama-swap's "unset" and falls back to globalTTL; 0 means never.
@@ -320,6 +312,51 @@ fn read_command(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
             None
         }
     }
+}
+
+/// `checkEndpoint`: a path, `none`, or a full URL. Of a URL only the path (and
+/// query) is polled, on the model's proxy, as llama-swap does; a warning says
+/// so when its host differs from the proxy's.
+fn read_check_endpoint(
+    node: &Node,
+    path: KeyPath,
+    proxy: Option<&str>,
+    cx: &mut Cx,
+) -> Option<String> {
+    let text = cx.string(node, &path)?;
+    let trimmed = text.trim();
+    if trimmed == "none" {
+        return None;
+    }
+    if trimmed.starts_with('/') {
+        return Some(trimmed.to_owned());
+    }
+    let url = trimmed
+        .parse::<http::Uri>()
+        .ok()
+        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+    let Some(url) = url else {
+        cx.error(path, Reason::InvalidCheckEndpoint { got: text });
+        return None;
+    };
+    let polled = url
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned());
+    let proxy_authority = proxy
+        .and_then(|p| p.parse::<http::Uri>().ok())
+        .and_then(|p| p.authority().cloned());
+    if let Some(proxy) = proxy
+        && url.authority() != proxy_authority.as_ref()
+    {
+        cx.warn(
+            path,
+            WarningKind::CheckEndpointHostIgnored {
+                path: polled.clone(),
+                proxy: proxy.to_owned(),
+            },
+        );
+    }
+    Some(polled)
 }
 
 fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {

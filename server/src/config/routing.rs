@@ -367,17 +367,44 @@ pub(crate) fn read_hooks(node: &Node, path: KeyPath, resolver: &Resolver, cx: &m
     if let Some((startup_node, startup_path)) = fields.take("on_startup")
         && let Some(mut startup) = Fields::new(startup_node, startup_path, cx)
     {
-        if let Some((n, p)) = startup.take("preload")
-            && let Some(list) = cx.string_list(n, &p)
-        {
-            hooks.preload = resolver
-                .resolve_list(list, cx)
-                .into_iter()
-                .map(|(id, _)| id)
-                .collect();
+        if let Some((n, p)) = startup.take("preload") {
+            hooks.preload = read_preload(n, &p, resolver, cx);
         }
         startup.finish(cx);
     }
     fields.finish(cx);
     hooks
+}
+
+/// `hooks.on_startup.preload`, read as llama-swap reads it: names are trimmed,
+/// empty ones skipped, and a name that is not a model is skipped with a
+/// warning (llama-swap drops it silently) rather than failing the load.
+fn read_preload(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) -> Vec<String> {
+    let Node::Seq(items) = node else {
+        return cx
+            .wrong_type(path, "a list of model IDs or aliases", node)
+            .unwrap_or_default();
+    };
+    let mut preload: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let item_path = path.index(i);
+        let Some(name) = cx.string(item, &item_path) else {
+            continue;
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            continue;
+        }
+        match resolver.resolve(name) {
+            Some(id) if preload.iter().any(|p| p == id) => {}
+            Some(id) => preload.push(id.to_owned()),
+            None => cx.warn(
+                item_path,
+                WarningKind::PreloadNotAModel {
+                    name: name.to_owned(),
+                },
+            ),
+        }
+    }
+    preload
 }

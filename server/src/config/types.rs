@@ -46,9 +46,12 @@ pub struct Config {
     /// `logToStdout` (default proxy).
     pub log_to_stdout: LogToStdout,
     /// `logTimeFormat` (default none: no timestamp).
-    pub log_time_format: Option<String>,
+    pub log_time_format: Option<LogTimeFormat>,
     /// `logRequests` (default false).
     pub log_requests: bool,
+    /// `requestBodyLimit` (this server's extension; default: the serve
+    /// options', 32 MiB): the largest request body accepted, 413 beyond.
+    pub request_body_limit: Option<usize>,
     /// `priority` (this server's extension): trust caps, bands, aging, queue bounds.
     pub priority_rules: PriorityConfig,
 }
@@ -239,6 +242,79 @@ pub enum LogToStdout {
     Both,
     /// Nothing.
     None,
+}
+
+/// `logTimeFormat`: the timestamp in front of each line of the proxy's log,
+/// named after Go's time layouts as llama-swap names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogTimeFormat {
+    /// `ansic`: `Mon Jan _2 15:04:05 2006`.
+    Ansic,
+    /// `unixdate`: `Mon Jan _2 15:04:05 MST 2006`.
+    UnixDate,
+    /// `rubydate`: `Mon Jan 02 15:04:05 -0700 2006`.
+    RubyDate,
+    /// `rfc822`: `02 Jan 06 15:04 MST`.
+    Rfc822,
+    /// `rfc822z`: `02 Jan 06 15:04 -0700`.
+    Rfc822Z,
+    /// `rfc850`: `Monday, 02-Jan-06 15:04:05 MST`.
+    Rfc850,
+    /// `rfc1123`: `Mon, 02 Jan 2006 15:04:05 MST`.
+    Rfc1123,
+    /// `rfc1123z`: `Mon, 02 Jan 2006 15:04:05 -0700`.
+    Rfc1123Z,
+    /// `rfc3339`: `2006-01-02T15:04:05Z07:00`.
+    Rfc3339,
+    /// `rfc3339nano`: `2006-01-02T15:04:05.999999999Z07:00`.
+    Rfc3339Nano,
+    /// `kitchen`: `3:04PM`.
+    Kitchen,
+    /// `stamp`: `Jan _2 15:04:05`.
+    Stamp,
+    /// `stampmilli`: `Jan _2 15:04:05.000`.
+    StampMilli,
+    /// `stampmicro`: `Jan _2 15:04:05.000000`.
+    StampMicro,
+    /// `stampnano`: `Jan _2 15:04:05.000000000`.
+    StampNano,
+}
+
+impl LogTimeFormat {
+    /// Every format with its name, in llama-swap's order.
+    pub const ALL: [(&'static str, LogTimeFormat); 15] = [
+        ("ansic", LogTimeFormat::Ansic),
+        ("unixdate", LogTimeFormat::UnixDate),
+        ("rubydate", LogTimeFormat::RubyDate),
+        ("rfc822", LogTimeFormat::Rfc822),
+        ("rfc822z", LogTimeFormat::Rfc822Z),
+        ("rfc850", LogTimeFormat::Rfc850),
+        ("rfc1123", LogTimeFormat::Rfc1123),
+        ("rfc1123z", LogTimeFormat::Rfc1123Z),
+        ("rfc3339", LogTimeFormat::Rfc3339),
+        ("rfc3339nano", LogTimeFormat::Rfc3339Nano),
+        ("kitchen", LogTimeFormat::Kitchen),
+        ("stamp", LogTimeFormat::Stamp),
+        ("stampmilli", LogTimeFormat::StampMilli),
+        ("stampmicro", LogTimeFormat::StampMicro),
+        ("stampnano", LogTimeFormat::StampNano),
+    ];
+
+    /// The format of a (lower-case) name, if there is one.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+
+    /// The format's name in a configuration file.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("", |(n, _)| n)
+    }
 }
 
 /// An API key. Its `Debug` output is redacted and it has no `Display`, so it cannot

@@ -52,11 +52,15 @@ impl Instance {
             events,
             RouterOptions::default().metrics(Arc::clone(&metrics)),
         )?;
+        let mut http = options.http.clone();
+        if let Some(limit) = config.request_body_limit {
+            http = http.max_body_bytes(limit);
+        }
         let state = AppState::assemble(
             config,
             router.clone(),
             Some(supervisor.clone()),
-            options.http.clone(),
+            http,
             gate.clone(),
             metrics,
         );

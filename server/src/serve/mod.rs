@@ -32,6 +32,8 @@
 //! ```
 
 mod instance;
+pub mod listen;
+mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -50,6 +52,11 @@ use crate::api::{HttpOptions, app};
 use crate::config::Config;
 use crate::scheduler::SettingsError;
 use instance::Instance;
+pub use listen::{ListenAddr, ListenError};
+pub use tls::{TlsError, TlsFiles};
+
+/// How long a client may take to finish the TLS handshake.
+const TLS_HANDSHAKE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Settings of a served instance that are not in llama-swap's config file.
 #[derive(Debug, Clone)]
@@ -62,6 +69,8 @@ pub struct ServeOptions {
     pub drain_deadline: Duration,
     /// Grace period of the final upstream stop (SIGTERM, then SIGKILL; default 5 s).
     pub stop_grace: Duration,
+    /// Serve HTTPS with this certificate instead of plain HTTP (default none).
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServeOptions {
@@ -70,6 +79,7 @@ impl Default for ServeOptions {
             http: HttpOptions::default(),
             drain_deadline: Duration::from_secs(30),
             stop_grace: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -93,6 +103,13 @@ impl ServeOptions {
     #[must_use]
     pub fn stop_grace(mut self, grace: Duration) -> Self {
         self.stop_grace = grace;
+        self
+    }
+
+    /// Serves HTTPS with `tls` (see [`TlsFiles::reload`] to renew it).
+    #[must_use]
+    pub fn tls(mut self, tls: TlsFiles) -> Self {
+        self.tls = Some(tls);
         self
     }
 }
@@ -163,7 +180,13 @@ pub async fn serve_reloading(
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    connections.spawn(connection(stream, peer, app_rx.clone(), stop.clone()));
+                    connections.spawn(connection(
+                        stream,
+                        peer,
+                        options.tls.clone(),
+                        app_rx.clone(),
+                        stop.clone(),
+                    ));
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -233,17 +256,41 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Serves one connection with whatever app is current when each request
-/// arrives; on `stop`, finishes the current response and closes.
+/// Serves one connection (after the TLS handshake with `tls`) with whatever
+/// app is current when each request arrives; on `stop`, finishes the current
+/// response and closes.
 async fn connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
+    tls: Option<TlsFiles>,
     apps: watch::Receiver<axum::Router>,
     stop: CancellationToken,
 ) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set");
     }
+    let Some(tls) = tls else {
+        return serve_io(stream, peer, apps, stop).await;
+    };
+    let handshake = tokio::select! {
+        () = stop.cancelled() => return,
+        done = tokio::time::timeout(TLS_HANDSHAKE_LIMIT, tls.acceptor().accept(stream)) => done,
+    };
+    match handshake {
+        Ok(Ok(stream)) => serve_io(stream, peer, apps, stop).await,
+        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
+}
+
+async fn serve_io<I>(
+    io: I,
+    peer: SocketAddr,
+    apps: watch::Receiver<axum::Router>,
+    stop: CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
         let mut app = apps.borrow().clone();
@@ -251,7 +298,7 @@ async fn connection(
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let result = tokio::select! {
         result = conn.as_mut() => result,

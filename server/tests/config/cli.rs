@@ -114,11 +114,59 @@ fn unreadable_and_malformed_files_fail_cleanly() {
 }
 
 #[test]
-fn version_prints_the_crate_version() {
-    let out = server().arg("--version").output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        format!("llama-swap-server {}", env!("CARGO_PKG_VERSION"))
+fn version_prints_the_crate_version_in_llama_swaps_words_with_one_or_two_dashes() {
+    for flag in ["--version", "-version", "-version=true"] {
+        let out = server().arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert_eq!(
+            text(&out.stdout).trim(),
+            format!("version: {} (llama-swap-server)", env!("CARGO_PKG_VERSION")),
+            "{flag}"
+        );
+    }
+}
+
+#[test]
+fn check_config_reads_a_config_dir_and_reports_a_duplicate_model_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = |id: &str| {
+        format!("models:\n  {id}:\n    cmd: echo {id}\n    proxy: http://127.0.0.1:9999\n")
+    };
+    std::fs::write(dir.path().join("a.yaml"), model("alpha")).unwrap();
+    std::fs::write(dir.path().join("b.yml"), model("beta")).unwrap();
+    let out = server()
+        .args(["-config-dir"])
+        .arg(dir.path())
+        .arg("-check-config")
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("models (2):"), "{stdout}");
+    assert!(
+        stdout.contains("  alpha\n") && stdout.contains("  beta\n"),
+        "{stdout}"
     );
+
+    std::fs::write(dir.path().join("c.yaml"), model("alpha")).unwrap();
+    let out = server()
+        .arg("--config-dir")
+        .arg(dir.path())
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("c.yaml: models.alpha: \"alpha\" is already defined"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn neither_config_nor_config_dir_is_a_command_line_error() {
+    let out = server().arg("--check-config").output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--config-dir"), "{stderr}");
 }

@@ -9,6 +9,7 @@ mod cli;
 mod credentials;
 mod errors;
 mod filters;
+mod launch;
 mod lifecycle;
 mod listings;
 mod observability;

@@ -1,0 +1,308 @@
+//! llama-swap's launch lines, run against the binary: Go-style single-dash
+//! flags, `-listen :PORT` on every interface, `--config-dir` with a reload
+//! that watches the directory, and HTTPS with a certificate made in the test
+//! (and renewed by a reload).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::support::{LIMIT, config_yaml, free_port, model};
+
+/// The binary, started with `args`; its log (stdout after the first line,
+/// and stderr) arrives line by line.
+struct Launched {
+    child: Child,
+    /// The address from the `listening on` line.
+    base: String,
+    logs: mpsc::UnboundedReceiver<String>,
+    _readers: JoinSet<()>,
+}
+
+impl Launched {
+    async fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = tokio::time::timeout(LIMIT, stdout.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("no listening line");
+        let base = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        let (tx, logs) = mpsc::unbounded_channel();
+        let mut readers = JoinSet::new();
+        let out = tx.clone();
+        readers.spawn(async move {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let _ = out.send(line);
+            }
+        });
+        readers.spawn(async move {
+            let mut stderr = stderr;
+            while let Ok(Some(line)) = stderr.next_line().await {
+                let _ = tx.send(line);
+            }
+        });
+        Self {
+            child,
+            base,
+            logs,
+            _readers: readers,
+        }
+    }
+
+    /// Reads the log until a line contains `needle`.
+    async fn wait_log(&mut self, needle: &str) -> String {
+        tokio::time::timeout(LIMIT, async {
+            loop {
+                let line = self.logs.recv().await.expect("the log ended");
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no log line with {needle:?}"))
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = i32::try_from(self.child.id().unwrap()).unwrap();
+        kill(Pid::from_raw(pid), signal).unwrap();
+    }
+
+    async fn terminate(mut self) {
+        self.signal(Signal::SIGTERM);
+        let status = tokio::time::timeout(LIMIT, self.child.wait())
+            .await
+            .expect("no exit after SIGTERM")
+            .unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+async fn model_ids(base: &str) -> Vec<String> {
+    let body: serde_json::Value = reqwest::get(format!("{base}/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// One mockswap model as a standalone `models:` document.
+fn models_file(id: &'static str) -> String {
+    config_yaml(&[(model(id, ""), free_port())])
+}
+
+#[tokio::test]
+async fn llama_swaps_own_launch_line_with_single_dash_flags_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let file = file.to_str().unwrap();
+    // As llama-swap's Docker entrypoint and systemd unit write it.
+    let mut server =
+        Launched::start(&["-config", file, "-listen", "127.0.0.1:0", "-watch-config"]).await;
+    assert!(
+        server.base.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.base
+    );
+    assert_eq!(model_ids(&server.base).await, ["a"]);
+    server.wait_log("-listen :").await;
+    server.terminate().await;
+
+    // `-flag=value` and `--flag value` are read the same way.
+    let server = Launched::start(&[&format!("-config={file}"), "--listen", "127.0.0.1:0"]).await;
+    assert_eq!(model_ids(&server.base).await, ["a"]);
+    server.terminate().await;
+}
+
+#[tokio::test]
+async fn listen_colon_port_listens_on_every_interface() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let port = free_port();
+    let mut server = Launched::start(&[
+        "-config",
+        file.to_str().unwrap(),
+        "-listen",
+        &format!(":{port}"),
+    ])
+    .await;
+    let host = server
+        .base
+        .strip_prefix("http://")
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(h, p)| (h.to_owned(), p.to_owned()))
+        .unwrap();
+    assert!(host.0 == "[::]" || host.0 == "0.0.0.0", "{}", server.base);
+    assert_eq!(host.1, port.to_string());
+    // Reached over IPv4 loopback although nothing named it.
+    assert_eq!(model_ids(&format!("http://127.0.0.1:{port}")).await, ["a"]);
+    server.wait_log("reachable by all hosts").await;
+    server.terminate().await;
+}
+
+#[tokio::test]
+async fn config_dir_is_merged_after_config_and_watched_for_new_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("main.yaml");
+    write(&file, &models_file("base"));
+    let conf_d = dir.path().join("conf.d");
+    std::fs::create_dir(&conf_d).unwrap();
+    write(&conf_d.join("10-a.yaml"), &models_file("a"));
+    let server = Launched::start(&[
+        "-config",
+        file.to_str().unwrap(),
+        "-config-dir",
+        conf_d.to_str().unwrap(),
+        "-listen",
+        "127.0.0.1:0",
+        "-watch-config",
+    ])
+    .await;
+    assert_eq!(model_ids(&server.base).await, ["a", "base"]);
+
+    // A new file in the directory is a change to the configuration.
+    write(&conf_d.join("20-b.yml"), &models_file("b"));
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    // No event crosses the process boundary: poll the listing, bounded.
+    while model_ids(&server.base).await != ["a", "b", "base"] {
+        assert!(tokio::time::Instant::now() < deadline, "b never appeared");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    server.terminate().await;
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, as PEM files.
+fn certificate(
+    dir: &Path,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    CertificateDer<'static>,
+) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    write(&cert, &made.cert.pem());
+    write(&key, &made.signing_key.serialize_pem());
+    (cert, key, made.cert.der().clone())
+}
+
+/// `GET /health` over TLS trusting only `trusted`; the status line and the
+/// certificate the server presented.
+async fn https_health(addr: &str, trusted: &CertificateDer<'static>) -> (String, Vec<u8>) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted.clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let presented = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
+    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tls.read_to_string(&mut response).await.unwrap();
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    assert!(response.ends_with("OK"), "{response}");
+    (status, presented)
+}
+
+#[tokio::test]
+async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let (cert, key, first) = certificate(dir.path());
+    let mut server = Launched::start(&[
+        "-config",
+        file.to_str().unwrap(),
+        "-listen",
+        "127.0.0.1:0",
+        "-tls-cert-file",
+        cert.to_str().unwrap(),
+        "-tls-key-file",
+        key.to_str().unwrap(),
+    ])
+    .await;
+    let addr = server.base.strip_prefix("https://").unwrap().to_owned();
+    let (status, presented) = https_health(&addr, &first).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(presented, first.to_vec());
+
+    // Renewed on disk, picked up by SIGHUP without a restart.
+    let (_, _, second) = certificate(dir.path());
+    server.signal(Signal::SIGHUP);
+    server.wait_log("TLS certificate reloaded").await;
+    let (status, presented) = https_health(&addr, &second).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(presented, second.to_vec());
+    server.terminate().await;
+}
+
+#[tokio::test]
+async fn one_tls_flag_without_the_other_is_a_command_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let (cert, key, _) = certificate(dir.path());
+    for (flag, path, missing) in [
+        ("-tls-cert-file", &cert, "--tls-key-file"),
+        ("-tls-key-file", &key, "--tls-cert-file"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
+            .args([
+                "-config",
+                file.to_str().unwrap(),
+                flag,
+                path.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(missing), "{stderr}");
+    }
+}
