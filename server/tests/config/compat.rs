@@ -178,7 +178,7 @@ fn router_settings_may_hold_groups_and_matrix_and_use_picks_one() {
         [(
             "routing.router.settings.matrix".to_owned(),
             WarningKind::NoEffect {
-                because: "routing.router.use is group"
+                because: "routing.router.use is not matrix"
             }
         )]
     );
@@ -186,7 +186,8 @@ fn router_settings_may_hold_groups_and_matrix_and_use_picks_one() {
     assert_eq!(
         reasons(no_matrix),
         [Reason::RequiredBy {
-            by: "routing.router.use: matrix"
+            key: llama_swap_server::config::KeyPath::from_keys(["routing", "router", "use"]),
+            value: "matrix"
         }]
     );
 }
