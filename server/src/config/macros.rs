@@ -158,7 +158,7 @@ impl Scope<'_> {
                         node.clone()
                     }
                 }
-            },
+            }
             Node::Seq(items) => Node::Seq(
                 items
                     .iter()

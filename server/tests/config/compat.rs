@@ -194,11 +194,16 @@ fn router_settings_may_hold_groups_and_matrix_and_use_picks_one() {
 
 #[test]
 fn log_keys_are_read_as_llama_swap_reads_them() {
-    let loaded = load("logLevel: ' DEBUG '\nlogTimeFormat: RFC3339\nlogToStdout: none\n");
+    const MODEL: &str = "models:\n  a: {cmd: srv, proxy: 'http://127.0.0.1:9'}\n";
+    let loaded = load(&format!(
+        "logLevel: ' DEBUG '\nlogTimeFormat: RFC3339\nlogToStdout: none\n{MODEL}"
+    ));
     assert_eq!(loaded.config.log_level, LogLevel::Debug);
     assert_eq!(loaded.config.log_time_format, Some(LogTimeFormat::Rfc3339));
     assert!(loaded.warnings.is_empty());
-    let loaded = load("logLevel: verbose\nlogTimeFormat: iso8601\n");
+    let loaded = load(&format!(
+        "logLevel: verbose\nlogTimeFormat: iso8601\n{MODEL}"
+    ));
     assert_eq!(loaded.config.log_level, LogLevel::Info);
     assert_eq!(loaded.config.log_time_format, None);
     assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
