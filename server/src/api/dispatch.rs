@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -30,12 +29,7 @@ use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, OutboundBody, SendError};
-use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
-use crate::upstream::ProcessState;
-
-/// How long a crashed upstream may take to be noticed by the supervisor, and
-/// then by the router, before a refused request is retried.
-const EXIT_NOTICE: Duration = Duration::from_secs(1);
+use crate::router::{Lease, Submit, Ticket, WaitStatus};
 
 /// The path prefix of the loading-state-capable endpoint.
 const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
@@ -280,15 +274,14 @@ impl Call {
                     .to_owned(),
             };
             let work = async move {
-                let result =
-                    grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+                let result = grant_and_forward(&state, &model, outbound, ticket, token).await;
                 record(outcome, &result);
                 result
             }
             .in_current_span();
             return Ok(loading_response(target, status, describe, work));
         }
-        let result = grant_and_forward(&state, &model, outbound, ticket, token, priority).await;
+        let result = grant_and_forward(&state, &model, outbound, ticket, token).await;
         record(outcome, &result);
         result
     }
@@ -304,33 +297,28 @@ fn record(outcome: RequestOutcome, result: &Result<Response, ApiError>) {
 
 /// Waits for the grant and forwards. When the upstream turns out to be gone
 /// before the request reached it (it crashed and the router had not heard yet),
-/// the request is scheduled once more, which starts the model again.
+/// the lease hands the request back to the router once, which grants it again
+/// when the model runs again.
 async fn grant_and_forward(
     state: &AppState,
     model: &ModelEntry,
     outbound: Outbound,
     ticket: Ticket,
     token: TaskTrackerToken,
-    priority: Priority,
 ) -> Result<Response, ApiError> {
     let lease = wait_for_grant(state, ticket).await?;
     // Boxed so that a request waiting for its grant (there may be thousands)
     // does not carry the larger state of the forwarding stage (~1.4 KB).
-    Box::pin(forward_granted(
-        state, model, outbound, lease, token, priority,
-    ))
-    .await
+    Box::pin(forward_granted(state, model, outbound, lease, token)).await
 }
 
-/// Forwards a granted request; see [`grant_and_forward`]. `priority` is for
-/// the one resubmission.
+/// Forwards a granted request; see [`grant_and_forward`].
 async fn forward_granted(
     state: &AppState,
     model: &ModelEntry,
     outbound: Outbound,
     lease: Lease,
     token: TaskTrackerToken,
-    priority: Priority,
 ) -> Result<Response, ApiError> {
     let proxy = &state.inner.proxy;
     match proxy
@@ -340,69 +328,16 @@ async fn forward_granted(
         Ok(response) => Ok(response),
         Err(SendError {
             unsent: Some((outbound, (lease, token))),
-            error,
+            ..
         }) => {
-            drop(lease);
-            if !upstream_exited(state, &model.id).await {
-                return Err(error.into());
-            }
-            tracing::info!(model = %model.id, "the upstream exited before the request reached it; scheduling it again");
-            let ticket = state
-                .inner
-                .router
-                .submit(Submit {
-                    model: model.id.clone(),
-                    priority,
-                })
-                .await
-                .map_err(ApiError::from)?;
-            let lease = wait_for_grant(state, ticket).await?;
+            tracing::info!(model = %model.id, "the upstream refused the request before it reached it; handing it back to the router");
+            let lease = wait_for_grant(state, lease.refused()).await?;
             Ok(proxy
                 .forward(&model.id, &model.proxy, outbound, (lease, token))
                 .await?)
         }
         Err(failed) => Err(failed.error.into()),
     }
-}
-
-/// True when `model`'s process has exited (so a refused connection means a
-/// crash, not a misconfigured upstream). Also waits, briefly, until the router
-/// has processed that exit, so a new submit starts the model instead of being
-/// granted the dead process.
-async fn upstream_exited(state: &AppState, model: &str) -> bool {
-    let Some(mut status) = state
-        .inner
-        .supervisor
-        .as_ref()
-        .and_then(|s| s.watch_status(model))
-    else {
-        return false;
-    };
-    // The refusal can arrive before the supervisor has reaped the process.
-    let exited = tokio::time::timeout(
-        EXIT_NOTICE,
-        status.wait_for(|s| s.state != ProcessState::Ready),
-    )
-    .await
-    .is_ok_and(|changed| changed.is_ok());
-    if !exited {
-        return false;
-    }
-    let deadline = tokio::time::Instant::now() + EXIT_NOTICE;
-    while tokio::time::Instant::now() < deadline {
-        let ready = state
-            .inner
-            .router
-            .running()
-            .await
-            .iter()
-            .any(|m| m.model == model && m.state == ModelState::Ready);
-        if !ready {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
 }
 
 /// After a reload, waits until the previous configuration's upstreams are gone.

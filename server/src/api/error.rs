@@ -373,6 +373,7 @@ impl From<RouteError> for ApiError {
                 source,
             },
             RouteError::Unloaded { model } => Self::ModelUnloaded { model },
+            RouteError::UpstreamRefused { model } => Self::UpstreamUnreachable { model },
             RouteError::ShuttingDown => Self::ShuttingDown,
         }
     }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RouterOptions;
 use super::service::ServiceTimes;
-use super::ticket::{Lease, Notice, Ticket};
+use super::ticket::{Lease, Notice, Ticket, Waiter};
 use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
@@ -58,11 +58,6 @@ enum TaskDone {
 enum TaskKind {
     Swap { model: String },
     Stop { id: StopId },
-}
-
-struct Waiter {
-    status: watch::Sender<WaitStatus>,
-    grant: oneshot::Sender<Result<Lease, RouteError>>,
 }
 
 struct Shutdown {
@@ -193,6 +188,11 @@ impl Actor {
                 self.service.done(id);
                 self.scheduler.serve_done(now, id, &mut out);
             }
+            Notice::Refused { id, waiter } => {
+                self.service.forget(id);
+                self.waiters.insert(id, waiter);
+                self.scheduler.refused(now, id, &mut out);
+            }
         }
         self.apply(out);
     }
@@ -319,23 +319,13 @@ impl Actor {
                 return;
             }
         };
-        let (status_tx, status_rx) = watch::channel(WaitStatus::Admitted);
-        let (grant_tx, grant_rx) = oneshot::channel();
-        self.waiters.insert(
-            admitted.id,
-            Waiter {
-                status: status_tx,
-                grant: grant_tx,
-            },
-        );
-        let ticket = Ticket::new(
+        let (waiter, ticket) = Waiter::pair(
             admitted.id,
             admitted.model,
             admitted.effective_priority,
-            status_rx,
-            grant_rx,
             self.notices_tx.clone(),
         );
+        self.waiters.insert(admitted.id, waiter);
         self.apply(out);
         // If the submitter is gone, dropping the ticket cancels the request (or, if it
         // was already granted, drops its lease): nothing leaks.
@@ -371,8 +361,10 @@ impl Actor {
                 Effect::Grant { id, model } => {
                     self.service.granted(id, &model);
                     // Built even without a waiter, so that dropping it reports the end.
-                    let lease = Lease::new(id, model, self.notices_tx.clone());
-                    if let Some(waiter) = self.waiters.remove(&id) {
+                    let waiter = self.waiters.remove(&id);
+                    let effective = waiter.as_ref().map_or(0, |w| w.effective_priority);
+                    let lease = Lease::new(id, model, effective, self.notices_tx.clone());
+                    if let Some(waiter) = waiter {
                         waiter.status.send_replace(WaitStatus::Granted);
                         let _ = waiter.grant.send(Ok(lease));
                     }

@@ -28,6 +28,11 @@ impl ServiceTimes {
         self.serving.insert(id, (model.to_owned(), Instant::now()));
     }
 
+    /// A granted request that ends without a sample (refused by its upstream).
+    pub(super) fn forget(&mut self, id: RequestId) {
+        self.serving.remove(&id);
+    }
+
     pub(super) fn done(&mut self, id: RequestId) {
         let Some((model, started)) = self.serving.remove(&id) else {
             return;

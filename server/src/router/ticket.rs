@@ -7,12 +7,49 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::scheduler::{RequestId, RouteError, WaitStatus};
 
 /// Something a ticket or lease tells the actor when it goes away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Notice {
     /// The ticket was dropped before its grant was taken: cancel the request.
     Cancel(RequestId),
     /// The lease was dropped: the request has been served.
     ServeDone(RequestId),
+    /// The upstream refused the request before it reached it: schedule it
+    /// again, answering on `waiter` (see [`Lease::refused`]).
+    Refused {
+        /// The request.
+        id: RequestId,
+        /// Where its new grant goes.
+        waiter: Waiter,
+    },
+}
+
+/// The actor's end of a waiting request: its status and its grant.
+#[derive(Debug)]
+pub(super) struct Waiter {
+    pub(super) status: watch::Sender<WaitStatus>,
+    pub(super) grant: oneshot::Sender<Result<Lease, RouteError>>,
+    /// Carried into the lease, for a ticket made again from it.
+    pub(super) effective_priority: i32,
+}
+
+impl Waiter {
+    /// A waiter and the ticket that listens to it.
+    pub(super) fn pair(
+        id: RequestId,
+        model: String,
+        effective_priority: i32,
+        notices: mpsc::UnboundedSender<Notice>,
+    ) -> (Self, Ticket) {
+        let (status_tx, status_rx) = watch::channel(WaitStatus::Admitted);
+        let (grant_tx, grant_rx) = oneshot::channel();
+        let waiter = Self {
+            status: status_tx,
+            grant: grant_tx,
+            effective_priority,
+        };
+        let ticket = Ticket::new(id, model, effective_priority, status_rx, grant_rx, notices);
+        (waiter, ticket)
+    }
 }
 
 /// Sends [`Notice::Cancel`] when dropped while armed.
@@ -46,7 +83,7 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    pub(super) fn new(
+    fn new(
         id: RequestId,
         model: String,
         effective_priority: i32,
@@ -122,16 +159,49 @@ impl fmt::Debug for Ticket {
 pub struct Lease {
     id: RequestId,
     model: String,
+    effective_priority: i32,
     notices: mpsc::UnboundedSender<Notice>,
+    /// Given back with [`Lease::refused`]: the request is not over.
+    handed_back: bool,
 }
 
 impl Lease {
     pub(super) fn new(
         id: RequestId,
         model: String,
+        effective_priority: i32,
         notices: mpsc::UnboundedSender<Notice>,
     ) -> Self {
-        Self { id, model, notices }
+        Self {
+            id,
+            model,
+            effective_priority,
+            notices,
+            handed_back: false,
+        }
+    }
+
+    /// The upstream refused the connection before the request reached it (it
+    /// has just crashed, most likely): hands the request back to the router,
+    /// which grants it again once the model's exit is processed and the model
+    /// runs again, keeping its priority and its place. Wait on the returned
+    /// ticket as on the first one; it fails with
+    /// [`RouteError::UpstreamRefused`] when the upstream does not exit within
+    /// [`REFUSAL_GRACE`](crate::scheduler::REFUSAL_GRACE).
+    pub fn refused(mut self) -> Ticket {
+        self.handed_back = true;
+        let (waiter, ticket) = Waiter::pair(
+            self.id,
+            self.model.clone(),
+            self.effective_priority,
+            self.notices.clone(),
+        );
+        // Fails only when the actor is gone; the ticket then answers ShuttingDown.
+        let _ = self.notices.send(Notice::Refused {
+            id: self.id,
+            waiter,
+        });
+        ticket
     }
 
     /// The request's identity.
@@ -147,6 +217,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        if self.handed_back {
+            return;
+        }
         // Fails only when the actor is gone, and then there is nothing to account for.
         let _ = self.notices.send(Notice::ServeDone(self.id));
     }

@@ -47,6 +47,8 @@ pub struct Scheduler {
     pub(super) aging_after: Option<Duration>,
     /// Queued requests that have not aged yet, in arrival order (only with aging on).
     pub(super) not_aged: std::collections::BTreeSet<RequestId>,
+    /// Refused requests held over every model, so nothing is scanned when there are none.
+    pub(super) held_total: usize,
 }
 
 #[derive(Debug)]
@@ -73,6 +75,21 @@ pub(super) struct Model {
     pub(super) queued: BTreeMap<i32, usize>,
     /// Since when the model is ready with no request admitted (for TTL).
     pub(super) idle_since: Option<Tick>,
+    /// Successful starts so far: which instance of the model a grant was for.
+    pub(super) starts: u64,
+    /// Granted requests its upstream refused, waiting for the exit to be
+    /// processed (`refusal.rs`).
+    pub(super) held: Vec<Held>,
+}
+
+/// A refused request waiting for its model's exit.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    pub(super) id: RequestId,
+    /// The instance that refused it (the model's `starts` at the grant).
+    pub(super) start: u64,
+    /// When it fails if the exit never comes (the upstream refuses but runs).
+    pub(super) until: Tick,
 }
 
 #[derive(Debug)]
@@ -96,6 +113,8 @@ pub(super) struct Request {
     pub(super) fenced: bool,
     /// Waited `aging_after`: ranks ahead of everything that has not aged.
     pub(super) aged: bool,
+    /// The model's `starts` when it was last granted.
+    pub(super) granted_start: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +122,8 @@ pub(super) enum RequestState {
     Queued,
     Joined,
     Serving,
+    /// Refused by its upstream; waiting for the exit (see `refusal.rs`).
+    Held,
 }
 
 impl Scheduler {
@@ -149,6 +170,8 @@ impl Scheduler {
                 evicted_by: None,
                 queued: BTreeMap::new(),
                 idle_since: None,
+                starts: 0,
+                held: Vec::new(),
             });
         }
         // IDs first, so an alias that names another model is reported against that model.
@@ -203,6 +226,7 @@ impl Scheduler {
                 SchedulerKind::Serial => None,
             },
             not_aged: std::collections::BTreeSet::new(),
+            held_total: 0,
         })
     }
 
@@ -277,6 +301,7 @@ impl Scheduler {
                 state: RequestState::Queued,
                 fenced: false,
                 aged: false,
+                granted_start: 0,
             },
         );
         if serial {
@@ -308,10 +333,12 @@ impl Scheduler {
                     swap.waiters.retain(|w| *w != id);
                 }
             }
+            RequestState::Held => self.unhold(t, id),
         }
         self.finish(now, id);
-        if state == RequestState::Queued {
-            // The cancelled request may have been fencing others.
+        if matches!(state, RequestState::Queued | RequestState::Held) {
+            // The cancelled request may have been fencing others, or (held)
+            // keeping its model from being evicted.
             self.drain(out);
         }
         self.flush_positions(out);
@@ -359,6 +386,7 @@ impl Scheduler {
             match result {
                 Ok(()) => {
                     self.models[t].ready = true;
+                    self.models[t].starts += 1;
                     if self.models[t].reserved == 0 {
                         self.models[t].idle_since = Some(now);
                     }
@@ -490,6 +518,7 @@ impl Scheduler {
         };
         request.state = RequestState::Serving;
         let t = request.model;
+        request.granted_start = self.models[t].starts;
         self.models[t].in_flight += 1;
         out.push(Effect::Grant {
             id,

@@ -264,7 +264,11 @@ impl Scheduler {
 
     /// Walks the queue in order and lets every request go that can.
     pub(super) fn drain(&mut self, out: &mut Vec<Effect>) {
-        if self.shutting_down || self.queue.is_empty() {
+        if self.shutting_down {
+            return;
+        }
+        self.release_held();
+        if self.queue.is_empty() {
             return;
         }
         if self.kind == SchedulerKind::Serial {

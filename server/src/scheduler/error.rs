@@ -54,6 +54,14 @@ pub enum RouteError {
         /// The model ID.
         model: String,
     },
+    /// The upstream refused the request's connection and did not exit within
+    /// [`REFUSAL_GRACE`](super::REFUSAL_GRACE) (502 `upstream_unreachable`): it runs
+    /// but does not listen where the config says.
+    #[error("the upstream of model {model} refuses connections")]
+    UpstreamRefused {
+        /// The model ID.
+        model: String,
+    },
     /// The server is shutting down (503 `shutting_down`).
     #[error("the server is shutting down")]
     ShuttingDown,

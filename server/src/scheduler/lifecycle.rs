@@ -31,6 +31,7 @@ impl Scheduler {
         }
         self.models[t].ready = false;
         self.models[t].idle_since = None;
+        // The drain re-places the requests this exit refused.
         self.drain(out);
         self.flush_positions(out);
     }
@@ -131,6 +132,7 @@ impl Scheduler {
         for t in expired {
             self.issue_stop(vec![vec![t]], out);
         }
+        self.expire_held(now, out);
         self.age(now, out);
     }
 
@@ -142,6 +144,7 @@ impl Scheduler {
         (0..self.models.len())
             .filter_map(|t| self.ttl_deadline(t))
             .chain(self.next_aging())
+            .chain(self.next_refusal_deadline())
             .min()
     }
 
@@ -176,6 +179,14 @@ impl Scheduler {
         for q in removed {
             if let Some(error) = &errors[q.model] {
                 self.fail(now, q.id, error.clone(), out);
+            }
+        }
+        for (t, error) in errors.iter().enumerate() {
+            let Some(error) = error else { continue };
+            for held in std::mem::take(&mut self.models[t].held) {
+                self.held_total -= 1;
+                self.models[t].in_flight -= 1;
+                self.fail(now, held.id, error.clone(), out);
             }
         }
     }

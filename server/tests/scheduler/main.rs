@@ -7,8 +7,10 @@
 mod lifecycle;
 mod priority;
 mod props;
+mod refusal;
 mod router;
 mod router_metrics;
+mod router_refusal;
 mod scenarios;
 mod support;
 mod trust;

@@ -18,10 +18,18 @@ const PRIORITIES: [i32; 4] = [-10, 0, 5, 10];
 
 #[derive(Debug, Clone)]
 enum Op {
-    Submit { model: usize, priority: usize },
+    Submit {
+        model: usize,
+        priority: usize,
+    },
     Cancel(usize),
     Done(usize),
-    FinishSwap { pick: usize, ok: bool },
+    /// The upstream of a served request refuses it (it has just crashed).
+    Refuse(usize),
+    FinishSwap {
+        pick: usize,
+        ok: bool,
+    },
     FinishStop(usize),
     Exit(usize),
     Unload(Option<usize>),
@@ -34,6 +42,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (0..MODELS.len(), 0..PRIORITIES.len()).prop_map(|(model, priority)| Op::Submit { model, priority }),
         2 => any::<usize>().prop_map(Op::Cancel),
         5 => any::<usize>().prop_map(Op::Done),
+        1 => any::<usize>().prop_map(Op::Refuse),
         5 => (any::<usize>(), prop::bool::weighted(0.85)).prop_map(|(pick, ok)| Op::FinishSwap { pick, ok }),
         2 => any::<usize>().prop_map(Op::FinishStop),
         1 => (0..MODELS.len()).prop_map(Op::Exit),
@@ -92,6 +101,8 @@ struct World {
     cancelled: BTreeSet<RequestId>,
     /// Granted requests whose lease is still held.
     serving: Vec<RequestId>,
+    /// Requests refused by their upstream and handed back.
+    refused: BTreeSet<RequestId>,
     /// Targets of swaps in progress.
     swaps: Vec<String>,
     stops: Vec<StopId>,
@@ -108,6 +119,7 @@ impl World {
             admitted: BTreeMap::new(),
             cancelled: BTreeSet::new(),
             serving: Vec::new(),
+            refused: BTreeSet::new(),
             swaps: Vec::new(),
             stops: Vec::new(),
             checked: 0,
@@ -155,6 +167,13 @@ impl World {
                 if !self.serving.is_empty() {
                     let id = self.serving.remove(k % self.serving.len());
                     self.h.done(id);
+                }
+            }
+            Op::Refuse(k) => {
+                if !self.serving.is_empty() {
+                    let id = self.serving.remove(k % self.serving.len());
+                    self.refused.insert(id);
+                    self.h.refused(id);
                 }
             }
             Op::FinishSwap { pick: k, ok } => {
@@ -262,7 +281,19 @@ impl World {
                 .iter()
                 .filter(|id| self.admitted[id].0 == m)
                 .count();
-            assert_eq!(self.h.s.in_flight(m), serving, "in flight on {m}");
+            // A refused request still counts on its model until it is back in
+            // line (a status again) or over.
+            let held = self
+                .refused
+                .iter()
+                .filter(|id| {
+                    self.admitted[id].0 == m
+                        && !self.h.ended(**id)
+                        && !self.cancelled.contains(id)
+                        && !self.h.status.contains_key(id)
+                })
+                .count();
+            assert_eq!(self.h.s.in_flight(m), serving + held, "in flight on {m}");
         }
         if self.serial {
             let serving = self.serving.len();
@@ -285,6 +316,12 @@ impl World {
             } else if let Some(id) = self.serving.first().copied() {
                 self.serving.remove(0);
                 self.h.done(id);
+            } else if self.h.s.pending() > 0
+                && let Some(wake) = self.h.s.next_wake()
+            {
+                // A refused request whose upstream never exits waits out its grace.
+                self.h.advance(wake.saturating_since(self.h.now));
+                self.h.tick();
             } else {
                 return;
             }
@@ -309,7 +346,15 @@ impl World {
         assert_eq!(self.h.s.pending(), 0);
         assert_eq!(self.h.s.queue_len(), 0);
         // FIFO within equal priority (per model); strict arrival order under serial.
-        let grants: Vec<RequestId> = self.h.grants.iter().map(|(id, _)| *id).collect();
+        // A refused request's second grant is not a new turn: first grants count.
+        let mut seen = BTreeSet::new();
+        let grants: Vec<RequestId> = self
+            .h
+            .grants
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| seen.insert(*id))
+            .collect();
         for (i, a) in grants.iter().enumerate() {
             for b in &grants[i + 1..] {
                 let (ma, pa) = &self.admitted[a];

@@ -6,128 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::launcher::{LaunchError, UpstreamEvent};
 use llama_swap_server::policy::GroupSettings;
 use llama_swap_server::router::{Lease, ModelState, RouteError, Router, RouterHandle, WaitStatus};
 use llama_swap_server::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 
-use crate::support::{BOUND, submit};
-
-#[derive(Debug)]
-enum Call {
-    EnsureReady {
-        model: String,
-        done: oneshot::Sender<Result<(), LaunchError>>,
-    },
-    Stop {
-        model: String,
-        grace: Duration,
-        done: oneshot::Sender<()>,
-    },
-}
-
-struct FakeLauncher {
-    calls: mpsc::UnboundedSender<Call>,
-}
-
-impl Launcher for FakeLauncher {
-    fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
-        let (done, result) = oneshot::channel();
-        let _ = self.calls.send(Call::EnsureReady {
-            model: model.to_owned(),
-            done,
-        });
-        let model = model.to_owned();
-        Box::pin(async move { result.await.unwrap_or(Err(LaunchError::Aborted { model })) })
-    }
-
-    fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
-        let (done, result) = oneshot::channel();
-        let _ = self.calls.send(Call::Stop {
-            model: model.to_owned(),
-            grace,
-            done,
-        });
-        Box::pin(async move {
-            let _ = result.await;
-        })
-    }
-}
-
-struct Rig {
-    router: RouterHandle,
-    calls: mpsc::UnboundedReceiver<Call>,
-    exits: mpsc::Sender<UpstreamEvent>,
-}
-
-fn rig(settings: SchedulerSettings) -> Rig {
-    let (calls_tx, calls) = mpsc::unbounded_channel();
-    let (exits, exits_rx) = mpsc::channel(8);
-    let router = Router::spawn(
-        settings,
-        Arc::new(FakeLauncher { calls: calls_tx }),
-        exits_rx,
-    )
-    .unwrap();
-    Rig {
-        router,
-        calls,
-        exits,
-    }
-}
+use crate::support::{BOUND, Call, FakeLauncher, rig, submit};
 
 fn models(ids: &[&str]) -> SchedulerSettings {
     SchedulerSettings::new(ids.iter().map(|id| ModelSettings::new(*id)).collect())
-}
-
-impl Rig {
-    async fn next_call(&mut self) -> Call {
-        timeout(BOUND, self.calls.recv())
-            .await
-            .expect("a launcher call")
-            .expect("launcher alive")
-    }
-
-    async fn expect_ensure(&mut self, model: &str) -> oneshot::Sender<Result<(), LaunchError>> {
-        match self.next_call().await {
-            Call::EnsureReady { model: m, done } if m == model => done,
-            other => panic!("expected ensure_ready({model}), got {other:?}"),
-        }
-    }
-
-    async fn expect_stop(&mut self, model: &str) -> (Duration, oneshot::Sender<()>) {
-        match self.next_call().await {
-            Call::Stop {
-                model: m,
-                grace,
-                done,
-            } if m == model => (grace, done),
-            other => panic!("expected stop({model}), got {other:?}"),
-        }
-    }
-
-    /// Loads `model` (stopping `evicting` first) and returns the lease of the request that did it.
-    async fn load(&mut self, model: &str, evicting: &[&str]) -> Lease {
-        let ticket = self.router.submit(submit(model, 0)).await.unwrap();
-        for e in evicting {
-            let (_, done) = self.expect_stop(e).await;
-            done.send(()).unwrap();
-        }
-        let id = self.router.resolve(model).expect("configured");
-        self.expect_ensure(&id).await.send(Ok(())).unwrap();
-        timeout(BOUND, ticket.granted()).await.unwrap().unwrap()
-    }
-
-    /// Round trip through the actor: every notice sent before it has been handled.
-    async fn sync(&self) {
-        self.router.queue().await;
-    }
-
-    fn no_call_pending(&mut self) -> bool {
-        self.calls.try_recv().is_err()
-    }
 }
 
 #[test]

@@ -1,16 +1,20 @@
-//! A recording harness around the pure scheduler, and what the router tests share.
+//! A recording harness around the pure scheduler, and for the router tests a
+//! launcher the test drives by channel ([`Rig`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use llama_swap_server::launcher::LaunchError;
+use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
 use llama_swap_server::policy::GroupSettings;
 use llama_swap_server::priority::Priority;
-use llama_swap_server::router::Submit;
+use llama_swap_server::router::{Lease, Router, RouterHandle, Submit};
 use llama_swap_server::scheduler::{
     Effect, ModelSettings, ModelState, RequestId, RouteError, Scheduler, SchedulerKind,
     SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::timeout;
 
 /// Upper bound that turns a hang into a failure (virtual time on the paused clock).
 pub const BOUND: Duration = Duration::from_secs(3600);
@@ -202,6 +206,15 @@ impl Harness {
         self.record(out);
     }
 
+    /// The upstream refused granted request `id`: its grant is undone.
+    pub fn refused(&mut self, id: RequestId) {
+        assert_eq!(self.outcomes.remove(&id), Some(Outcome::Granted), "{id:?}");
+        self.status.remove(&id);
+        let mut out = Vec::new();
+        self.s.refused(self.now, id, &mut out);
+        self.record(out);
+    }
+
     pub fn exited(&mut self, model: &str) {
         let mut out = Vec::new();
         self.s.upstream_exited(model, &mut out);
@@ -296,5 +309,117 @@ impl Harness {
 
     pub fn queue_ids(&self) -> Vec<RequestId> {
         self.s.queue(self.now).into_iter().map(|e| e.id).collect()
+    }
+}
+
+/// A launcher that hands every call to the test, which completes it.
+#[derive(Debug)]
+pub enum Call {
+    EnsureReady {
+        model: String,
+        done: oneshot::Sender<Result<(), LaunchError>>,
+    },
+    Stop {
+        model: String,
+        grace: Duration,
+        done: oneshot::Sender<()>,
+    },
+}
+
+pub struct FakeLauncher {
+    pub calls: mpsc::UnboundedSender<Call>,
+}
+
+impl Launcher for FakeLauncher {
+    fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
+        let (done, result) = oneshot::channel();
+        let _ = self.calls.send(Call::EnsureReady {
+            model: model.to_owned(),
+            done,
+        });
+        let model = model.to_owned();
+        Box::pin(async move { result.await.unwrap_or(Err(LaunchError::Aborted { model })) })
+    }
+
+    fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
+        let (done, result) = oneshot::channel();
+        let _ = self.calls.send(Call::Stop {
+            model: model.to_owned(),
+            grace,
+            done,
+        });
+        Box::pin(async move {
+            let _ = result.await;
+        })
+    }
+}
+
+pub struct Rig {
+    pub router: RouterHandle,
+    pub calls: mpsc::UnboundedReceiver<Call>,
+    pub exits: mpsc::Sender<UpstreamEvent>,
+}
+
+pub fn rig(settings: SchedulerSettings) -> Rig {
+    let (calls_tx, calls) = mpsc::unbounded_channel();
+    let (exits, exits_rx) = mpsc::channel(8);
+    let router = Router::spawn(
+        settings,
+        Arc::new(FakeLauncher { calls: calls_tx }),
+        exits_rx,
+    )
+    .unwrap();
+    Rig {
+        router,
+        calls,
+        exits,
+    }
+}
+
+impl Rig {
+    pub async fn next_call(&mut self) -> Call {
+        timeout(BOUND, self.calls.recv())
+            .await
+            .expect("a launcher call")
+            .expect("launcher alive")
+    }
+
+    pub async fn expect_ensure(&mut self, model: &str) -> oneshot::Sender<Result<(), LaunchError>> {
+        match self.next_call().await {
+            Call::EnsureReady { model: m, done } if m == model => done,
+            other => panic!("expected ensure_ready({model}), got {other:?}"),
+        }
+    }
+
+    pub async fn expect_stop(&mut self, model: &str) -> (Duration, oneshot::Sender<()>) {
+        match self.next_call().await {
+            Call::Stop {
+                model: m,
+                grace,
+                done,
+            } if m == model => (grace, done),
+            other => panic!("expected stop({model}), got {other:?}"),
+        }
+    }
+
+    /// Loads `model` (stopping `evicting` first) and returns the lease of the request that did it.
+    pub async fn load(&mut self, model: &str, evicting: &[&str]) -> Lease {
+        let ticket = self.router.submit(submit(model, 0)).await.unwrap();
+        for e in evicting {
+            let (_, done) = self.expect_stop(e).await;
+            done.send(()).unwrap();
+        }
+        let id = self.router.resolve(model).expect("configured");
+        self.expect_ensure(&id).await.send(Ok(())).unwrap();
+        timeout(BOUND, ticket.granted()).await.unwrap().unwrap()
+    }
+
+    /// Round trip through the actor: every notice sent before it has been handled.
+    pub async fn sync(&self) {
+        self.router.queue().await;
+    }
+
+    pub fn no_call_pending(&mut self) -> bool {
+        self.calls.try_recv().is_err()
     }
 }
