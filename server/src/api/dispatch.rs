@@ -12,12 +12,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use bytes::Bytes;
-use http::{HeaderMap, Method, header};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http::{Method, header};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
+use super::body::{GuardedBody, declared_length, read_body};
 use super::error::ApiError;
 use super::extract::RequestModel;
 use super::loading::{LoadingTarget, Progress, loading_response};
@@ -68,7 +67,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
     refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
-    let bytes = read_body(&parts.headers, body, state.inner.max_body_bytes).await?;
+    let bytes = read_body(&parts.headers, body, &state.inner.body_limits).await?;
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -142,7 +141,8 @@ fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
         )));
     }
     let model = lookup(state, &target.model)?;
-    let limit = state.inner.max_body_bytes;
+    let limits = &state.inner.body_limits;
+    let limit = limits.max_bytes;
     if declared_length(&parts.headers).is_some_and(|len| len > limit) {
         return Err(ApiError::BodyTooLarge { limit });
     }
@@ -157,7 +157,7 @@ fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
         method: parts.method,
         path_and_query,
         headers,
-        body: OutboundBody::Streaming(Body::new(Limited::new(body, limit))),
+        body: OutboundBody::Streaming(Body::new(GuardedBody::new(body, limits))),
         client_ip,
         body_limit: state.inner.max_body_bytes,
     };
@@ -208,6 +208,11 @@ impl Call {
             Ok(Prepared::Answer(response)) => {
                 self.outcome.discard();
                 response
+            }
+            // The client went away mid-upload: nobody reads this answer.
+            Err(error @ ApiError::BodyIncomplete) => {
+                self.outcome.cancelled();
+                error.into_response()
             }
             Err(error) => {
                 self.outcome.rejected(error.kind().code);
@@ -291,6 +296,7 @@ impl Call {
 fn record(outcome: RequestOutcome, result: &Result<Response, ApiError>) {
     match result {
         Ok(_) => outcome.served(),
+        Err(ApiError::BodyIncomplete) => outcome.cancelled(),
         Err(error) => outcome.error(error.kind().code),
     }
 }
@@ -396,36 +402,6 @@ fn lookup(state: &AppState, name: &str) -> Result<Arc<ModelEntry>, ApiError> {
         .ok_or_else(|| ApiError::ModelNotFound {
             model: name.to_owned(),
         })
-}
-
-/// Reads the whole body, refusing more than `limit` bytes.
-pub(crate) async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
-    if declared_length(headers).is_some_and(|len| len > limit) {
-        return Err(ApiError::BodyTooLarge { limit });
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(ApiError::BodyTooLarge { limit })
-        }
-        Err(error) => {
-            tracing::debug!(%error, "reading the request body failed");
-            Err(ApiError::Internal {
-                what: "the request body could not be read",
-            })
-        }
-    }
-}
-
-fn declared_length(headers: &HeaderMap) -> Option<usize> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
 }
 
 fn client_ip(request: &Request) -> Option<std::net::IpAddr> {

@@ -136,6 +136,26 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The request body did not arrive within `requestBodyTimeout`.
+    #[error(
+        "the request body did not arrive within {} s (requestBodyTimeout); send it faster or raise the limit",
+        timeout.as_secs()
+    )]
+    BodyTimeout {
+        /// The deadline.
+        timeout: Duration,
+    },
+    /// The client aborted its body (or sent a malformed one).
+    #[error("the request body was not received completely")]
+    BodyIncomplete,
+    /// The bodies being read from all clients already hold the server's budget.
+    #[error(
+        "the server is already receiving {limit} bytes of request bodies from other clients; retry in a moment"
+    )]
+    BodiesOverCapacity {
+        /// The budget in bytes.
+        limit: usize,
+    },
     /// The model already has as many admitted requests as its `concurrencyLimit`.
     #[error(
         "model '{model}' already has as many requests as its concurrencyLimit allows; retry after {} s",
@@ -259,6 +279,11 @@ impl ApiError {
                 "too_many_auth_failures",
             ),
             Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID, "body_too_large"),
+            Self::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, INVALID, "request_timeout"),
+            Self::BodyIncomplete => (StatusCode::BAD_REQUEST, INVALID, "body_incomplete"),
+            Self::BodiesOverCapacity { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, SERVER, "server_overloaded")
+            }
             Self::ConcurrencyLimit { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
@@ -337,6 +362,13 @@ impl IntoResponse for ApiError {
                     HeaderValue::from(retry_after_secs(*retry_after)),
                 );
             }
+            Self::BodyTimeout { .. } => {
+                // The rest of the body may still be on its way: do not read it.
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Self::BodiesOverCapacity { .. } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(1u32));
+            }
             Self::MethodNotAllowed { allow, .. } => {
                 if let Ok(value) = HeaderValue::from_str(&allowed_list(allow)) {
                     headers.insert(header::ALLOW, value);
@@ -384,6 +416,8 @@ impl From<ProxyError> for ApiError {
         match error {
             ProxyError::Unreachable { model } => Self::UpstreamUnreachable { model },
             ProxyError::BodyTooLarge { limit } => Self::BodyTooLarge { limit },
+            ProxyError::BodyTimeout { timeout } => Self::BodyTimeout { timeout },
+            ProxyError::BodyAborted => Self::BodyIncomplete,
             ProxyError::BadUpstreamUrl { .. } => Self::Internal {
                 what: "the model's proxy URL is not a usable http:// URL",
             },

@@ -45,6 +45,7 @@
 
 pub mod auth;
 pub mod auth_limit;
+pub mod body;
 mod dispatch;
 pub mod error;
 pub mod extract;

@@ -12,6 +12,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::auth::ApiKeys;
 use super::auth_limit::AuthLimiter;
+use super::body::{BodyBudget, BodyLimits, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::priority::Trust;
@@ -29,12 +30,16 @@ pub struct HttpOptions {
     /// Largest request body accepted (413 beyond). Default
     /// [`DEFAULT_MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
+    /// Most bytes of request bodies read at once across all requests (503
+    /// `server_overloaded` beyond). Default [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
+    pub max_body_bytes_in_flight: usize,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
         }
     }
 }
@@ -44,6 +49,13 @@ impl HttpOptions {
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets the cap on the bytes of request bodies read at once.
+    #[must_use]
+    pub fn max_body_bytes_in_flight(mut self, bytes: usize) -> Self {
+        self.max_body_bytes_in_flight = bytes;
         self
     }
 }
@@ -85,6 +97,8 @@ pub(crate) struct Inner {
     pub(crate) auth_failures: AuthLimiter,
     pub(crate) proxy: Proxy,
     pub(crate) max_body_bytes: usize,
+    /// Limits on reading request bodies (size, deadline, shared budget).
+    pub(crate) body_limits: BodyLimits,
     /// Cancelled when the server starts shutting down: waiting requests answer
     /// 503, log streams end, new requests are refused.
     pub(crate) draining: CancellationToken,
@@ -169,6 +183,11 @@ impl AppState {
                 auth_failures: AuthLimiter::default(),
                 proxy: Proxy::new(super::stream_error_frames),
                 max_body_bytes: options.max_body_bytes,
+                body_limits: BodyLimits {
+                    max_bytes: options.max_body_bytes,
+                    timeout: config.request_body_timeout,
+                    budget: Arc::new(BodyBudget::new(options.max_body_bytes_in_flight)),
+                },
                 draining: CancellationToken::new(),
                 gate,
                 inflight: TaskTracker::new(),

@@ -12,6 +12,8 @@ use super::selectors::read_selectors;
 use super::types::{ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout};
 
 const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
+/// `requestBodyTimeout` when absent: enough for a 32 MB upload at 2.5 Mbit/s.
+const DEFAULT_REQUEST_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
 const DEFAULT_UNLOAD_TIMEOUT: u64 = 10;
 const DEFAULT_START_PORT: u16 = 5800;
@@ -138,6 +140,12 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         .and_then(|(node, path)| cx.seconds(node, &path))
         .filter(|s| *s > 0)
         .map(secs);
+    let request_body_timeout = match fields.take("requestBodyTimeout") {
+        None => Some(DEFAULT_REQUEST_BODY_TIMEOUT),
+        Some((node, path)) => cx
+            .seconds(node, &path)
+            .and_then(|s| (s > 0).then(|| secs(s))),
+    };
     let unload_timeout = fields
         .take("unloadTimeout")
         .and_then(|(node, path)| cx.seconds(node, &path))
@@ -227,6 +235,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         profiles,
         scheduler: routing.scheduler,
         health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
+        request_body_timeout,
         global_ttl,
         unload_timeout: secs(unload_timeout),
         start_port,

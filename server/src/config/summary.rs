@@ -45,8 +45,11 @@ impl fmt::Display for Summary<'_> {
         }
         writeln!(
             f,
-            "healthCheckTimeout: {}, globalTTL: {}, unloadTimeout: {}, startPort: {}, apiKeys: {}",
+            "healthCheckTimeout: {}, requestBodyTimeout: {}, globalTTL: {}, unloadTimeout: {}, startPort: {}, apiKeys: {}",
             seconds(config.health_check_timeout),
+            config
+                .request_body_timeout
+                .map_or_else(|| "none".to_owned(), seconds),
             ttl(config.global_ttl),
             seconds(config.unload_timeout),
             config.start_port,

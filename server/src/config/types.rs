@@ -27,6 +27,10 @@ pub struct Config {
     /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take
     /// to become healthy; also the grace period for models evicted by a swap.
     pub health_check_timeout: Duration,
+    /// `requestBodyTimeout` (this server's extension; default 120 s, 0 = none):
+    /// how long a client may take to send a request body, after which it is
+    /// answered 408 and its connection closed.
+    pub request_body_timeout: Option<Duration>,
     /// `globalTTL` (default 0 = never): the `ttl` of models that set none.
     pub global_ttl: Option<Duration>,
     /// `unloadTimeout` (default 10 s): grace period for manual, API and TTL unloads.

@@ -49,6 +49,11 @@ impl RequestOutcome {
         self.record("rejected", code);
     }
 
+    /// The client went away before the answer (an upload it aborted).
+    pub fn cancelled(self) {
+        self.record("cancelled", "");
+    }
+
     /// Admitted, then failed (`code` from docs/ERRORS.md).
     pub fn error(self, code: &'static str) {
         self.record("error", code);

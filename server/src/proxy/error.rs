@@ -19,6 +19,15 @@ pub enum ProxyError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A streamed request body did not arrive within its deadline.
+    #[error("the request body did not arrive within {timeout:?}")]
+    BodyTimeout {
+        /// The deadline.
+        timeout: std::time::Duration,
+    },
+    /// The client aborted a streamed request body.
+    #[error("the client aborted the request body")]
+    BodyAborted,
     /// The model's `proxy` URL is not one the proxy can use (not `http://`).
     #[error("the proxy URL {base} of model {model} is not a usable http:// URL")]
     BadUpstreamUrl {
@@ -27,6 +36,28 @@ pub enum ProxyError {
         /// The configured URL.
         base: String,
     },
+}
+
+/// Why a streamed request body was cut; the body's owner produces it, the proxy
+/// finds it in the failed request's error chain and reports it as such.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestBodyError {
+    /// Past its size limit.
+    #[error("the request body passed its {limit}-byte limit")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Past its deadline.
+    #[error("the request body did not arrive within {timeout:?}")]
+    TimedOut {
+        /// The deadline.
+        timeout: std::time::Duration,
+    },
+    /// The client went away or sent a malformed body.
+    #[error("the client aborted the request body")]
+    Aborted,
 }
 
 /// How a failure after the response has started is told to an SSE client: the

@@ -24,7 +24,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use body::{BoxError, LeasedBody};
-pub use error::{ProxyError, StreamErrorFrames};
+pub use error::{ProxyError, RequestBodyError, StreamErrorFrames};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 
 /// How long to wait for a TCP connection to an upstream (llama-swap's default).
@@ -185,6 +185,19 @@ impl Proxy {
                 });
             }
             Err(error) => {
+                if let Some(cut) = body_cut(&error) {
+                    let error = match cut {
+                        RequestBodyError::TooLarge { limit } => ProxyError::BodyTooLarge { limit },
+                        RequestBodyError::TimedOut { timeout } => {
+                            ProxyError::BodyTimeout { timeout }
+                        }
+                        RequestBodyError::Aborted => ProxyError::BodyAborted,
+                    };
+                    return Err(SendError {
+                        error,
+                        unsent: None,
+                    });
+                }
                 tracing::warn!(%model, %error, "upstream request failed");
                 let unsent = if error.is_connect() {
                     replay.map(|outbound| (outbound, lease))
@@ -227,6 +240,18 @@ fn caused_by_body_limit(error: &(dyn std::error::Error + 'static)) -> bool {
         source = error.source();
     }
     false
+}
+
+/// Why the request's own body was cut, when that is why the request failed.
+fn body_cut(error: &(dyn std::error::Error + 'static)) -> Option<RequestBodyError> {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if let Some(cut) = error.downcast_ref::<RequestBodyError>() {
+            return Some(cut.clone());
+        }
+        source = error.source();
+    }
+    None
 }
 
 /// True for a `text/event-stream` response.

@@ -18,5 +18,6 @@ mod orphans;
 mod priority;
 mod profiles;
 mod selectors;
+mod slow_bodies;
 mod support;
 mod trust;
