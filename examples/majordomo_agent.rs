@@ -24,7 +24,7 @@ use clap::Parser;
 use futures::StreamExt;
 use llama_swap_client::{
     CallOptions, ChatMessage, ChatProvider, ChatRequest, ChatResponse, Client, Error, Priority,
-    ProxyStatus, StreamEvent,
+    ProxyStatus, StreamEvent, Tool,
 };
 use mockswap::MockSwap;
 use serde_json::json;
@@ -129,18 +129,19 @@ impl Agent {
         ];
         let mut proxy_events = 0;
         for turn in 1..=self.max_turns {
-            let mut request = ChatRequest::new(self.model.as_str(), messages.clone());
-            request.tools = Some(vec![clock_tool()]);
+            let request =
+                ChatRequest::new(self.model.as_str(), messages.clone()).tool(clock_tool());
             let response = if task.trigger.streams() {
                 let mut stream = self.provider.chat_stream(&request, &options).await?;
                 let mut chunks = Vec::new();
                 while let Some(event) = stream.next().await {
                     match event? {
-                        StreamEvent::Proxy(ProxyStatus::Queued { position, .. }) => {
+                        StreamEvent::Proxy(proxy) => {
                             proxy_events += 1;
-                            println!("  [{}] queued at #{position}", task.trigger.label());
+                            if let ProxyStatus::Queued { position } = proxy.status {
+                                println!("  [{}] queued at #{position}", task.trigger.label());
+                            }
                         }
-                        StreamEvent::Proxy(_) => proxy_events += 1,
                         StreamEvent::Chunk(chunk) => chunks.push(chunk),
                         _ => {}
                     }
@@ -190,15 +191,12 @@ fn trigger_kind(trigger: &Trigger) -> &'static str {
     }
 }
 
-fn clock_tool() -> serde_json::Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": "current_time",
-            "description": "The current time as seconds since the Unix epoch.",
-            "parameters": {"type": "object", "properties": {}}
-        }
-    })
+fn clock_tool() -> Tool {
+    Tool::function(
+        "current_time",
+        "The current time as seconds since the Unix epoch.",
+        json!({"type": "object", "properties": {}}),
+    )
 }
 
 fn run_tool(name: &str) -> String {

@@ -92,9 +92,9 @@ async fn stream_once(
                 chunks += 1;
                 text.push_str(chunk.content().unwrap_or_default());
             }
-            StreamEvent::Proxy(status) => {
+            StreamEvent::Proxy(proxy) => {
                 proxy_events += 1;
-                if let ProxyStatus::Queued { position, .. } = status {
+                if let ProxyStatus::Queued { position } = proxy.status {
                     last_position = Some(position);
                 }
             }

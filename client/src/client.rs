@@ -8,6 +8,7 @@ use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue};
 
 use crate::error::{Error, InvalidArgument};
+use crate::middleware::Middleware;
 use crate::options::{RetryPolicy, Timeouts, is_secret_header, parse_header};
 use crate::priority::{PRIORITY_HEADER, Priority};
 
@@ -43,6 +44,8 @@ pub(crate) struct Inner {
     pub(crate) retry: RetryPolicy,
     pub(crate) max_event_bytes: usize,
     pub(crate) max_body_bytes: usize,
+    /// Run around every attempt, in order.
+    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
 }
 
 impl Client {
@@ -121,6 +124,8 @@ pub struct ClientBuilder {
     http: Option<reqwest::Client>,
     max_event_bytes: Option<usize>,
     max_body_bytes: Option<usize>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    root_certificates: Vec<Vec<u8>>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -130,6 +135,7 @@ impl fmt::Debug for ClientBuilder {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("default_priority", &self.default_priority)
             .field("timeouts", &self.timeouts)
+            .field("middlewares", &self.middleware.len())
             .finish_non_exhaustive()
     }
 }
@@ -208,9 +214,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Adds a middleware run around every HTTP attempt (see [`Middleware`]); they
+    /// run in the order added. Default: none.
+    pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// Trusts the root certificates in this PEM text (one or several) for
+    /// `https://` base URLs, besides the platform's roots (which include
+    /// `SSL_CERT_FILE` and `SSL_CERT_DIR`). Default: the platform's roots only.
+    /// Ignored with an injected HTTP client.
+    pub fn add_root_certificate_pem(mut self, certificate: impl Into<Vec<u8>>) -> Self {
+        self.root_certificates.push(certificate.into());
+        self
+    }
+
     /// Uses this `reqwest::Client` (its connect timeout, proxy and TLS settings)
-    /// instead of building one. Default: a client with the connect timeout and no
-    /// proxy from the environment.
+    /// instead of building one. Default: a client with the connect timeout, no
+    /// proxy from the environment and, with the `tls` feature, rustls with the
+    /// platform's certificate roots.
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http = Some(client);
         self
@@ -234,10 +257,11 @@ impl ClientBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a missing or unusable base URL, an API key or
-    /// header that HTTP cannot carry, an `X-Priority` header that is not a tier, a
-    /// zero timeout or an inverted backoff range; [`Error::HttpClient`] when the
-    /// HTTP client cannot be built.
+    /// [`Error::InvalidArgument`] for a missing or unusable base URL (an `https`
+    /// one without the `tls` feature), an API key or header that HTTP cannot carry,
+    /// an `X-Priority` header that is not a tier, a zero timeout, an inverted backoff
+    /// range or a root certificate that does not parse; [`Error::HttpClient`] when
+    /// the HTTP client cannot be built.
     pub fn build(self) -> Result<Client, Error> {
         let base_url = normalise_base_url(self.base_url.as_deref())?;
 
@@ -265,11 +289,18 @@ impl ClientBuilder {
 
         let http = match self.http {
             Some(client) => client,
-            None => reqwest::Client::builder()
-                .connect_timeout(self.timeouts.connect)
-                .no_proxy()
-                .build()
-                .map_err(Error::HttpClient)?,
+            None => {
+                if base_url.starts_with("https:") && !cfg!(feature = "tls") {
+                    return Err(InvalidArgument::TlsDisabled.into());
+                }
+                let builder = reqwest::Client::builder()
+                    .connect_timeout(self.timeouts.connect)
+                    .no_proxy();
+                let builder = add_roots(builder, &self.root_certificates)?;
+                builder
+                    .build()
+                    .map_err(|e| Error::HttpClient(Box::new(e)))?
+            }
         };
 
         Ok(Client {
@@ -285,9 +316,39 @@ impl ClientBuilder {
                 retry,
                 max_event_bytes: self.max_event_bytes.unwrap_or(DEFAULT_MAX_EVENT_BYTES),
                 max_body_bytes: self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+                middleware: self.middleware,
             }),
             priority_override: None,
         })
+    }
+}
+
+#[cfg(feature = "tls")]
+fn add_roots(
+    mut builder: reqwest::ClientBuilder,
+    certificates: &[Vec<u8>],
+) -> Result<reqwest::ClientBuilder, InvalidArgument> {
+    for (index, pem) in certificates.iter().enumerate() {
+        let bundle = reqwest::Certificate::from_pem_bundle(pem)
+            .ok()
+            .filter(|certs| !certs.is_empty())
+            .ok_or(InvalidArgument::InvalidRootCertificate { index })?;
+        for certificate in bundle {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    Ok(builder)
+}
+
+#[cfg(not(feature = "tls"))]
+fn add_roots(
+    builder: reqwest::ClientBuilder,
+    certificates: &[Vec<u8>],
+) -> Result<reqwest::ClientBuilder, InvalidArgument> {
+    if certificates.is_empty() {
+        Ok(builder)
+    } else {
+        Err(InvalidArgument::TlsDisabled)
     }
 }
 
@@ -439,6 +500,27 @@ mod tests {
                 value: "-10".into()
             }
         );
+    }
+
+    #[test]
+    fn https_base_url_needs_the_tls_feature_and_bad_roots_are_named() {
+        let https = Client::builder().base_url("https://127.0.0.1:9").build();
+        if cfg!(feature = "tls") {
+            assert!(https.is_ok());
+            assert_eq!(
+                build_err(
+                    Client::builder()
+                        .base_url("https://h")
+                        .add_root_certificate_pem(b"-----BEGIN CERTIFICATE-----\nnope\n".to_vec())
+                ),
+                InvalidArgument::InvalidRootCertificate { index: 0 }
+            );
+        } else {
+            assert!(matches!(
+                https,
+                Err(Error::InvalidArgument(InvalidArgument::TlsDisabled))
+            ));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::client::Client;
 use crate::error::{DecodeTarget, Error, InvalidArgument};
 use crate::options::CallOptions;
-use crate::stream::ChatStream;
+use crate::stream::{ChatStream, CompletionStream};
 use crate::transport::{Accept, BodyLimit, Outgoing, read_body};
 use crate::types::{
     ChatRequest, ChatResponse, CompletionRequest, CompletionResponse, EmbeddingsRequest,
@@ -75,9 +75,10 @@ impl Client {
         request: &ChatRequest,
         options: &CallOptions,
     ) -> Result<ChatResponse, Error> {
-        let body = chat_body(request, false)?;
-        self.json_call(post("/v1/chat/completions", body, Accept::Json), options)
-            .await
+        require_model(&request.model)?;
+        let body = request.wire_body(false)?;
+        let out = post("/v1/chat/completions", body, Accept::Json).for_model(&request.model);
+        self.json_call(out, options).await
     }
 
     /// `POST /v1/chat/completions` with `stream: true`; returns once the response
@@ -92,13 +93,10 @@ impl Client {
         request: &ChatRequest,
         options: &CallOptions,
     ) -> Result<ChatStream, Error> {
-        let body = chat_body(request, true)?;
-        let (response, deadlines) = self
-            .send(
-                post("/v1/chat/completions", body, Accept::EventStream),
-                options,
-            )
-            .await?;
+        require_model(&request.model)?;
+        let body = request.wire_body(true)?;
+        let out = post("/v1/chat/completions", body, Accept::EventStream).for_model(&request.model);
+        let (response, deadlines) = self.send(out, options).await?;
         Ok(ChatStream::new(
             response,
             deadlines,
@@ -116,10 +114,30 @@ impl Client {
         request: &CompletionRequest,
         options: &CallOptions,
     ) -> Result<CompletionResponse, Error> {
-        require_model(&request.model)?;
-        let body = serde_json::to_vec(request).map_err(Error::Encode)?;
-        self.json_call(post("/v1/completions", body, Accept::Json), options)
-            .await
+        let body = completion_body(request, false)?;
+        let out = post("/v1/completions", body, Accept::Json).for_model(&request.model);
+        self.json_call(out, options).await
+    }
+
+    /// `POST /v1/completions` with `stream: true`; returns once the response
+    /// headers arrive. Retries happen only before that point.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Client::chat_stream`].
+    pub async fn completions_stream(
+        &self,
+        request: &CompletionRequest,
+        options: &CallOptions,
+    ) -> Result<CompletionStream, Error> {
+        let body = completion_body(request, true)?;
+        let out = post("/v1/completions", body, Accept::EventStream).for_model(&request.model);
+        let (response, deadlines) = self.send(out, options).await?;
+        Ok(CompletionStream::new(
+            response,
+            deadlines,
+            self.inner.max_event_bytes,
+        ))
     }
 
     /// `POST /v1/embeddings`.
@@ -134,8 +152,8 @@ impl Client {
     ) -> Result<EmbeddingsResponse, Error> {
         require_model(&request.model)?;
         let body = serde_json::to_vec(request).map_err(Error::Encode)?;
-        self.json_call(post("/v1/embeddings", body, Accept::Json), options)
-            .await
+        let out = post("/v1/embeddings", body, Accept::Json).for_model(&request.model);
+        self.json_call(out, options).await
     }
 
     /// `GET /v1/models`.
@@ -227,12 +245,13 @@ impl Client {
             body: request.body,
             content_type: request.content_type,
             accept: Accept::Any,
+            model: Some(model.to_owned()),
         };
         let (response, _) = self.send(out, options).await?;
         Ok(response)
     }
 
-    async fn json_call<T: DeserializeOwned>(
+    pub(crate) async fn json_call<T: DeserializeOwned>(
         &self,
         out: Outgoing,
         options: &CallOptions,
@@ -264,14 +283,14 @@ impl Client {
     }
 }
 
-fn chat_body(request: &ChatRequest, stream: bool) -> Result<Vec<u8>, Error> {
+fn completion_body(request: &CompletionRequest, stream: bool) -> Result<Vec<u8>, Error> {
     require_model(&request.model)?;
     let mut request = request.clone();
     request.stream = stream.then_some(true);
     serde_json::to_vec(&request).map_err(Error::Encode)
 }
 
-fn require_model(model: &str) -> Result<(), InvalidArgument> {
+pub(crate) fn require_model(model: &str) -> Result<(), InvalidArgument> {
     if model.trim().is_empty() {
         return Err(InvalidArgument::EmptyModel);
     }
@@ -285,16 +304,26 @@ fn get(path: &str) -> Outgoing {
         body: None,
         content_type: None,
         accept: Accept::Json,
+        model: None,
     }
 }
 
-fn post(path: &str, body: Vec<u8>, accept: Accept) -> Outgoing {
+pub(crate) fn post(path: &str, body: Vec<u8>, accept: Accept) -> Outgoing {
     Outgoing {
         method: Method::POST,
         path: path.to_owned(),
         body: Some(Bytes::from(body)),
         content_type: Some(HeaderValue::from_static("application/json")),
         accept,
+        model: None,
+    }
+}
+
+impl Outgoing {
+    /// Names the model in the call's tracing span.
+    pub(crate) fn for_model(mut self, model: &str) -> Outgoing {
+        self.model = Some(model.to_owned());
+        self
     }
 }
 
@@ -324,22 +353,22 @@ mod tests {
     }
 
     #[test]
-    fn chat_body_sets_stream_only_when_streaming() {
-        let req = ChatRequest::new("m", vec![]);
+    fn completion_body_sets_stream_only_when_streaming() {
+        let req = CompletionRequest::new("m", "hi");
         let plain: serde_json::Value =
-            serde_json::from_slice(&chat_body(&req, false).unwrap()).unwrap();
+            serde_json::from_slice(&completion_body(&req, false).unwrap()).unwrap();
         assert!(plain.get("stream").is_none());
         let streamed: serde_json::Value =
-            serde_json::from_slice(&chat_body(&req, true).unwrap()).unwrap();
+            serde_json::from_slice(&completion_body(&req, true).unwrap()).unwrap();
         assert_eq!(streamed["stream"], true);
     }
 
     #[test]
     fn empty_model_is_rejected_before_sending() {
-        let req = ChatRequest::new(" ", vec![]);
         assert!(matches!(
-            chat_body(&req, false),
+            completion_body(&CompletionRequest::new(" ", "x"), false),
             Err(Error::InvalidArgument(InvalidArgument::EmptyModel))
         ));
+        assert_eq!(require_model(""), Err(InvalidArgument::EmptyModel));
     }
 }

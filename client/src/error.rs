@@ -1,15 +1,27 @@
 //! The SDK's error type.
 //!
 //! One enum, [`Error`], covers every way a call can fail. API errors keep the HTTP
-//! status, the parsed `{"error": {...}}` envelope, `Retry-After` and the raw body, so
-//! callers branch on typed fields, never on text. No variant holds the API key or a
-//! header value, so neither `Debug` nor `Display` can leak a secret.
+//! status, the parsed `{"error": {...}}` envelope, `Retry-After`, the response
+//! headers, the request id and the raw body, so callers branch on typed fields, never
+//! on text. `Display` never shows a header value, so it cannot leak a secret; the
+//! headers kept on an [`ApiError`] are the server's response headers, not the
+//! request's.
+//!
+//! Every variant can be built outside the crate (the struct payloads have
+//! constructors), so a fake or decorating [`ChatProvider`](crate::ChatProvider)
+//! returns the same errors the real client does.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use http::StatusCode;
+use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
+
+/// The boxed source of transport-level errors.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The response header that carries the proxy's request id.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Everything that can go wrong in a call.
 #[derive(Debug, thiserror::Error)]
@@ -30,12 +42,14 @@ pub enum Error {
         /// The limit that was exceeded.
         after: Duration,
     },
-    /// The TCP connection could not be made (refused, unreachable, DNS).
+    /// The connection could not be made (refused, unreachable, DNS, TLS handshake).
+    /// The source is usually a `reqwest::Error`.
     #[error("could not connect to the proxy")]
-    Connect(#[source] reqwest::Error),
-    /// The connection failed after it was made (reset, closed mid-body).
+    Connect(#[source] BoxError),
+    /// The connection failed after it was made (reset, closed mid-body). The source
+    /// is usually a `reqwest::Error`.
     #[error("connection failed while talking to the proxy")]
-    Transport(#[source] reqwest::Error),
+    Transport(#[source] BoxError),
     /// A response body (or one stream frame) was not the JSON the endpoint promises.
     #[error("could not decode the {what} (first bytes: {})", preview(raw))]
     Decode {
@@ -70,12 +84,30 @@ pub enum Error {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// The model refused to answer (OpenAI's `refusal`), so there is no
+    /// structured output to read.
+    #[error("the model refused: {message}")]
+    Refusal {
+        /// The refusal text.
+        message: String,
+    },
+    /// The provider does not implement this operation (a fake that only chats, for
+    /// example).
+    #[error("this provider does not support {operation}")]
+    Unsupported {
+        /// The operation, for example `embeddings`.
+        operation: &'static str,
+    },
+    /// A [`Middleware`](crate::Middleware) failed the call for its own reason (an
+    /// auth refresh that failed, for example).
+    #[error("a middleware failed the call")]
+    Middleware(#[source] BoxError),
     /// A setting or argument was rejected before anything was sent.
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
     /// The underlying HTTP client could not be built.
     #[error("could not build the HTTP client")]
-    HttpClient(#[source] reqwest::Error),
+    HttpClient(#[source] BoxError),
 }
 
 impl Error {
@@ -109,6 +141,41 @@ impl Error {
             Error::Api(api) => api.envelope.as_ref()?.code.as_deref(),
             Error::InStream(frame) => frame.envelope.code.as_deref(),
             _ => None,
+        }
+    }
+
+    /// The response headers of an [`Error::Api`].
+    pub fn headers(&self) -> Option<&HeaderMap> {
+        self.api().map(|api| &api.headers)
+    }
+
+    /// The proxy's request id (`X-Request-Id` of the response), from an API error
+    /// or an in-stream error, for matching the proxy's logs.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            Error::Api(api) => api.request_id.as_deref(),
+            Error::InStream(frame) => frame.request_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// True when sending the same request again could succeed without changing it:
+    /// connection failures and connection drops, timeouts waiting for the
+    /// connection or the first byte, truncated streams, and API errors with status
+    /// 408, 429, 502, 503 or 504. A server's `x-should-retry: true`/`false` header
+    /// overrides the status. Everything else (bad requests, auth, decode errors,
+    /// invalid arguments, refusals, idle and total timeouts) is not.
+    ///
+    /// The SDK's own retries already happen before an error reaches the caller; this
+    /// is for a caller (or a fallback provider) deciding what to do next.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Api(api) => api.is_retryable(),
+            Error::Connect(_) | Error::Transport(_) | Error::Truncated { .. } => true,
+            Error::Timeout { phase, .. } => {
+                matches!(phase, TimeoutPhase::Connect | TimeoutPhase::FirstByte)
+            }
+            _ => false,
         }
     }
 
@@ -159,6 +226,10 @@ pub enum DecodeTarget {
     ResponseBody,
     /// One `data:` frame of a stream.
     StreamFrame,
+    /// A tool call's JSON arguments.
+    ToolArguments,
+    /// A structured answer (see [`ChatResponse::parse`](crate::ChatResponse::parse)).
+    StructuredOutput,
 }
 
 impl fmt::Display for DecodeTarget {
@@ -166,6 +237,8 @@ impl fmt::Display for DecodeTarget {
         f.write_str(match self {
             DecodeTarget::ResponseBody => "response body",
             DecodeTarget::StreamFrame => "stream frame",
+            DecodeTarget::ToolArguments => "tool-call arguments",
+            DecodeTarget::StructuredOutput => "structured answer",
         })
     }
 }
@@ -182,6 +255,89 @@ pub struct ApiError {
     pub retry_after: Option<Duration>,
     /// The body as received (lossily decoded, cut at the SDK's error-body limit).
     pub raw_body: String,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The proxy's request id (`X-Request-Id`), if the response had one.
+    pub request_id: Option<String>,
+}
+
+impl ApiError {
+    /// An error with `status`, no body and no headers.
+    pub fn new(status: StatusCode) -> ApiError {
+        ApiError {
+            status,
+            envelope: None,
+            retry_after: None,
+            raw_body: String::new(),
+            headers: HeaderMap::new(),
+            request_id: None,
+        }
+    }
+
+    /// The error a response with these parts stands for, read the way the client
+    /// reads a real one: the envelope from the body, `Retry-After` (relative to
+    /// now) and the request id from the headers.
+    pub fn from_parts(status: StatusCode, headers: HeaderMap, body: impl Into<String>) -> ApiError {
+        let raw_body = body.into();
+        ApiError {
+            status,
+            envelope: ErrorEnvelope::from_body(&raw_body),
+            retry_after: crate::retry::retry_after(&headers, SystemTime::now()),
+            request_id: request_id_of(&headers),
+            raw_body,
+            headers,
+        }
+    }
+
+    /// Sets the envelope.
+    #[must_use]
+    pub fn with_envelope(mut self, envelope: ErrorEnvelope) -> ApiError {
+        self.envelope = Some(envelope);
+        self
+    }
+
+    /// Sets the server's requested delay.
+    #[must_use]
+    pub fn with_retry_after(mut self, delay: Duration) -> ApiError {
+        self.retry_after = Some(delay);
+        self
+    }
+
+    /// Sets the request id.
+    #[must_use]
+    pub fn with_request_id(mut self, id: impl Into<String>) -> ApiError {
+        self.request_id = Some(id.into());
+        self
+    }
+
+    /// See [`Error::is_retryable`].
+    pub fn is_retryable(&self) -> bool {
+        should_retry_header(&self.headers)
+            .unwrap_or_else(|| matches!(self.status.as_u16(), 408 | 429 | 502 | 503 | 504))
+    }
+}
+
+impl From<ApiError> for Error {
+    fn from(api: ApiError) -> Error {
+        Error::Api(Box::new(api))
+    }
+}
+
+/// The `X-Request-Id` of a response.
+pub(crate) fn request_id_of(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The server's `x-should-retry: true|false`, which overrides the status.
+pub(crate) fn should_retry_header(headers: &HeaderMap) -> Option<bool> {
+    match headers.get("x-should-retry")?.to_str().ok()?.trim() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
 }
 
 impl fmt::Display for ApiError {
@@ -209,6 +365,39 @@ pub struct StreamErrorFrame {
     pub envelope: ErrorEnvelope,
     /// The frame's data as received.
     pub raw: String,
+    /// The request id of the stream's response, if it had one.
+    pub request_id: Option<String>,
+}
+
+impl StreamErrorFrame {
+    /// A frame with `envelope` (its raw text is the envelope's message).
+    pub fn new(envelope: ErrorEnvelope) -> StreamErrorFrame {
+        StreamErrorFrame {
+            raw: envelope.message.clone(),
+            envelope,
+            request_id: None,
+        }
+    }
+
+    /// Sets the raw frame text.
+    #[must_use]
+    pub fn with_raw(mut self, raw: impl Into<String>) -> StreamErrorFrame {
+        self.raw = raw.into();
+        self
+    }
+
+    /// Sets the request id.
+    #[must_use]
+    pub fn with_request_id(mut self, id: impl Into<String>) -> StreamErrorFrame {
+        self.request_id = Some(id.into());
+        self
+    }
+}
+
+impl From<StreamErrorFrame> for Error {
+    fn from(frame: StreamErrorFrame) -> Error {
+        Error::InStream(Box::new(frame))
+    }
 }
 
 impl fmt::Display for StreamErrorFrame {
@@ -234,6 +423,28 @@ pub struct ErrorEnvelope {
 }
 
 impl ErrorEnvelope {
+    /// An envelope with `message` and no type or code.
+    pub fn new(message: impl Into<String>) -> ErrorEnvelope {
+        ErrorEnvelope {
+            message: message.into(),
+            ..ErrorEnvelope::default()
+        }
+    }
+
+    /// Sets the `type`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> ErrorEnvelope {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Sets the `code`.
+    #[must_use]
+    pub fn with_code(mut self, code: impl Into<String>) -> ErrorEnvelope {
+        self.code = Some(code.into());
+        self
+    }
+
     /// Parses `{"error": {"message", "type", "code"}}` or `{"error": "text"}`;
     /// `None` when the value has no `error` key.
     pub fn from_json(value: &serde_json::Value) -> Option<ErrorEnvelope> {
@@ -291,6 +502,15 @@ pub enum InvalidArgument {
     UnsupportedScheme {
         /// The scheme that was given.
         scheme: String,
+    },
+    /// An `https://` base URL with the crate built without its `tls` feature.
+    #[error("the base URL uses https, but llama-swap-client was built without its `tls` feature")]
+    TlsDisabled,
+    /// A root certificate given to the builder is not PEM holding a certificate.
+    #[error("root certificate number {index} is not PEM holding a certificate")]
+    InvalidRootCertificate {
+        /// Its position among the certificates given (0-based).
+        index: usize,
     },
     /// The base URL embeds a user name or password (they would end up in error text).
     #[error("the base URL must not contain credentials; use the api_key setting")]
@@ -389,20 +609,89 @@ mod tests {
 
     #[test]
     fn api_error_display_names_status_message_and_code() {
-        let err = Error::Api(Box::new(ApiError {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            envelope: ErrorEnvelope::from_body(
-                r#"{"error":{"message":"busy","type":"rate_limit_error","code":"concurrency_limit"}}"#,
-            ),
-            retry_after: Some(Duration::from_secs(1)),
-            raw_body: String::new(),
-        }));
+        let err = Error::from(
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS)
+                .with_envelope(
+                    ErrorEnvelope::new("busy")
+                        .with_kind("rate_limit_error")
+                        .with_code("concurrency_limit"),
+                )
+                .with_retry_after(Duration::from_secs(1)),
+        );
         let text = err.to_string();
         assert!(text.contains("429"), "{text}");
         assert!(text.contains("busy"), "{text}");
         assert!(text.contains("concurrency_limit"), "{text}");
         assert_eq!(err.code(), Some("concurrency_limit"));
         assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn api_error_from_parts_reads_envelope_retry_after_and_request_id() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", http::HeaderValue::from_static("2"));
+        headers.insert("x-request-id", http::HeaderValue::from_static("req-7"));
+        let api = ApiError::from_parts(
+            StatusCode::SERVICE_UNAVAILABLE,
+            headers,
+            r#"{"error":{"message":"loading","code":"model_loading"}}"#,
+        );
+        assert_eq!(api.retry_after, Some(Duration::from_secs(2)));
+        assert_eq!(api.request_id.as_deref(), Some("req-7"));
+        assert_eq!(
+            api.envelope.as_ref().unwrap().code.as_deref(),
+            Some("model_loading")
+        );
+        let err = Error::from(api);
+        assert_eq!(err.request_id(), Some("req-7"));
+        assert_eq!(err.headers().unwrap()["retry-after"], "2");
+    }
+
+    #[test]
+    fn retryable_follows_status_and_x_should_retry() {
+        for (status, retryable) in [
+            (429, true),
+            (503, true),
+            (408, true),
+            (500, false),
+            (400, false),
+            (401, false),
+        ] {
+            let err = Error::from(ApiError::new(StatusCode::from_u16(status).unwrap()));
+            assert_eq!(err.is_retryable(), retryable, "{status}");
+        }
+        let mut no = HeaderMap::new();
+        no.insert("x-should-retry", http::HeaderValue::from_static("false"));
+        assert!(
+            !Error::from(ApiError::from_parts(StatusCode::TOO_MANY_REQUESTS, no, ""))
+                .is_retryable()
+        );
+        let mut yes = HeaderMap::new();
+        yes.insert("x-should-retry", http::HeaderValue::from_static("true"));
+        assert!(
+            Error::from(ApiError::from_parts(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                yes,
+                ""
+            ))
+            .is_retryable()
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(Error::Connect(Box::new(io)).is_retryable());
+        assert!(Error::Truncated { chunks: 3 }.is_retryable());
+        let timeout = |phase| Error::Timeout {
+            phase,
+            after: Duration::from_secs(1),
+        };
+        assert!(timeout(TimeoutPhase::FirstByte).is_retryable());
+        assert!(!timeout(TimeoutPhase::Idle).is_retryable());
+        assert!(
+            !Error::Refusal {
+                message: "no".into()
+            }
+            .is_retryable()
+        );
+        assert!(!Error::from(InvalidArgument::EmptyModel).is_retryable());
     }
 
     #[test]

@@ -13,11 +13,13 @@
 //! | `client` | [`Client`] (cheap to clone) and [`ClientBuilder`] |
 //! | `options` | [`CallOptions`] (per call), [`Timeouts`] (by phase), [`RetryPolicy`] |
 //! | `endpoints` | chat (plain and streaming), completions, embeddings, models, running, unload, health, `/upstream` ([`UpstreamRequest`]) |
-//! | [`stream`] | [`ChatStream`], [`StreamEvent`], [`ProxyStatus`]: typed events over SSE, `collect()` |
+//! | [`stream`] | [`ChatStream`] (raw chunks and [`ProxyEvent`]s), [`ChatEvents`] (semantic [`ChatEvent`]s), [`EventAssembler`], [`CompletionStream`] |
 //! | [`sse`] | the byte-level SSE decoder (chunk-boundary and UTF-8 safe, bounded) |
-//! | [`types`] | lenient wire types: chat, completions, embeddings, model lists |
-//! | [`error`] | [`Error`], [`ApiError`], [`TimeoutPhase`], [`InvalidArgument`] |
-//! | `provider` | [`ChatProvider`], the object-safe trait agent frameworks hold |
+//! | [`types`] | lenient wire types: chat (tools, structured output, content parts), completions, embeddings, model lists |
+//! | [`error`] | [`Error`] (with `is_retryable()`, `request_id()`), [`ApiError`], [`TimeoutPhase`], [`InvalidArgument`] |
+//! | `provider` | [`ChatProvider`], the object-safe trait agent frameworks hold (chat, streaming chat, embeddings, models) |
+//! | `middleware` | [`Middleware`] and [`Next`]: a hook around every HTTP attempt |
+//! | [`anthropic`] | Anthropic's `/v1/messages`, plain and streaming |
 //!
 //! # Example
 //!
@@ -45,7 +47,7 @@
 //! while let Some(event) = stream.next().await {
 //!     match event? {
 //!         StreamEvent::Chunk(chunk) => print!("{}", chunk.content().unwrap_or_default()),
-//!         StreamEvent::Proxy(status) => eprintln!("proxy: {status:?}"),
+//!         StreamEvent::Proxy(proxy) => eprintln!("proxy: {:?}", proxy.status),
 //!         _ => {}
 //!     }
 //! }
@@ -56,9 +58,11 @@
 //! The crate README (its examples are doctested with the crate) covers
 //! errors, retries and timeouts in more depth.
 
+pub mod anthropic;
 mod client;
 mod endpoints;
 pub mod error;
+mod middleware;
 mod options;
 pub mod priority;
 mod provider;
@@ -71,12 +75,17 @@ pub mod types;
 pub use client::{Client, ClientBuilder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_EVENT_BYTES};
 pub use endpoints::UpstreamRequest;
 pub use error::{
-    ApiError, DecodeTarget, Error, ErrorEnvelope, InvalidArgument, StreamErrorFrame, TimeoutPhase,
+    ApiError, BoxError, DecodeTarget, Error, ErrorEnvelope, InvalidArgument, REQUEST_ID_HEADER,
+    StreamErrorFrame, TimeoutPhase,
 };
+pub use middleware::{Middleware, Next};
 pub use options::{CallOptions, RetryPolicy, Timeouts};
 pub use priority::{PRIORITY_HEADER, ParsePriorityError, Priority};
 pub use provider::ChatProvider;
-pub use stream::{ChatStream, ProxyStatus, StreamEvent};
+pub use stream::{
+    ChatEvent, ChatEvents, ChatStream, CompletionEvent, CompletionStream, EventAssembler,
+    ProxyEvent, ProxyStatus, StreamEvent,
+};
 pub use types::*;
 
 /// The README's examples, compiled and run as doctests.

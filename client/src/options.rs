@@ -277,6 +277,14 @@ impl CallOptions {
         self.priority
     }
 
+    /// Whether the call sets a header of this name (ASCII case ignored).
+    pub(crate) fn has_header(&self, name: &str) -> bool {
+        self.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+            || self.header_map.contains_key(name)
+    }
+
     /// Validates the per-call headers into one map.
     pub(crate) fn header_map(&self) -> Result<HeaderMap, InvalidArgument> {
         let mut map = self.header_map.clone();

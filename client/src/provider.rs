@@ -6,13 +6,17 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::options::CallOptions;
 use crate::stream::ChatStream;
-use crate::types::{ChatRequest, ChatResponse};
+use crate::types::{ChatRequest, ChatResponse, EmbeddingsRequest, EmbeddingsResponse, ModelList};
 
-/// A chat backend that honours per-call options (priority above all).
+/// A model backend that honours per-call options (priority above all).
 ///
 /// Object safe: frameworks hold an `Arc<dyn ChatProvider>` and pass
 /// [`CallOptions`] with each call, so one agent run can mark single calls
-/// Elevated or Low without touching headers.
+/// Elevated or Low without touching headers. [`Client`] implements it against the
+/// proxy; a downstream crate can implement it too: an in-process fake (build the
+/// stream with [`ChatStream::from_events`] or [`ChatStream::from_chunks`]), a
+/// logging decorator, or a fallback between two providers. Every [`Error`] variant
+/// can be constructed outside this crate.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -51,6 +55,34 @@ pub trait ChatProvider: Send + Sync {
         request: &ChatRequest,
         options: &CallOptions,
     ) -> Result<ChatStream, Error>;
+
+    /// Embeddings. The default reports [`Error::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// Whatever the backend reports; for [`Client`], see [`Client::embeddings`].
+    async fn embeddings(
+        &self,
+        request: &EmbeddingsRequest,
+        options: &CallOptions,
+    ) -> Result<EmbeddingsResponse, Error> {
+        let _ = (request, options);
+        Err(Error::Unsupported {
+            operation: "embeddings",
+        })
+    }
+
+    /// The models the backend serves. The default reports [`Error::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// Whatever the backend reports; for [`Client`], see [`Client::models`].
+    async fn models(&self, options: &CallOptions) -> Result<ModelList, Error> {
+        let _ = options;
+        Err(Error::Unsupported {
+            operation: "model listing",
+        })
+    }
 }
 
 #[async_trait]
@@ -69,5 +101,17 @@ impl ChatProvider for Client {
         options: &CallOptions,
     ) -> Result<ChatStream, Error> {
         Client::chat_stream(self, request, options).await
+    }
+
+    async fn embeddings(
+        &self,
+        request: &EmbeddingsRequest,
+        options: &CallOptions,
+    ) -> Result<EmbeddingsResponse, Error> {
+        Client::embeddings(self, request, options).await
+    }
+
+    async fn models(&self, options: &CallOptions) -> Result<ModelList, Error> {
+        Client::models(self, options).await
     }
 }

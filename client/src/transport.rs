@@ -4,7 +4,7 @@
 //! every endpoint goes through [`Client::send`], which builds them once per call and
 //! reuses them for every attempt, so a retry carries exactly the same priority.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, CONTENT_TYPE};
@@ -13,9 +13,10 @@ use tokio::time::{Instant, timeout_at};
 use tracing::Instrument;
 
 use crate::client::{Client, MAX_ERROR_BODY_BYTES};
-use crate::error::{ApiError, Error, ErrorEnvelope, InvalidArgument, TimeoutPhase};
+use crate::error::{ApiError, Error, InvalidArgument, TimeoutPhase, should_retry_header};
+use crate::middleware::Next;
 use crate::options::{CallOptions, RetryPolicy};
-use crate::priority::apply_priority;
+use crate::priority::{Priority, apply_priority};
 use crate::retry::{self, RetryDecision};
 
 /// What the caller expects back, which decides the `Accept` header.
@@ -36,6 +37,8 @@ pub(crate) struct Outgoing {
     pub(crate) body: Option<Bytes>,
     pub(crate) content_type: Option<HeaderValue>,
     pub(crate) accept: Accept,
+    /// The model the call names, for the tracing span.
+    pub(crate) model: Option<String>,
 }
 
 /// The deadlines of one call, fixed when it starts.
@@ -110,11 +113,22 @@ impl Client {
     ///
     /// Priority precedence: the call's typed priority, else an `X-Priority` in the
     /// call's headers, else the client's default.
+    #[cfg(test)]
     pub(crate) fn request_headers(
         &self,
         opts: &CallOptions,
         accept: Accept,
     ) -> Result<HeaderMap, InvalidArgument> {
+        self.request_headers_and_priority(opts, accept)
+            .map(|(headers, _)| headers)
+    }
+
+    /// [`Client::request_headers`], and the priority they carry.
+    pub(crate) fn request_headers_and_priority(
+        &self,
+        opts: &CallOptions,
+        accept: Accept,
+    ) -> Result<(HeaderMap, Priority), InvalidArgument> {
         let mut call_headers = opts.header_map()?;
         let call_header_priority = crate::client::take_priority_header(&mut call_headers)?;
         let priority = opts
@@ -144,14 +158,16 @@ impl Client {
             headers.insert(ACCEPT, HeaderValue::from_static(v));
         }
         apply_priority(&mut headers, priority);
-        Ok(headers)
+        Ok((headers, priority))
     }
 
     /// Sends one logical call and returns the first successful response.
     ///
     /// Retries follow the call's [`RetryPolicy`]: connection failures and retryable
-    /// statuses, never after a success status. Every attempt reuses the same header
-    /// map, and all attempts share the call's first-byte and total deadlines.
+    /// statuses (or a server's `x-should-retry`), never after a success status.
+    /// Every attempt reuses the same header map, and all attempts share the call's
+    /// first-byte and total deadlines. The span records the model, the priority,
+    /// the attempt number, the last status and the latency to the response headers.
     pub(crate) async fn send(
         &self,
         out: Outgoing,
@@ -161,8 +177,15 @@ impl Client {
             "llama_swap_call",
             method = %out.method,
             path = %out.path,
+            model = tracing::field::Empty,
             x_priority = tracing::field::Empty,
+            attempt = tracing::field::Empty,
+            status = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
         );
+        if let Some(model) = &out.model {
+            span.record("model", model.as_str());
+        }
         self.send_attempts(out, opts).instrument(span).await
     }
 
@@ -171,13 +194,17 @@ impl Client {
         out: Outgoing,
         opts: &CallOptions,
     ) -> Result<(reqwest::Response, Deadlines), Error> {
+        let started = Instant::now();
         let deadlines = Deadlines::start(self, opts);
-        let mut headers = self.request_headers(opts, out.accept)?;
-        let sent = headers
-            .get(&crate::priority::PRIORITY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("absent");
-        tracing::Span::current().record("x_priority", sent);
+        let (mut headers, priority) = self.request_headers_and_priority(opts, out.accept)?;
+        let span = tracing::Span::current();
+        let sent = priority.header_value();
+        span.record(
+            "x_priority",
+            sent.as_ref()
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("absent"),
+        );
         if let Some(ct) = out.content_type {
             headers.insert(CONTENT_TYPE, ct);
         }
@@ -189,29 +216,54 @@ impl Client {
 
         let mut retry_no = 0u32;
         loop {
-            let mut request = self
+            let mut builder = self
                 .inner
                 .http
                 .request(out.method.clone(), url.clone())
                 .headers(headers.clone());
             if let Some(body) = &out.body {
-                request = request.body(body.clone());
+                builder = builder.body(body.clone());
             }
+            let request = builder.build().map_err(|e| Error::Transport(Box::new(e)))?;
+            let attempt = retry_no + 1;
+            span.record("attempt", attempt);
+            let next = Next {
+                http: &self.inner.http,
+                chain: &self.inner.middleware,
+                priority,
+                attempt,
+                connect_timeout: self.inner.timeouts.connect,
+            };
             let headers_deadline = deadlines.headers_deadline();
-            let (error, server_delay) = match until(headers_deadline, request.send()).await? {
-                Ok(response) if response.status().is_success() => {
-                    return Ok((response, deadlines));
-                }
+            let outcome = until(headers_deadline, next.run(request)).await?;
+            let (error, server_delay) = match outcome {
                 Ok(response) => {
                     let status = response.status();
+                    span.record("status", status.as_u16());
+                    span.record(
+                        "latency_ms",
+                        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    );
+                    if status.is_success() {
+                        return Ok((response, deadlines));
+                    }
+                    let should_retry = should_retry_header(response.headers());
                     let api = read_api_error(response, &deadlines).await?;
-                    if !policy.retries_status(status) {
+                    if !should_retry.unwrap_or_else(|| policy.retries_status(status)) {
                         return Err(api);
                     }
                     let delay = api.retry_after();
                     (api, delay)
                 }
-                Err(e) => (map_send_error(e, self), None),
+                Err(
+                    error @ (Error::Connect(_)
+                    | Error::Transport(_)
+                    | Error::Timeout {
+                        phase: TimeoutPhase::Connect,
+                        ..
+                    }),
+                ) => (error, None),
+                Err(other) => return Err(other),
             };
             let delay = match retry::decide(policy, retry_no, server_delay, retry::jitter()) {
                 RetryDecision::After(delay) => delay,
@@ -227,25 +279,12 @@ impl Client {
             retry_no += 1;
             tracing::debug!(
                 retry = retry_no,
-                delay_ms = delay.as_millis() as u64,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                 status = error.status().map(|s| s.as_u16()),
                 "retrying call"
             );
             tokio::time::sleep(delay).await;
         }
-    }
-}
-
-fn map_send_error(e: reqwest::Error, client: &Client) -> Error {
-    if e.is_connect() && e.is_timeout() {
-        Error::Timeout {
-            phase: TimeoutPhase::Connect,
-            after: client.inner.timeouts.connect,
-        }
-    } else if e.is_connect() {
-        Error::Connect(e)
-    } else {
-        Error::Transport(e)
     }
 }
 
@@ -256,7 +295,7 @@ async fn read_api_error(
     deadlines: &Deadlines,
 ) -> Result<Error, Error> {
     let status: StatusCode = response.status();
-    let retry_after = retry::retry_after(response.headers(), SystemTime::now());
+    let headers = response.headers().clone();
     let body = read_body(
         response,
         deadlines,
@@ -264,12 +303,7 @@ async fn read_api_error(
     )
     .await?;
     let raw_body = String::from_utf8_lossy(&body).into_owned();
-    Ok(Error::Api(Box::new(ApiError {
-        status,
-        envelope: ErrorEnvelope::from_body(&raw_body),
-        retry_after,
-        raw_body,
-    })))
+    Ok(ApiError::from_parts(status, headers, raw_body).into())
 }
 
 /// What to do when a body is longer than expected.
@@ -291,7 +325,7 @@ pub(crate) async fn read_body(
     let mut buf = BytesMut::new();
     while let Some(piece) = until(deadlines.body_deadline(), response.chunk())
         .await?
-        .map_err(Error::Transport)?
+        .map_err(|e| Error::Transport(Box::new(e)))?
     {
         buf.extend_from_slice(&piece);
         match limit {

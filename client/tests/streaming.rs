@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::{SSE_HEAD, http_chunk, raw_server};
 use futures_util::StreamExt;
 use llama_swap_client::{
-    CallOptions, ChatMessage, ChatRequest, Client, Error, Priority, ProxyStatus, StreamEvent,
-    TimeoutPhase,
+    CallOptions, ChatMessage, ChatRequest, Client, Error, Priority, ProxyEvent, ProxyStatus,
+    StreamEvent, TimeoutPhase,
 };
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -110,18 +110,26 @@ async fn dropping_the_stream_closes_the_connection() {
         .unwrap();
 }
 
+/// A cold start over HTTP as contract C1 shapes it: marked proxy frames, then a
+/// reasoning frame of llama-swap's old untyped kind (no marker, no id), which is
+/// model content, then the answer.
 #[tokio::test]
-async fn cold_start_stream_reports_proxy_status_then_model_output() {
+async fn cold_start_stream_reports_marked_proxy_frames_and_keeps_unmarked_reasoning() {
     let body = concat!(
-        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"llama-swap loading model: demo\"}}]}\n\n",
-        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"\\nQueue position: #1 \"}}]}\n\n",
+        "data: {\"id\":\"llamaswap-r9\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Queue position: #1\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"queued\",\"position\":1,\"model\":\"demo\"}}\n\n",
+        "data: {\"id\":\"llamaswap-r9\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"llama-swap loading model: demo\"},\"finish_reason\":null}],\"llamaswap\":{\"status\":\"loading\",\"model\":\"demo\"}}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"thinking\"}}]}\n\n",
         "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n",
         "data: [DONE]\n\n",
     );
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_raw(body, "text/event-stream")
+                .insert_header("x-request-id", "r9"),
+        )
         .mount(&server)
         .await;
     let client = Client::new(server.uri()).unwrap();
@@ -129,6 +137,7 @@ async fn cold_start_stream_reports_proxy_status_then_model_output() {
         .chat_stream(&chat_request(), &CallOptions::new())
         .await
         .unwrap();
+    assert_eq!(stream.request_id(), Some("r9"));
     let events: Vec<StreamEvent> = StreamExt::collect::<Vec<_>>(stream)
         .await
         .into_iter()
@@ -136,19 +145,16 @@ async fn cold_start_stream_reports_proxy_status_then_model_output() {
         .collect();
     assert_eq!(
         events[0],
-        StreamEvent::Proxy(ProxyStatus::Loading {
-            model: Some("demo".into())
-        })
+        StreamEvent::Proxy(
+            ProxyEvent::new(ProxyStatus::Queued { position: 1 })
+                .with_model("demo")
+                .with_text("Queue position: #1")
+        )
     );
-    assert_eq!(
-        events[1],
-        StreamEvent::Proxy(ProxyStatus::Queued {
-            position: 1,
-            model: None
-        })
-    );
-    assert!(matches!(&events[2], StreamEvent::Chunk(c) if c.content() == Some("Hi")));
-    assert_eq!(events.len(), 3);
+    assert!(matches!(&events[1], StreamEvent::Proxy(p) if p.status == ProxyStatus::Loading));
+    assert!(matches!(&events[2], StreamEvent::Chunk(c) if c.reasoning() == Some("thinking")));
+    assert!(matches!(&events[3], StreamEvent::Chunk(c) if c.content() == Some("Hi")));
+    assert_eq!(events.len(), 4);
 }
 
 #[tokio::test]
@@ -169,7 +175,7 @@ async fn server_that_ignores_stream_true_still_delivers_its_whole_answer() {
         .unwrap();
     assert_eq!(resp.text(), "Hello");
     assert_eq!(resp.id, "c1");
-    assert_eq!(resp.usage.unwrap().total_tokens, 2);
+    assert_eq!(resp.usage.as_ref().unwrap().total_tokens, 2);
 }
 
 #[tokio::test]

@@ -9,8 +9,10 @@ use llama_swap_suite::harness::{LIMIT, Stack, Upstream, finish};
 
 use crate::{chat, spawn_chat};
 
-/// The next proxy event other than llama-swap's free progress text.
-async fn next_status(stream: &mut ChatStream) -> ProxyStatus {
+/// Reads proxy events until their status changes (every injected frame carries
+/// the current status; several frames in a row repeat it) and returns the new one,
+/// skipping `waiting`.
+async fn next_status(stream: &mut ChatStream, last: &mut Option<ProxyStatus>) -> ProxyStatus {
     loop {
         let event = tokio::time::timeout(LIMIT, stream.next())
             .await
@@ -18,8 +20,14 @@ async fn next_status(stream: &mut ChatStream) -> ProxyStatus {
             .expect("the stream ended while waiting")
             .expect("the stream failed while waiting");
         match event {
-            StreamEvent::Proxy(ProxyStatus::Message(_)) => {}
-            StreamEvent::Proxy(status) => return status,
+            StreamEvent::Proxy(proxy) => {
+                assert_eq!(proxy.model.as_deref(), Some("b"), "{proxy:?}");
+                if proxy.status == ProxyStatus::Waiting || last.as_ref() == Some(&proxy.status) {
+                    continue;
+                }
+                *last = Some(proxy.status.clone());
+                return proxy.status;
+            }
             other => panic!("model output before the model was granted: {other:?}"),
         }
     }
@@ -27,10 +35,7 @@ async fn next_status(stream: &mut ChatStream) -> ProxyStatus {
 
 fn queued_at(status: &ProxyStatus) -> Option<u32> {
     match status {
-        ProxyStatus::Queued { position, model } => {
-            assert_eq!(model.as_deref(), Some("b"));
-            Some(*position)
-        }
+        ProxyStatus::Queued { position } => Some(*position),
         _ => None,
     }
 }
@@ -52,33 +57,44 @@ async fn loading_state_frames_surface_as_queue_positions_then_loading() {
         .chat_stream(&chat("b"), &CallOptions::with_priority(Priority::Low))
         .await
         .unwrap();
-    assert_eq!(queued_at(&next_status(&mut stream).await), Some(1));
+    let mut last = None;
+    assert_eq!(
+        queued_at(&next_status(&mut stream, &mut last).await),
+        Some(1)
+    );
 
     // Elevated work that arrives later moves ahead: the position goes up.
     let elevated = spawn_chat(client, "c", Priority::Elevated);
-    assert_eq!(queued_at(&next_status(&mut stream).await), Some(2));
+    assert_eq!(
+        queued_at(&next_status(&mut stream, &mut last).await),
+        Some(2)
+    );
 
     // a finishes, c is picked (and held by its gate): b is first again.
     stack.open_gate("a").await;
     finish("the busy call", busy).await.unwrap();
-    assert_eq!(queued_at(&next_status(&mut stream).await), Some(1));
+    assert_eq!(
+        queued_at(&next_status(&mut stream, &mut last).await),
+        Some(1)
+    );
     assert_eq!(stack.next_started(&["c"]).await, "c");
     stack.open_gate("c").await;
     finish("the elevated call", elevated).await.unwrap();
 
     assert_eq!(
-        next_status(&mut stream).await,
-        ProxyStatus::Loading {
-            model: Some("b".to_owned())
-        }
+        next_status(&mut stream, &mut last).await,
+        ProxyStatus::Loading
     );
-    // After loading, the rest is the model's answer and no more proxy status.
+    assert!(matches!(
+        next_status(&mut stream, &mut last).await,
+        ProxyStatus::Ready { waited: Some(_) }
+    ));
+    // After ready, the rest is the model's answer and no more proxy frames.
     let mut text = String::new();
     while let Some(event) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
         match event.unwrap() {
             StreamEvent::Chunk(chunk) => text.push_str(chunk.content().unwrap_or_default()),
-            StreamEvent::Proxy(ProxyStatus::Message(_)) => {}
-            other => panic!("unexpected event after loading: {other:?}"),
+            other => panic!("unexpected event after ready: {other:?}"),
         }
     }
     assert_eq!(text, "[b] hi");

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Map;
+
 use crate::types::{
     ChatChoice, ChatChunk, ChatDelta, ChatMessage, ChatResponse, ChunkChoice, FinishReason,
-    FunctionCallDelta, MessageContent, Role, ToolCall, ToolCallDelta, Usage,
+    FunctionCallDelta, MessageContent, Role, Timings, ToolCall, ToolCallDelta, Usage,
 };
 
 impl ChatResponse {
@@ -17,24 +19,28 @@ impl ChatResponse {
         for chunk in chunks {
             acc.add(chunk);
         }
-        acc.finish()
+        acc.response()
     }
 }
 
-#[derive(Default)]
+/// The response so far, built chunk by chunk.
+#[derive(Debug, Default, Clone)]
 pub(super) struct Aggregate {
     id: String,
     created: u64,
     model: String,
     choices: BTreeMap<u32, ChoiceAggregate>,
     usage: Option<Usage>,
+    timings: Option<Timings>,
+    extra: Map<String, serde_json::Value>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default, Clone)]
 struct ChoiceAggregate {
     role: Option<Role>,
     content: Option<String>,
     reasoning: Option<String>,
+    refusal: Option<String>,
     tool_calls: BTreeMap<u32, ToolCall>,
     finish_reason: Option<FinishReason>,
 }
@@ -53,26 +59,27 @@ impl Aggregate {
         if chunk.usage.is_some() {
             self.usage = chunk.usage;
         }
+        if chunk.timings.is_some() {
+            self.timings = chunk.timings;
+        }
+        // Top-level extras (system_fingerprint, ...) are the same on every chunk;
+        // the latest wins.
+        self.extra.extend(chunk.extra);
         for choice in chunk.choices {
             let acc = self.choices.entry(choice.index).or_default();
             let delta = choice.delta;
             if delta.role.is_some() {
                 acc.role = delta.role;
             }
-            if let Some(text) = delta.content {
-                acc.content.get_or_insert_with(String::new).push_str(&text);
-            }
-            if let Some(text) = delta.reasoning_content {
-                acc.reasoning
-                    .get_or_insert_with(String::new)
-                    .push_str(&text);
-            }
+            append(&mut acc.content, delta.content);
+            append(&mut acc.reasoning, delta.reasoning_content);
+            append(&mut acc.refusal, delta.refusal);
             for piece in delta.tool_calls {
                 let call = acc.tool_calls.entry(piece.index).or_default();
-                if let Some(id) = piece.id {
+                if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
                     call.id = id;
                 }
-                if let Some(kind) = piece.kind {
+                if let Some(kind) = piece.kind.filter(|k| !k.is_empty()) {
                     call.kind = kind;
                 }
                 if let Some(function) = piece.function {
@@ -90,42 +97,69 @@ impl Aggregate {
         }
     }
 
-    pub(super) fn finish(self) -> ChatResponse {
+    /// The tool call `index` of `choice` as assembled so far.
+    pub(super) fn tool_call(&self, choice: u32, index: u32) -> Option<ToolCall> {
+        let mut call = self.choices.get(&choice)?.tool_calls.get(&index)?.clone();
+        if call.kind.is_empty() {
+            call.kind = "function".to_owned();
+        }
+        Some(call)
+    }
+
+    /// The finish reason of the lowest-numbered choice, if it has one.
+    pub(super) fn first_finish_reason(&self) -> Option<FinishReason> {
+        self.choices.values().next()?.finish_reason.clone()
+    }
+
+    pub(super) fn response(&self) -> ChatResponse {
         let choices = self
             .choices
-            .into_iter()
-            .map(|(index, acc)| {
-                let tool_calls: Vec<ToolCall> = acc
-                    .tool_calls
-                    .into_values()
-                    .map(|mut call| {
-                        if call.kind.is_empty() {
-                            call.kind = "function".to_owned();
-                        }
-                        call
-                    })
-                    .collect();
-                ChatChoice {
-                    index,
-                    message: ChatMessage {
-                        role: acc.role.unwrap_or(Role::Assistant),
-                        content: acc.content.map(MessageContent::Text),
-                        reasoning_content: acc.reasoning,
-                        tool_calls,
-                        ..ChatMessage::default()
-                    },
-                    finish_reason: acc.finish_reason,
-                }
+            .iter()
+            .map(|(index, acc)| ChatChoice {
+                index: *index,
+                message: message_of(acc),
+                finish_reason: acc.finish_reason.clone(),
+                extra: Map::new(),
             })
             .collect();
         ChatResponse {
-            id: self.id,
+            id: self.id.clone(),
             object: "chat.completion".to_owned(),
             created: self.created,
-            model: self.model,
+            model: self.model.clone(),
             choices,
-            usage: self.usage,
+            usage: self.usage.clone(),
+            timings: self.timings.clone(),
+            extra: self.extra.clone(),
         }
+    }
+}
+
+fn append(acc: &mut Option<String>, piece: Option<String>) {
+    if let Some(text) = piece {
+        acc.get_or_insert_with(String::new).push_str(&text);
+    }
+}
+
+fn message_of(acc: &ChoiceAggregate) -> ChatMessage {
+    let tool_calls = acc
+        .tool_calls
+        .values()
+        .cloned()
+        .map(|mut call| {
+            if call.kind.is_empty() {
+                call.kind = "function".to_owned();
+            }
+            call
+        })
+        .collect();
+    ChatMessage {
+        role: acc.role.clone().unwrap_or(Role::Assistant),
+        content: acc.content.clone().map(MessageContent::Text),
+        reasoning_content: acc.reasoning.clone(),
+        refusal: acc.refusal.clone(),
+        tool_calls,
+        ..ChatMessage::default()
     }
 }
 
@@ -154,9 +188,12 @@ pub(super) fn response_as_chunk(response: ChatResponse) -> ChatChunk {
                     role: Some(message.role),
                     content: message.content.map(|c| c.text()),
                     reasoning_content: message.reasoning_content,
+                    refusal: message.refusal,
                     tool_calls,
+                    extra: message.extra,
                 },
                 finish_reason: choice.finish_reason,
+                extra: choice.extra,
             }
         })
         .collect();
@@ -167,5 +204,7 @@ pub(super) fn response_as_chunk(response: ChatResponse) -> ChatChunk {
         model: response.model,
         choices,
         usage: response.usage,
+        timings: response.timings,
+        extra: response.extra,
     }
 }

@@ -1,21 +1,33 @@
-//! Chat completions: request, response and stream chunk.
+//! Chat completions: the request and its messages.
 
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::null_as_default;
+use super::content::{ContentPart, MessageContent};
+use super::tools::{ResponseFormat, Tool, ToolCall, ToolChoice};
+use super::{null_as_default, pick_reasoning};
+use crate::error::Error;
 
 /// A `POST /v1/chat/completions` request.
 ///
 /// ```
-/// use llama_swap_client::{ChatMessage, ChatRequest};
+/// use llama_swap_client::{ChatMessage, ChatRequest, Tool, ToolChoice};
+/// use serde_json::json;
 ///
-/// let req = ChatRequest::new("qwen", vec![ChatMessage::user("hi")])
+/// let req = ChatRequest::new("qwen", vec![ChatMessage::user("Weather in Oslo?")])
 ///     .max_tokens(64)
+///     .tool(Tool::function(
+///         "get_weather",
+///         "Current weather for a city",
+///         json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+///     ))
+///     .tool_choice(ToolChoice::Auto)
 ///     .extra("cache_prompt", true);
 /// let json = serde_json::to_value(&req).unwrap();
+/// assert_eq!(json["tools"][0]["function"]["name"], "get_weather");
+/// assert_eq!(json["tool_choice"], "auto");
 /// assert_eq!(json["cache_prompt"], true);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -40,18 +52,30 @@ pub struct ChatRequest {
     /// Sampling seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
-    /// Tool definitions, passed through unchanged.
+    /// The tools the model may call (omitted when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    /// Whether and which tool the model must call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<Value>>,
-    /// Tool choice, passed through unchanged.
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_choice: Option<Value>,
+    pub parallel_tool_calls: Option<bool>,
+    /// The shape of the answer: text, any JSON object, or JSON matching a schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
     /// Set by the SDK: `true` for streaming calls, absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
     /// Stream options (for example `{"include_usage": true}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<Value>,
+    /// Send the `reasoning_content` of earlier assistant messages back to the model.
+    /// Default `false`: the SDK's endpoints strip it, because most reasoning models
+    /// expect their old reasoning to be left out of the history (and it costs
+    /// tokens). Never sent itself.
+    #[serde(skip)]
+    pub resend_reasoning: bool,
     /// Any other body field (vendor parameters such as `top_k` or `cache_prompt`).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -81,11 +105,66 @@ impl ChatRequest {
         self
     }
 
+    /// Adds a tool the model may call.
+    #[must_use]
+    pub fn tool(mut self, tool: Tool) -> ChatRequest {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Replaces the tools the model may call.
+    #[must_use]
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> ChatRequest {
+        self.tools = tools.into_iter().collect();
+        self
+    }
+
+    /// Sets whether and which tool the model must call.
+    #[must_use]
+    pub fn tool_choice(mut self, choice: ToolChoice) -> ChatRequest {
+        self.tool_choice = Some(choice);
+        self
+    }
+
+    /// Sets whether the model may call several tools in one turn.
+    #[must_use]
+    pub fn parallel_tool_calls(mut self, allowed: bool) -> ChatRequest {
+        self.parallel_tool_calls = Some(allowed);
+        self
+    }
+
+    /// Sets the shape of the answer (see [`ChatResponse::parse`](crate::ChatResponse::parse)).
+    #[must_use]
+    pub fn response_format(mut self, format: ResponseFormat) -> ChatRequest {
+        self.response_format = Some(format);
+        self
+    }
+
+    /// Sends earlier reasoning back to the model (see [`ChatRequest::resend_reasoning`]).
+    #[must_use]
+    pub fn with_reasoning_resent(mut self, resend: bool) -> ChatRequest {
+        self.resend_reasoning = resend;
+        self
+    }
+
     /// Sets any other body field.
     #[must_use]
     pub fn extra(mut self, key: impl Into<String>, value: impl Into<Value>) -> ChatRequest {
         self.extra.insert(key.into(), value.into());
         self
+    }
+
+    /// The body the SDK sends: `stream` set as asked, and reasoning stripped from the
+    /// history unless [`ChatRequest::resend_reasoning`] is set.
+    pub(crate) fn wire_body(&self, stream: bool) -> Result<Vec<u8>, Error> {
+        let mut request = self.clone();
+        request.stream = stream.then_some(true);
+        if !request.resend_reasoning {
+            for message in &mut request.messages {
+                message.reasoning_content = None;
+            }
+        }
+        serde_json::to_vec(&request).map_err(Error::Encode)
     }
 }
 
@@ -148,44 +227,27 @@ impl<'de> Deserialize<'de> for Role {
     }
 }
 
-/// A message's content: plain text or a list of typed parts (images, audio, ...).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum MessageContent {
-    /// Plain text.
-    Text(String),
-    /// Typed parts, passed through unchanged.
-    Parts(Vec<Value>),
-}
-
-impl MessageContent {
-    /// The text: the string itself, or the `text` of every text part joined.
-    pub fn text(&self) -> String {
-        match self {
-            MessageContent::Text(t) => t.clone(),
-            MessageContent::Parts(parts) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect(),
-        }
-    }
-}
-
-impl From<String> for MessageContent {
-    fn from(text: String) -> Self {
-        MessageContent::Text(text)
-    }
-}
-
-impl From<&str> for MessageContent {
-    fn from(text: &str) -> Self {
-        MessageContent::Text(text.to_owned())
-    }
-}
-
 /// One message of a conversation (request) or of an answer (response).
+///
+/// A runtime rebuilds its history from its own types with the constructors:
+///
+/// ```
+/// use llama_swap_client::{ChatMessage, ToolCall};
+/// use serde_json::json;
+///
+/// let call = ToolCall::function("call_1", "get_weather", json!({"city": "Oslo"}).to_string());
+/// let history = vec![
+///     ChatMessage::user("Weather in Oslo?"),
+///     ChatMessage::assistant_tool_calls(vec![call]),
+///     ChatMessage::tool("call_1", r#"{"celsius": 4}"#),
+/// ];
+/// let json = serde_json::to_value(&history).unwrap();
+/// assert_eq!(json[1]["content"], serde_json::Value::Null);
+/// assert_eq!(json[1]["tool_calls"][0]["function"]["arguments"], r#"{"city":"Oslo"}"#);
+/// assert_eq!(json[2]["tool_call_id"], "call_1");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
+#[serde(from = "MessageWire")]
 #[non_exhaustive]
 pub struct ChatMessage {
     /// Who wrote it.
@@ -196,17 +258,54 @@ pub struct ChatMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Tool calls the assistant made.
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// The tool call a `tool` message answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    /// Reasoning text (llama.cpp `reasoning_content`, vLLM `reasoning`).
-    #[serde(alias = "reasoning", skip_serializing_if = "Option::is_none")]
+    /// Reasoning text (llama.cpp `reasoning_content`, vLLM `reasoning`). Stripped
+    /// from requests unless [`ChatRequest::resend_reasoning`] is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// A refusal the model gave instead of content (OpenAI's `refusal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Every other field, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// How a message arrives: both reasoning spellings are read (see
+/// [`pick_reasoning`]).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MessageWire {
+    role: Role,
+    content: Option<MessageContent>,
+    name: Option<String>,
+    #[serde(deserialize_with = "null_as_default")]
+    tool_calls: Vec<ToolCall>,
+    tool_call_id: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    refusal: Option<String>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl From<MessageWire> for ChatMessage {
+    fn from(w: MessageWire) -> ChatMessage {
+        ChatMessage {
+            role: w.role,
+            content: w.content,
+            name: w.name,
+            tool_calls: w.tool_calls,
+            tool_call_id: w.tool_call_id,
+            reasoning_content: pick_reasoning(w.reasoning_content, w.reasoning),
+            refusal: w.refusal,
+            extra: w.extra,
+        }
+    }
 }
 
 impl ChatMessage {
@@ -229,9 +328,26 @@ impl ChatMessage {
         ChatMessage::new(Role::User, content)
     }
 
+    /// A user message made of typed parts (text, images, audio).
+    pub fn user_parts(parts: impl IntoIterator<Item = ContentPart>) -> ChatMessage {
+        ChatMessage::new(
+            Role::User,
+            MessageContent::Parts(parts.into_iter().collect()),
+        )
+    }
+
     /// An assistant message.
     pub fn assistant(content: impl Into<MessageContent>) -> ChatMessage {
         ChatMessage::new(Role::Assistant, content)
+    }
+
+    /// An assistant turn that only calls tools (`content: null`).
+    pub fn assistant_tool_calls(calls: impl IntoIterator<Item = ToolCall>) -> ChatMessage {
+        ChatMessage {
+            role: Role::Assistant,
+            tool_calls: calls.into_iter().collect(),
+            ..ChatMessage::default()
+        }
     }
 
     /// A tool result answering `tool_call_id`.
@@ -245,6 +361,40 @@ impl ChatMessage {
         }
     }
 
+    /// A tool result whose content is `value` serialised as JSON.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Encode`] when `value` cannot be serialised.
+    pub fn tool_json<T: Serialize + ?Sized>(
+        tool_call_id: impl Into<String>,
+        value: &T,
+    ) -> Result<ChatMessage, Error> {
+        let text = serde_json::to_string(value).map_err(Error::Encode)?;
+        Ok(ChatMessage::tool(tool_call_id, text))
+    }
+
+    /// Sets the author name.
+    #[must_use]
+    pub fn with_name(mut self, name: impl Into<String>) -> ChatMessage {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Adds tool calls to the message (an assistant turn with text and calls).
+    #[must_use]
+    pub fn with_tool_calls(mut self, calls: impl IntoIterator<Item = ToolCall>) -> ChatMessage {
+        self.tool_calls.extend(calls);
+        self
+    }
+
+    /// Sets the reasoning text.
+    #[must_use]
+    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> ChatMessage {
+        self.reasoning_content = Some(reasoning.into());
+        self
+    }
+
     /// The content as text (empty when there is none).
     pub fn text(&self) -> String {
         self.content
@@ -254,270 +404,10 @@ impl ChatMessage {
     }
 }
 
-/// A complete tool call in a response message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ToolCall {
-    /// The call's id, echoed by the tool result.
-    #[serde(deserialize_with = "null_as_default")]
-    pub id: String,
-    /// Always `function` today.
-    #[serde(rename = "type", deserialize_with = "null_as_default")]
-    pub kind: String,
-    /// The function and its JSON arguments.
-    pub function: FunctionCall,
-}
-
-/// The function part of a tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct FunctionCall {
-    /// Function name.
-    #[serde(deserialize_with = "null_as_default")]
-    pub name: String,
-    /// Arguments as a JSON string.
-    #[serde(deserialize_with = "null_as_default")]
-    pub arguments: String,
-}
-
-/// Why generation stopped. Unknown values are kept as [`FinishReason::Other`]; an
-/// empty string (sent by some compatible servers) reads as no reason.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FinishReason {
-    /// Natural end or stop sequence.
-    Stop,
-    /// Token limit.
-    Length,
-    /// The model called tools.
-    ToolCalls,
-    /// Filtered.
-    ContentFilter,
-    /// Legacy function call.
-    FunctionCall,
-    /// Anything else.
-    Other(String),
-}
-
-impl FinishReason {
-    /// The wire name.
-    pub fn as_str(&self) -> &str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::ToolCalls => "tool_calls",
-            FinishReason::ContentFilter => "content_filter",
-            FinishReason::FunctionCall => "function_call",
-            FinishReason::Other(s) => s,
-        }
-    }
-
-    fn from_wire(text: String) -> Option<FinishReason> {
-        Some(match text.as_str() {
-            "" => return None,
-            "stop" => FinishReason::Stop,
-            "length" => FinishReason::Length,
-            "tool_calls" => FinishReason::ToolCalls,
-            "content_filter" => FinishReason::ContentFilter,
-            "function_call" => FinishReason::FunctionCall,
-            _ => FinishReason::Other(text),
-        })
-    }
-}
-
-impl Serialize for FinishReason {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-pub(super) fn finish_reason<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<FinishReason>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.and_then(FinishReason::from_wire))
-}
-
-/// Token accounting. Every field defaults to 0, so `usage: {}` is accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct Usage {
-    /// Tokens in the prompt.
-    #[serde(deserialize_with = "null_as_default")]
-    pub prompt_tokens: u64,
-    /// Tokens generated.
-    #[serde(deserialize_with = "null_as_default")]
-    pub completion_tokens: u64,
-    /// Their sum, as reported.
-    #[serde(deserialize_with = "null_as_default")]
-    pub total_tokens: u64,
-}
-
-/// A non-streaming chat completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ChatResponse {
-    /// Completion id (may be empty with some servers).
-    #[serde(deserialize_with = "null_as_default")]
-    pub id: String,
-    /// Usually `chat.completion`.
-    #[serde(deserialize_with = "null_as_default")]
-    pub object: String,
-    /// Unix seconds.
-    #[serde(deserialize_with = "null_as_default")]
-    pub created: u64,
-    /// The model that answered.
-    #[serde(deserialize_with = "null_as_default")]
-    pub model: String,
-    /// The answers (usually one).
-    #[serde(deserialize_with = "null_as_default")]
-    pub choices: Vec<ChatChoice>,
-    /// Token accounting, if reported.
-    pub usage: Option<Usage>,
-}
-
-impl ChatResponse {
-    /// The first choice's text (empty when there is none).
-    pub fn text(&self) -> String {
-        self.choices
-            .first()
-            .map(|c| c.message.text())
-            .unwrap_or_default()
-    }
-
-    /// The first choice's finish reason.
-    pub fn finish_reason(&self) -> Option<&FinishReason> {
-        self.choices.first()?.finish_reason.as_ref()
-    }
-}
-
-/// One answer of a [`ChatResponse`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ChatChoice {
-    /// Position among the choices.
-    #[serde(deserialize_with = "null_as_default")]
-    pub index: u32,
-    /// The message.
-    #[serde(deserialize_with = "null_as_default")]
-    pub message: ChatMessage,
-    /// Why generation stopped.
-    #[serde(deserialize_with = "finish_reason")]
-    pub finish_reason: Option<FinishReason>,
-}
-
-/// One frame of a streaming chat completion.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ChatChunk {
-    /// Completion id (llama-swap loading frames and some servers omit it).
-    #[serde(deserialize_with = "null_as_default")]
-    pub id: String,
-    /// Usually `chat.completion.chunk`.
-    #[serde(deserialize_with = "null_as_default")]
-    pub object: String,
-    /// Unix seconds.
-    #[serde(deserialize_with = "null_as_default")]
-    pub created: u64,
-    /// The model that answered.
-    #[serde(deserialize_with = "null_as_default")]
-    pub model: String,
-    /// Deltas, one per choice (empty in a usage-only final frame).
-    #[serde(deserialize_with = "null_as_default")]
-    pub choices: Vec<ChunkChoice>,
-    /// Token accounting, usually only in the last frame.
-    pub usage: Option<Usage>,
-}
-
-impl ChatChunk {
-    /// The first choice's content delta, if any.
-    pub fn content(&self) -> Option<&str> {
-        self.choices.first()?.delta.content.as_deref()
-    }
-
-    /// The first choice's reasoning delta, if any.
-    pub fn reasoning(&self) -> Option<&str> {
-        self.choices.first()?.delta.reasoning_content.as_deref()
-    }
-
-    /// The first finish reason any choice carries.
-    pub fn finish_reason(&self) -> Option<&FinishReason> {
-        self.choices.iter().find_map(|c| c.finish_reason.as_ref())
-    }
-}
-
-/// One choice's part of a [`ChatChunk`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ChunkChoice {
-    /// Which choice this delta extends.
-    #[serde(deserialize_with = "null_as_default")]
-    pub index: u32,
-    /// What is new.
-    #[serde(deserialize_with = "null_as_default")]
-    pub delta: ChatDelta,
-    /// Set on the last frame of a choice.
-    #[serde(deserialize_with = "finish_reason")]
-    pub finish_reason: Option<FinishReason>,
-}
-
-/// The new part of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ChatDelta {
-    /// Sent on the first frame.
-    pub role: Option<Role>,
-    /// New text.
-    pub content: Option<String>,
-    /// New reasoning text (llama.cpp `reasoning_content`, vLLM `reasoning`).
-    #[serde(alias = "reasoning")]
-    pub reasoning_content: Option<String>,
-    /// Pieces of tool calls, merged by `index`.
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub tool_calls: Vec<ToolCallDelta>,
-}
-
-/// A piece of a tool call in a stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct ToolCallDelta {
-    /// Which tool call this piece extends.
-    #[serde(deserialize_with = "null_as_default")]
-    pub index: u32,
-    /// Sent with the first piece.
-    pub id: Option<String>,
-    /// Sent with the first piece.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// Name and argument text.
-    pub function: Option<FunctionCallDelta>,
-}
-
-/// The function part of a tool-call piece.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct FunctionCallDelta {
-    /// Sent with the first piece.
-    pub name: Option<String>,
-    /// Argument text to append.
-    pub arguments: Option<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn request_omits_unset_fields_and_flattens_extra() {
@@ -525,7 +415,7 @@ mod tests {
         let json = serde_json::to_value(&req).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({
+            json!({
                 "model": "m",
                 "messages": [{"role": "user", "content": "hi"}],
                 "top_k": 40
@@ -534,58 +424,50 @@ mod tests {
     }
 
     #[test]
-    fn chunk_tolerates_missing_ids_empty_finish_reason_and_empty_usage() {
-        let chunk: ChatChunk = serde_json::from_str(
-            r#"{"choices":[{"delta":{"content":"x","tool_calls":null},"finish_reason":""}],"usage":{},"timings":{"n":1}}"#,
-        )
-        .unwrap();
-        assert_eq!(chunk.id, "");
-        assert_eq!(chunk.content(), Some("x"));
-        assert_eq!(chunk.finish_reason(), None);
-        assert_eq!(chunk.usage, Some(Usage::default()));
-    }
-
-    #[test]
-    fn unknown_finish_reason_and_role_are_kept() {
-        let chunk: ChatChunk = serde_json::from_str(
-            r#"{"choices":[{"index":0,"delta":{"role":"narrator"},"finish_reason":"eos"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            chunk.finish_reason(),
-            Some(&FinishReason::Other("eos".into()))
+    fn wire_body_strips_reasoning_from_history_unless_asked() {
+        let history = vec![
+            ChatMessage::user("q"),
+            ChatMessage::assistant("a").with_reasoning("secret thoughts"),
+        ];
+        let req = ChatRequest::new("m", history);
+        let sent: Value = serde_json::from_slice(&req.wire_body(false).unwrap()).unwrap();
+        assert!(
+            sent["messages"][1].get("reasoning_content").is_none(),
+            "{sent}"
         );
-        assert_eq!(
-            chunk.choices[0].delta.role,
-            Some(Role::Other("narrator".into()))
-        );
-    }
-
-    #[test]
-    fn vllm_reasoning_field_reads_as_reasoning_content() {
-        let chunk: ChatChunk =
-            serde_json::from_str(r#"{"choices":[{"delta":{"reasoning":"hmm"}}]}"#).unwrap();
-        assert_eq!(chunk.reasoning(), Some("hmm"));
-    }
-
-    #[test]
-    fn response_with_null_content_and_tool_calls_parses() {
-        let resp: ChatResponse = serde_json::from_str(
-            r#"{"id":"c1","choices":[{"index":0,"message":{"role":"assistant","content":null,
-            "tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},
-            "finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#,
+        let kept: Value = serde_json::from_slice(
+            &req.clone()
+                .with_reasoning_resent(true)
+                .wire_body(true)
+                .unwrap(),
         )
         .unwrap();
-        assert_eq!(resp.text(), "");
-        assert_eq!(resp.choices[0].message.tool_calls[0].function.name, "f");
-        assert_eq!(resp.finish_reason(), Some(&FinishReason::ToolCalls));
-        assert_eq!(resp.usage.unwrap().total_tokens, 4);
+        assert_eq!(kept["messages"][1]["reasoning_content"], "secret thoughts");
+        assert_eq!(kept["stream"], true);
+        assert!(kept.get("resend_reasoning").is_none());
+    }
+
+    #[test]
+    fn message_reads_both_reasoning_spellings_and_keeps_unknown_fields() {
+        let both: ChatMessage = serde_json::from_value(json!({
+            "role": "assistant", "content": "x",
+            "reasoning_content": "r", "reasoning": "r", "annotations": []
+        }))
+        .unwrap();
+        assert_eq!(both.reasoning_content.as_deref(), Some("r"));
+        assert_eq!(both.extra["annotations"], json!([]));
+        let vllm: ChatMessage =
+            serde_json::from_value(json!({"role": "assistant", "reasoning": "v"})).unwrap();
+        assert_eq!(vllm.reasoning_content.as_deref(), Some("v"));
+        let back = serde_json::to_value(&both).unwrap();
+        assert_eq!(back["annotations"], json!([]));
+        assert!(back.get("reasoning").is_none());
     }
 
     #[test]
     fn content_parts_join_their_text() {
         let msg: ChatMessage = serde_json::from_str(
-            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}"#,
+            r#"{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"b"}]}"#,
         )
         .unwrap();
         assert_eq!(msg.text(), "ab");

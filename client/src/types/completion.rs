@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::chat::{FinishReason, Usage};
 use super::null_as_default;
+use super::response::FinishReason;
+use super::usage::{Timings, Usage};
 
 /// The prompt: one text or a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +46,9 @@ pub struct CompletionRequest {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Vec<String>>,
+    /// Set by the SDK: `true` for streaming calls, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
     /// Any other body field.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -59,6 +63,7 @@ impl CompletionRequest {
             max_tokens: None,
             temperature: None,
             stop: None,
+            stream: None,
             extra: Map::new(),
         }
     }
@@ -99,8 +104,19 @@ pub struct CompletionResponse {
     #[serde(deserialize_with = "null_as_default")]
     pub choices: Vec<CompletionChoice>,
     /// Token accounting, if reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// llama.cpp's speed report, if sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+    /// Every other field, kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
+
+/// One frame of a streaming text completion: the same shape as a whole response,
+/// with the new text in each choice.
+pub type CompletionChunk = CompletionResponse;
 
 impl CompletionResponse {
     /// The first choice's text (empty when there is none).
@@ -121,8 +137,11 @@ pub struct CompletionChoice {
     #[serde(deserialize_with = "null_as_default")]
     pub text: String,
     /// Why generation stopped.
-    #[serde(deserialize_with = "super::chat::finish_reason")]
+    #[serde(deserialize_with = "super::response::finish_reason")]
     pub finish_reason: Option<FinishReason>,
+    /// Every other field (`logprobs`, ...), kept as received.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[cfg(test)]

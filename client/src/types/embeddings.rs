@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::chat::Usage;
 use super::null_as_default;
+use super::usage::Usage;
 
 /// What to embed: one text or a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

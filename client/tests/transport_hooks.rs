@@ -1,0 +1,276 @@
+//! The transport's hooks: middleware around every attempt, the tracing span, the
+//! headers and request id an error keeps, and the provider trait's other calls.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use llama_swap_client::{
+    CallOptions, ChatMessage, ChatProvider, ChatRequest, Client, EmbeddingsRequest, Error,
+    Middleware, Next, Priority,
+};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use wiremock::matchers::{header, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn chat_request() -> ChatRequest {
+    ChatRequest::new("demo", vec![ChatMessage::user("hi")])
+}
+
+/// Adds a tag, counts attempts, and tries to change the priority.
+#[derive(Default)]
+struct Tagger {
+    attempts: AtomicU32,
+    seen_priority: Mutex<Vec<Priority>>,
+}
+
+#[async_trait]
+impl Middleware for Tagger {
+    async fn handle(
+        &self,
+        mut request: reqwest::Request,
+        next: Next<'_>,
+    ) -> Result<reqwest::Response, Error> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.seen_priority.lock().unwrap().push(next.priority());
+        let attempt = next.attempt().to_string();
+        request
+            .headers_mut()
+            .insert("x-attempt", attempt.parse().unwrap());
+        request
+            .headers_mut()
+            .insert("x-priority", "999".parse().unwrap());
+        next.run(request).await
+    }
+}
+
+#[tokio::test]
+async fn middleware_runs_on_every_attempt_and_cannot_change_the_priority() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "0"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
+        .mount(&server)
+        .await;
+    let tagger = Arc::new(Tagger::default());
+    let client = common::fast_builder(&server.uri())
+        .middleware(tagger.clone())
+        .build()
+        .unwrap();
+    client
+        .chat(&chat_request(), &CallOptions::with_priority(Priority::Low))
+        .await
+        .unwrap();
+    assert_eq!(tagger.attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *tagger.seen_priority.lock().unwrap(),
+        [Priority::Low, Priority::Low]
+    );
+    let requests = common::requests(&server).await;
+    let attempts: Vec<&str> = requests
+        .iter()
+        .map(|r| r.headers["x-attempt"].to_str().unwrap())
+        .collect();
+    assert_eq!(attempts, ["1", "2"]);
+    for request in &requests {
+        assert_eq!(common::priority_values(request), ["-10"]);
+    }
+}
+
+/// Refreshes a token when the server says 401, as an auth layer would.
+struct RefreshOn401 {
+    refreshed: AtomicU32,
+}
+
+#[async_trait]
+impl Middleware for RefreshOn401 {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        next: Next<'_>,
+    ) -> Result<reqwest::Response, Error> {
+        let Some(mut retry) = request.try_clone() else {
+            return next.run(request).await;
+        };
+        let first = next.clone().run(request).await?;
+        if first.status() != 401 {
+            return Ok(first);
+        }
+        self.refreshed.fetch_add(1, Ordering::SeqCst);
+        retry
+            .headers_mut()
+            .insert("authorization", "Bearer fresh".parse().unwrap());
+        next.run(retry).await
+    }
+}
+
+#[tokio::test]
+async fn middleware_can_resend_with_a_refreshed_token() {
+    let server = MockServer::start().await;
+    Mock::given(header("authorization", "Bearer fresh"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401))
+        .mount(&server)
+        .await;
+    let refresh = Arc::new(RefreshOn401 {
+        refreshed: AtomicU32::new(0),
+    });
+    let client = Client::builder()
+        .base_url(server.uri())
+        .api_key("stale")
+        .middleware(refresh.clone())
+        .build()
+        .unwrap();
+    let resp = client
+        .chat(
+            &chat_request(),
+            &CallOptions::with_priority(Priority::Elevated),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.text(), "Hello");
+    assert_eq!(refresh.refreshed.load(Ordering::SeqCst), 1);
+    for request in common::requests(&server).await {
+        assert_eq!(common::priority_values(&request), ["10"]);
+    }
+}
+
+#[tokio::test]
+async fn api_errors_keep_response_headers_request_id_and_say_if_retryable() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("x-request-id", "req-42")
+                .insert_header("x-ratelimit-remaining", "0")
+                .insert_header("x-should-retry", "false")
+                .set_body_json(
+                    serde_json::json!({"error": {"message": "busy", "code": "concurrency_limit"}}),
+                ),
+        )
+        .mount(&server)
+        .await;
+    let client = common::fast_builder(&server.uri()).build().unwrap();
+    let err = client
+        .chat(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.request_id(), Some("req-42"));
+    assert_eq!(err.headers().unwrap()["x-ratelimit-remaining"], "0");
+    assert!(!err.is_retryable());
+    // x-should-retry: false stopped the SDK's own retries too.
+    assert_eq!(common::requests(&server).await.len(), 1);
+}
+
+#[tokio::test]
+async fn x_should_retry_true_retries_a_status_the_policy_does_not_list() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).insert_header("x-should-retry", "true"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
+        .mount(&server)
+        .await;
+    let client = common::fast_builder(&server.uri()).build().unwrap();
+    client
+        .chat(&chat_request(), &CallOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(common::requests(&server).await.len(), 2);
+}
+
+/// Records the fields of every `llama_swap_call` span.
+#[derive(Clone, Default)]
+struct SpanFields(Arc<Mutex<BTreeMap<String, String>>>);
+
+struct Collect<'a>(&'a mut BTreeMap<String, String>);
+
+impl Visit for Collect<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for SpanFields {
+    fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
+        if attrs.metadata().name() == "llama_swap_call" {
+            attrs.record(&mut Collect(&mut self.0.lock().unwrap()));
+        }
+    }
+    fn on_record(&self, _id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        values.record(&mut Collect(&mut self.0.lock().unwrap()));
+    }
+}
+
+#[tokio::test]
+async fn the_call_span_carries_model_priority_attempt_status_and_latency() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "0"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
+        .mount(&server)
+        .await;
+    let fields = SpanFields::default();
+    let subscriber = tracing_subscriber::registry().with(fields.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let client = common::fast_builder(&server.uri()).build().unwrap();
+    client
+        .chat(
+            &chat_request(),
+            &CallOptions::with_priority(Priority::Elevated),
+        )
+        .await
+        .unwrap();
+    let got = fields.0.lock().unwrap().clone();
+    assert_eq!(got["model"], "demo");
+    assert_eq!(got["x_priority"], "10");
+    assert_eq!(got["attempt"], "2");
+    assert_eq!(got["status"], "200");
+    assert_eq!(got["path"], "/v1/chat/completions");
+    assert!(got["latency_ms"].parse::<u64>().is_ok(), "{got:?}");
+}
+
+#[tokio::test]
+async fn client_as_a_provider_serves_embeddings_and_models_with_priority() {
+    let server = common::proxy_double().await;
+    let provider: Arc<dyn ChatProvider> = Arc::new(Client::new(server.uri()).unwrap());
+    let opts = CallOptions::with_priority(Priority::Low);
+    let vectors = provider
+        .embeddings(&EmbeddingsRequest::new("demo", "text"), &opts)
+        .await
+        .unwrap();
+    assert_eq!(vectors.data[0].embedding, vec![0.25, 0.5]);
+    let models = provider.models(&opts).await.unwrap();
+    assert_eq!(models.data[0].id, "demo");
+    for request in common::requests(&server).await {
+        assert_eq!(
+            common::priority_values(&request),
+            ["-10"],
+            "{}",
+            request.url
+        );
+    }
+}
