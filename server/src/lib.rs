@@ -17,11 +17,13 @@
 //! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 //! | [`launcher`] | the contract between the router and whatever runs upstream processes |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
+//! | [`activity`] | requests in flight and the ring of finished ones, with usage read from responses |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 
+pub mod activity;
 pub mod api;
 pub mod config;
 pub mod filters;

@@ -24,6 +24,7 @@ use super::names::{hold_until_body_ends, rename, rename_upstream};
 use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
+use crate::activity::Tracked;
 use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
@@ -235,8 +236,10 @@ impl Call {
         } = self;
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
+        let mut tracked = begin_activity(&state, &model.id, &outbound, priority);
         if let Err(error) = wait_for_gate(&state).await {
             outcome.rejected(error.kind().code);
+            tracked.failed(error.status(), error.kind().code);
             return Err(error);
         }
         if priority.is_capped() {
@@ -261,10 +264,12 @@ impl Call {
             Err(error) => {
                 let error = ApiError::from(error);
                 outcome.rejected(error.kind().code);
+                tracked.failed(error.status(), error.kind().code);
                 return Err(error);
             }
         };
         outcome.set_priority(ticket.effective_priority());
+        tracked.admitted(ticket.id().0, ticket.effective_priority());
         tracing::Span::current().record("seq", ticket.id().0);
         let status = ticket.status();
         let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
@@ -279,17 +284,36 @@ impl Call {
                     .to_owned(),
             };
             let work = async move {
-                let result = grant_and_forward(&state, &model, outbound, ticket, token).await;
+                let result =
+                    grant_and_forward(&state, &model, outbound, ticket, token, tracked).await;
                 record(outcome, &result);
                 result
             }
             .in_current_span();
             return Ok(loading_response(target, status, describe, work));
         }
-        let result = grant_and_forward(&state, &model, outbound, ticket, token).await;
+        let result = grant_and_forward(&state, &model, outbound, ticket, token, tracked).await;
         record(outcome, &result);
         result
     }
+}
+
+/// Starts the activity record of a request for `model` (see [`crate::activity`]).
+fn begin_activity(
+    state: &AppState,
+    model: &str,
+    outbound: &Outbound,
+    priority: Priority,
+) -> Tracked {
+    let request_id = outbound
+        .headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    state
+        .inner
+        .activity
+        .begin(model, &outbound.path_and_query, request_id, priority)
 }
 
 /// Records how a request that was admitted ended.
@@ -311,11 +335,24 @@ async fn grant_and_forward(
     outbound: Outbound,
     ticket: Ticket,
     token: TaskTrackerToken,
+    mut tracked: Tracked,
 ) -> Result<Response, ApiError> {
-    let lease = wait_for_grant(state, ticket).await?;
-    // Boxed so that a request waiting for its grant (there may be thousands)
-    // does not carry the larger state of the forwarding stage (~1.4 KB).
-    Box::pin(forward_granted(state, model, outbound, lease, token)).await
+    let result = async {
+        let lease = wait_for_grant(state, ticket).await?;
+        tracked.granted();
+        // Boxed so that a request waiting for its grant (there may be thousands)
+        // does not carry the larger state of the forwarding stage (~1.4 KB).
+        Box::pin(forward_granted(state, model, outbound, lease, token)).await
+    }
+    .await;
+    match result {
+        // The record ends with the response body.
+        Ok(response) => Ok(tracked.respond(response)),
+        Err(error) => {
+            tracked.failed(error.status(), error.kind().code);
+            Err(error)
+        }
+    }
 }
 
 /// Forwards a granted request; see [`grant_and_forward`].

@@ -20,6 +20,10 @@
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
+//! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines ([`events`]) |
+//! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first ([`crate::activity::Finished`]) |
+//! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
+//! | `GET /ui`, `/ui/...`, `/favicon.ico` | the web UI, embedded; deep links like `/ui/queue` load the page; without authentication |
 //! | `GET /health`, `/wol-health` | `OK`, without authentication |
 //! | `GET /`, `GET /upstream` | `302` to `/ui` and `/ui/models` (llama-swap's redirects to its web UI) |
 //! | `OPTIONS *` | CORS preflight, without authentication |
@@ -30,7 +34,7 @@
 //!
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
 //! forwarded. With `apiKeys` configured every endpoint except `/health`,
-//! `/wol-health`, `/`, `/favicon.ico` and
+//! `/wol-health`, `/`, the UI's static files (`/ui...`, `/favicon.ico`) and
 //! preflights needs a key, which is removed before forwarding; a request carries
 //! one credential at most (400 `multiple_credentials`), and an address that
 //! keeps presenting wrong keys is answered 429 `too_many_auth_failures` for a
@@ -43,11 +47,13 @@
 //! With `sendLoadingState`, a streaming chat request that has to wait is
 //! answered at once with `200 text/event-stream`; see [`loading`] for the frames.
 
+mod activity;
 pub mod auth;
 pub mod auth_limit;
 pub mod body;
 mod dispatch;
 pub mod error;
+pub mod events;
 pub mod extract;
 mod info;
 mod layers;
@@ -58,6 +64,7 @@ mod names;
 pub mod request_id;
 mod routes;
 mod state;
+mod ui;
 pub mod upstream_path;
 
 pub use auth::ApiKeys;

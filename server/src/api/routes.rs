@@ -11,9 +11,11 @@ use axum::routing::{MethodRouter, any, get, post, put};
 use http::{Method, Uri};
 use tokio::time::Instant;
 
+use super::activity;
 use super::auth::ApiKeys;
 use super::dispatch::{model_endpoint, upstream_endpoint};
 use super::error::ApiError;
+use super::events;
 use super::info;
 use super::layers;
 use super::logs;
@@ -21,6 +23,7 @@ use super::metrics;
 use super::names;
 use super::request_id;
 use super::state::AppState;
+use super::ui;
 use crate::priority::KeyIndex;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
@@ -101,6 +104,16 @@ pub fn app(state: AppState) -> Router {
         .route("/logs", only(GET, get(logs::history)))
         .route("/logs/stream", only(GET, get(logs::stream_all)))
         .route("/logs/stream/{*model}", only(GET, get(logs::stream_one)))
+        .route("/api/events", only(GET, get(events::events)))
+        .route("/api/activity", only(GET, get(activity::recent)))
+        .route(
+            "/api/models/load/{*model}",
+            only(POST, post(activity::load)),
+        )
+        .route("/ui", only(GET, get(ui::index)))
+        .route("/ui/", only(GET, get(ui::index)))
+        .route("/ui/{*path}", only(GET, get(ui::file)))
+        .route("/favicon.ico", only(GET, get(ui::favicon)))
         .fallback(not_found);
     // The last layer added runs first: request id, log, then preflight, then auth.
     router
@@ -129,9 +142,15 @@ fn only(allow: &'static [&'static str], route: MethodRouter<AppState>) -> Method
 /// Paths llama-swap serves without an API key.
 const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
 
-/// Checks the API key (except on [`OPEN_PATHS`]) and removes it from the request.
+/// True for the paths anyone may fetch: [`OPEN_PATHS`] and the UI's static
+/// files under `/ui` (which hold no data; the page sends the key with its API calls).
+fn is_open(path: &str) -> bool {
+    OPEN_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/")
+}
+
+/// Checks the API key (except on [open](is_open) paths) and removes it from the request.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if state.inner.keys.is_enabled() && !OPEN_PATHS.contains(&request.uri().path()) {
+    if state.inner.keys.is_enabled() && !is_open(request.uri().path()) {
         let client = request
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()

@@ -13,6 +13,8 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::auth::ApiKeys;
 use super::auth_limit::AuthLimiter;
 use super::body::{BodyBudget, BodyLimits, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT};
+use super::events::payload::SnapshotCache;
+use crate::activity::Activity;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::priority::Trust;
@@ -112,6 +114,10 @@ pub(crate) struct Inner {
     pub(crate) trust: Trust,
     /// Profiles (which one is active) and selectors.
     pub(crate) names: crate::names::Names,
+    /// Requests in flight and the most recent finished ones.
+    pub(crate) activity: Arc<Activity>,
+    /// The router snapshot shared by every `/api/events` subscriber.
+    pub(crate) snapshots: SnapshotCache,
 }
 
 impl AppState {
@@ -194,6 +200,8 @@ impl AppState {
                 metrics,
                 trust: config.trust(),
                 names: crate::names::Names::new(config),
+                activity: Arc::new(Activity::default()),
+                snapshots: SnapshotCache::default(),
             }),
         }
     }
@@ -220,6 +228,11 @@ impl AppState {
     /// The metrics `/metrics` shows.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
+    }
+
+    /// The requests in flight and the most recent finished ones.
+    pub fn activity(&self) -> &Arc<Activity> {
+        &self.inner.activity
     }
 
     /// The router this state dispatches to.

@@ -21,3 +21,4 @@ mod selectors;
 mod slow_bodies;
 mod support;
 mod trust;
+mod ui;

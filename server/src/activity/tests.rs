@@ -1,0 +1,254 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+
+use super::*;
+use crate::priority::Priority;
+
+fn sse_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    headers
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_served_request_is_kept_with_priorities_wait_and_duration() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin(
+        "qwen",
+        "/v1/chat/completions?x=1",
+        "req-1",
+        Priority::new(-10),
+    );
+    tracked.admitted(7, 0);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    tracked.granted();
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    tracked.answered(StatusCode::OK, false);
+    let body = MeteredBody::new(
+        Full::new(Bytes::from_static(
+            br#"{"usage":{"prompt_tokens":3,"completion_tokens":10}}"#,
+        )),
+        &json_headers(),
+        tracked,
+    );
+    body.collect().await.unwrap();
+    let rows = activity.recent(10);
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.id, 1);
+    assert_eq!(row.request_id, "req-1");
+    assert_eq!(row.seq, Some(7));
+    assert_eq!(row.model, "qwen");
+    assert_eq!(row.path, "/v1/chat/completions");
+    assert_eq!(
+        (row.requested_priority, row.effective_priority),
+        (-10, Some(0))
+    );
+    assert_eq!(row.status, 200);
+    assert_eq!(row.error, None);
+    assert_eq!(row.queue_ms, Some(250));
+    assert_eq!(row.duration_ms, 1000);
+    assert_eq!(row.prompt_tokens, Some(3));
+    assert_eq!(row.completion_tokens, Some(10));
+    // 10 tokens over the 0.75 s from the grant to the end.
+    let speed = row.tokens_per_second.unwrap();
+    assert!((speed - 10.0 / 0.75).abs() < 1e-6, "{speed}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_granted_request_is_in_flight_until_its_body_ends() {
+    let activity = Arc::new(Activity::new(10));
+    let mut changes = activity.changes();
+    let mut tracked = activity.begin("a", "/v1/completions", "r", Priority::new(10));
+    tracked.admitted(1, 10);
+    assert!(
+        activity.in_flight().is_empty(),
+        "admitted is not yet running"
+    );
+    tracked.granted();
+    assert!(changes.has_changed().unwrap());
+    changes.mark_unchanged();
+    let running = activity.in_flight();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].model, "a");
+    assert_eq!(running[0].effective_priority, Some(10));
+    tracked.answered(StatusCode::OK, true);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+    let mut body = MeteredBody::new(
+        StreamBody::new(tokio_stream_from(rx)),
+        &sse_headers(),
+        tracked,
+    );
+    tx.send(Ok(Frame::data(Bytes::from_static(b"data: {}\n\n"))))
+        .await
+        .unwrap();
+    body.frame().await.unwrap().unwrap();
+    assert_eq!(activity.in_flight().len(), 1, "still streaming");
+    drop(tx);
+    assert!(body.frame().await.is_none());
+    assert!(activity.in_flight().is_empty());
+    assert!(changes.has_changed().unwrap());
+    let row = &activity.recent(1)[0];
+    assert!(row.stream);
+    assert_eq!(row.error, None);
+}
+
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+#[tokio::test]
+async fn a_request_dropped_while_waiting_is_recorded_as_client_closed() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("a", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.admitted(3, 0);
+    drop(tracked);
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.status, 499);
+    assert_eq!(row.error, Some("client_closed"));
+    assert_eq!(row.queue_ms, None);
+}
+
+#[tokio::test]
+async fn a_body_dropped_midway_keeps_its_status_and_says_the_client_left() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("a", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.granted();
+    tracked.answered(StatusCode::OK, true);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
+    let body = MeteredBody::new(
+        StreamBody::new(tokio_stream_from(rx)),
+        &sse_headers(),
+        tracked,
+    );
+    drop(body);
+    drop(tx);
+    let row = &activity.recent(1)[0];
+    assert_eq!((row.status, row.error), (200, Some("client_closed")));
+    assert!(activity.in_flight().is_empty());
+}
+
+#[tokio::test]
+async fn a_proxy_error_is_recorded_with_its_code() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("a", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.failed(StatusCode::TOO_MANY_REQUESTS, "queue_full");
+    drop(tracked);
+    let row = &activity.recent(1)[0];
+    assert_eq!((row.status, row.error), (429, Some("queue_full")));
+}
+
+#[tokio::test]
+async fn an_error_frame_in_a_stream_marks_the_request_failed() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("a", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.granted();
+    tracked.answered(StatusCode::OK, true);
+    let body = MeteredBody::new(
+        Full::new(Bytes::from_static(
+            b"data: {\"error\":{\"message\":\"gone\"}}\n\ndata: [DONE]\n\n",
+        )),
+        &sse_headers(),
+        tracked,
+    );
+    body.collect().await.unwrap();
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.error, Some("upstream_failed"));
+}
+
+#[tokio::test]
+async fn a_body_that_ends_by_length_completes_without_a_final_poll() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("a", "/v1/embeddings", "r", Priority::new(0));
+    tracked.answered(StatusCode::OK, false);
+    let mut body = MeteredBody::new(
+        Full::new(Bytes::from_static(b"{\"usage\":{\"prompt_tokens\":4}}")),
+        &json_headers(),
+        tracked,
+    );
+    body.frame().await.unwrap().unwrap();
+    // The server stops here: the body said it has ended.
+    drop(body);
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.error, None);
+    assert_eq!(row.prompt_tokens, Some(4));
+}
+
+#[tokio::test]
+async fn the_ring_keeps_only_the_most_recent_rows() {
+    let activity = Arc::new(Activity::new(3));
+    for i in 0..5 {
+        let mut tracked = activity.begin("a", "/p", &format!("r{i}"), Priority::new(0));
+        tracked.failed(StatusCode::SERVICE_UNAVAILABLE, "shutting_down");
+    }
+    let ids: Vec<String> = activity
+        .recent(10)
+        .iter()
+        .map(|r| r.request_id.clone())
+        .collect();
+    assert_eq!(ids, ["r2", "r3", "r4"]);
+    assert_eq!(activity.recent(2).len(), 2);
+    assert_eq!(activity.recent(2)[1].id, 5);
+}
+
+#[tokio::test]
+async fn subscribers_receive_rows_as_they_finish() {
+    let activity = Arc::new(Activity::new(3));
+    let mut feed = activity.subscribe();
+    drop(activity.begin("m", "/p", "r", Priority::new(0)));
+    let row = feed.try_recv().unwrap();
+    assert_eq!(row.model, "m");
+}
+
+#[test]
+fn rows_serialize_with_stable_field_names() {
+    let row = Finished {
+        id: 1,
+        request_id: "r".into(),
+        model: "m".into(),
+        status: 200,
+        ..Finished::default()
+    };
+    let json = serde_json::to_value(&row).unwrap();
+    for key in [
+        "id",
+        "request_id",
+        "seq",
+        "time_ms",
+        "model",
+        "path",
+        "requested_priority",
+        "capped_priority",
+        "effective_priority",
+        "status",
+        "error",
+        "queue_ms",
+        "duration_ms",
+        "stream",
+        "prompt_tokens",
+        "completion_tokens",
+        "tokens_per_second",
+    ] {
+        assert!(json.get(key).is_some(), "{key} missing from {json}");
+    }
+}

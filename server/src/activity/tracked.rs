@@ -1,0 +1,168 @@
+//! One request's activity record, filled in as the request goes and kept
+//! (in the finished ring) when it is dropped.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::response::Response;
+use http::StatusCode;
+use tokio::time::Instant;
+
+use crate::priority::Priority;
+
+use super::{Activity, Finished, InFlight, MeteredBody, Usage, millis};
+
+/// The record of one model request.
+///
+/// Created by [`Activity::begin`] when the request's model is known; told when
+/// it is admitted, granted and answered; moved into the response body
+/// ([`super::MeteredBody`]) so that the record ends with the body. Dropping it
+/// ends the record: a request dropped before any answer is recorded as 499
+/// `client_closed`, one dropped mid-body keeps its status and gets
+/// `client_closed` unless it completed.
+#[derive(Debug)]
+pub struct Tracked {
+    activity: Arc<Activity>,
+    row: Finished,
+    arrived: Instant,
+    admitted: Option<Instant>,
+    granted: Option<Instant>,
+    /// Key in the in-flight table while granted.
+    in_flight: Option<u64>,
+    answered: bool,
+    completed: bool,
+}
+
+impl Tracked {
+    pub(super) fn new(
+        activity: Arc<Activity>,
+        model: &str,
+        path: &str,
+        request_id: &str,
+        priority: Priority,
+    ) -> Self {
+        let path = path.split('?').next().unwrap_or_default();
+        Self {
+            activity,
+            row: Finished {
+                request_id: request_id.to_owned(),
+                time_ms: unix_millis(),
+                model: model.to_owned(),
+                path: path.to_owned(),
+                requested_priority: priority.requested(),
+                capped_priority: priority.capped(),
+                ..Finished::default()
+            },
+            arrived: Instant::now(),
+            admitted: None,
+            granted: None,
+            in_flight: None,
+            answered: false,
+            completed: false,
+        }
+    }
+
+    /// The router admitted it as `seq`, ranking it at `effective`.
+    pub fn admitted(&mut self, seq: u64, effective: i32) {
+        self.row.seq = Some(seq);
+        self.row.effective_priority = Some(effective);
+        self.admitted.get_or_insert_with(Instant::now);
+    }
+
+    /// It holds its model now (it shows as in flight until the record ends).
+    /// A second grant (sent again after an upstream crash) keeps the first wait.
+    pub fn granted(&mut self) {
+        if self.in_flight.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        let since = self.admitted.unwrap_or(self.arrived);
+        let queue_ms = millis(now.saturating_duration_since(since));
+        self.granted.get_or_insert(now);
+        self.row.queue_ms.get_or_insert(queue_ms);
+        let entry = InFlight {
+            request_id: self.row.request_id.clone(),
+            seq: self.row.seq,
+            model: self.row.model.clone(),
+            path: self.row.path.clone(),
+            requested_priority: self.row.requested_priority,
+            capped_priority: self.row.capped_priority,
+            effective_priority: self.row.effective_priority,
+            time_ms: self.row.time_ms,
+            granted_ms: self.row.time_ms + millis(now.saturating_duration_since(self.arrived)),
+            queue_ms,
+        };
+        self.in_flight = Some(self.activity.enter(entry));
+    }
+
+    /// Moves the record into `response`'s body, where it ends when the body
+    /// ends (with the usage the body reported) or is dropped.
+    pub fn respond(mut self, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        self.answered(parts.status, crate::proxy::is_event_stream(&parts.headers));
+        let body = MeteredBody::new(body, &parts.headers, self);
+        Response::from_parts(parts, Body::new(body))
+    }
+
+    /// The answer's status line is ready; `stream` for an event stream.
+    pub fn answered(&mut self, status: StatusCode, stream: bool) {
+        self.row.status = status.as_u16();
+        self.row.stream = stream;
+        self.answered = true;
+    }
+
+    /// The proxy answered an error of its own (`code` from docs/ERRORS.md).
+    pub fn failed(&mut self, status: StatusCode, code: &'static str) {
+        self.row.status = status.as_u16();
+        self.row.error = Some(code);
+        self.answered = true;
+        self.completed = true;
+    }
+
+    /// The upstream's body failed after the status was sent.
+    pub(super) fn broke(&mut self) {
+        self.row.error.get_or_insert("upstream_failed");
+        self.completed = true;
+    }
+
+    /// The body ended normally; `usage` is what the upstream reported in it.
+    pub(super) fn completed(&mut self, usage: Usage) {
+        self.completed = true;
+        self.row.prompt_tokens = usage.prompt_tokens;
+        self.row.completion_tokens = usage.completion_tokens;
+        self.row.tokens_per_second = usage.tokens_per_second.or_else(|| {
+            let tokens = usage.completion_tokens?;
+            let since = self.granted?;
+            let secs = since.elapsed().as_secs_f64();
+            // Precision loss past 2^53 tokens is not a concern.
+            #[allow(clippy::cast_precision_loss)]
+            let tokens = tokens as f64;
+            (secs > 0.0 && tokens > 0.0).then(|| tokens / secs)
+        });
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Some(key) = self.in_flight.take() {
+            self.activity.leave(key);
+        }
+        if !self.answered {
+            self.row.status = 499;
+        }
+        if !self.completed {
+            self.row.error.get_or_insert("client_closed");
+        }
+        self.row.duration_ms = millis(self.arrived.elapsed());
+        let row = std::mem::take(&mut self.row);
+        self.activity.finish(row);
+    }
+}
+
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(millis)
+        .unwrap_or_default()
+}

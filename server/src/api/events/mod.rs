@@ -1,0 +1,239 @@
+//! `GET /api/events`: a live Server-Sent Events stream of everything the UI
+//! shows, for the page and for scripts.
+//!
+//! Every event uses llama-swap's envelope, so its consumers read ours:
+//! `event: message` and `data: {"type": T, "data": "<JSON of the payload>"}`.
+//!
+//! | `type` | payload | when |
+//! |---|---|---|
+//! | `uiConfig` | `{"version", "bands": [{"name", "from"}]}` | once, first |
+//! | `modelStatus` | every model: `id`, `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`), `unlisted`, `peerID`, `aliases`, `waiting`, `in_flight` | at connect and when any of it changes |
+//! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "waited_ms"}]}` (first 500) | at connect and when a request joins, leaves or moves |
+//! | `inflight` | `{"total", "requests": [{"request_id", "seq", "model", "path", "requested_priority", "capped_priority", "effective_priority", "band", "time_ms", "granted_ms", "queue_ms"}]}` | at connect and when a request is granted or ends |
+//! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |
+//! | `logData` | `{"source": "upstream", "model", "stream", "seq", "data"}` (one line, with its newline) | the last lines at connect, then each line |
+//!
+//! Snapshots of the router are taken when its change counter moves, at most
+//! every [`THROTTLE`] per subscriber and once for all subscribers
+//! (`SnapshotCache`); a state event is sent only when it differs
+//! from the last one sent. Nothing is queued for a subscriber: state events
+//! are computed when it is ready to read, and the activity and log feeds are
+//! bounded broadcast channels that drop (with a note) for a reader that falls
+//! behind — a slow browser never slows the proxy. A comment line every
+//! [`KEEPALIVE`] keeps idle connections open. The stream ends when the server
+//! drains (shutdown or reload); the page reconnects.
+
+pub(crate) mod payload;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, header};
+use tokio::sync::{broadcast, watch};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
+use super::state::AppState;
+use crate::activity::Finished;
+use crate::upstream::LogLine;
+
+/// Shortest time between two snapshots for one subscriber.
+pub const THROTTLE: Duration = Duration::from_millis(50);
+/// How often an idle stream sends a comment line.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Log lines sent at connect (the newest ones).
+const LOG_HISTORY: usize = 1000;
+
+/// `GET /api/events`.
+pub(crate) async fn events(State(state): State<AppState>) -> Response {
+    let subscriber = Subscriber::connect(state).await;
+    let stream = futures_util::stream::unfold(subscriber, |mut s| async move {
+        s.next()
+            .await
+            .map(|bytes| (Ok::<_, std::convert::Infallible>(bytes), s))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        http::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    response
+}
+
+/// What was last sent, to send only changes.
+#[derive(Default)]
+struct Sent {
+    models: Option<Vec<ModelRow>>,
+    queue: Option<QueueEvent>,
+    in_flight: Option<InFlightEvent>,
+}
+
+struct Subscriber {
+    state: AppState,
+    pending: VecDeque<Bytes>,
+    router_changes: watch::Receiver<u64>,
+    router_open: bool,
+    activity_changes: watch::Receiver<u64>,
+    finished: broadcast::Receiver<Arc<Finished>>,
+    /// Rows up to this id were sent with the history.
+    finished_after: u64,
+    logs: Option<broadcast::Receiver<LogLine>>,
+    /// Lines up to this `seq` were sent with the history.
+    logs_after: Option<u64>,
+    sent: Sent,
+    dirty: bool,
+    next_snapshot: Instant,
+    keepalive: Interval,
+    draining: CancellationToken,
+}
+
+impl Subscriber {
+    /// Subscribes to every feed first, then copies the histories, so that
+    /// nothing falls in between (the overlap is dropped by id and `seq`).
+    async fn connect(state: AppState) -> Self {
+        let inner = &state.inner;
+        let router_changes = inner.router.changes();
+        let activity_changes = inner.activity.changes();
+        let finished = inner.activity.subscribe();
+        let logs = inner.supervisor.as_ref().map(|s| s.logs().subscribe_all());
+        let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
+        keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut subscriber = Self {
+            pending: VecDeque::new(),
+            router_changes,
+            router_open: true,
+            activity_changes,
+            finished,
+            finished_after: 0,
+            logs,
+            logs_after: None,
+            sent: Sent::default(),
+            dirty: false,
+            next_snapshot: Instant::now(),
+            keepalive,
+            draining: inner.draining.clone(),
+            state,
+        };
+        subscriber
+            .pending
+            .push_back(frame("uiConfig", &payload::ui_config(&subscriber.state)));
+        subscriber.snapshot().await;
+        subscriber.history();
+        subscriber
+    }
+
+    fn history(&mut self) {
+        let inner = &self.state.inner;
+        for row in inner.activity.recent(usize::MAX) {
+            self.finished_after = row.id;
+            self.pending.push_back(frame("activity", &*row));
+        }
+        if let Some(supervisor) = &inner.supervisor {
+            let lines = supervisor.logs().history_all();
+            self.logs_after = lines.last().map(|l| l.seq);
+            let skip = lines.len().saturating_sub(LOG_HISTORY);
+            for line in &lines[skip..] {
+                self.pending.push_back(payload::log_line(line));
+            }
+        }
+    }
+
+    /// The next chunk to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(bytes) = self.pending.pop_front() {
+                return Some(bytes);
+            }
+            self.wait().await?;
+        }
+    }
+
+    /// Waits for something to send and queues it; `None` when the stream ends.
+    async fn wait(&mut self) -> Option<()> {
+        let watching = !self.dirty;
+        tokio::select! {
+            biased;
+            () = self.draining.cancelled() => return None,
+            () = tokio::time::sleep_until(self.next_snapshot), if self.dirty => {
+                self.snapshot().await;
+            }
+            changed = self.router_changes.changed(), if watching && self.router_open => {
+                // Once the router has ended, its state no longer changes.
+                self.router_open = changed.is_ok();
+                self.dirty = true;
+            }
+            changed = self.activity_changes.changed(), if watching => {
+                if changed.is_err() {
+                    return None;
+                }
+                self.dirty = true;
+            }
+            received = self.finished.recv() => match received {
+                Ok(row) if row.id <= self.finished_after => {}
+                Ok(row) => self.pending.push_back(frame("activity", &*row)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::debug!(dropped = n, "an event subscriber fell behind the activity feed");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            received = recv_log(self.logs.as_mut()) => match received {
+                Ok(line) if self.logs_after.is_some_and(|after| line.seq <= after) => {}
+                Ok(line) => self.pending.push_back(payload::log_line(&line)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.pending.push_back(payload::log_dropped(n));
+                }
+                Err(broadcast::error::RecvError::Closed) => self.logs = None,
+            },
+            _ = self.keepalive.tick() => self.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
+        }
+        Some(())
+    }
+
+    /// Takes the router and in-flight snapshots and queues what changed.
+    async fn snapshot(&mut self) {
+        self.dirty = false;
+        self.next_snapshot = Instant::now() + THROTTLE;
+        // Marked seen before reading, so a change during the read wakes us again.
+        let seen = *self.router_changes.borrow_and_update();
+        self.activity_changes.borrow_and_update();
+        let inner = &self.state.inner;
+        let snapshot = inner.snapshots.at_least(seen, &inner.router).await;
+        let in_flight = inner.activity.in_flight();
+        let models = payload::model_rows(&self.state, &snapshot, &in_flight);
+        if self.sent.models.as_ref() != Some(&models) {
+            self.pending.push_back(frame("modelStatus", &models));
+            self.sent.models = Some(models);
+        }
+        let queue = QueueEvent::new(&self.state, &snapshot);
+        if !self.sent.queue.as_ref().is_some_and(|q| q.same_as(&queue)) {
+            self.pending.push_back(frame("queue", &queue));
+            self.sent.queue = Some(queue);
+        }
+        let in_flight = InFlightEvent::new(&self.state, in_flight);
+        if self.sent.in_flight.as_ref() != Some(&in_flight) {
+            self.pending.push_back(frame("inflight", &in_flight));
+            self.sent.in_flight = Some(in_flight);
+        }
+    }
+}
+
+async fn recv_log(
+    logs: Option<&mut broadcast::Receiver<LogLine>>,
+) -> Result<LogLine, broadcast::error::RecvError> {
+    match logs {
+        Some(logs) => logs.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,282 @@
+//! What the event stream says: the rows of each event type, built from router
+//! and activity snapshots, and the SSE framing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::activity::InFlight;
+use crate::api::state::AppState;
+use crate::router::{ModelState, QueueEntry, RouterHandle, RunningModel};
+use crate::upstream::{LogLine, LogStream};
+
+/// Queue rows sent per `queue` event; `total` says how many there are.
+pub(super) const QUEUE_ROWS: usize = 500;
+
+/// One SSE event in llama-swap's envelope: `event: message` and a JSON object
+/// whose `data` is the payload, itself JSON-encoded as a string.
+pub(super) fn frame(kind: &str, data: &impl Serialize) -> Bytes {
+    let data = serde_json::to_string(data).unwrap_or_else(|_| "null".to_owned());
+    let envelope = json!({ "type": kind, "data": data });
+    Bytes::from(format!("event: message\ndata: {envelope}\n\n"))
+}
+
+/// The router's view at one generation, shared by every subscriber.
+#[derive(Debug)]
+pub(crate) struct RouterSnapshot {
+    pub(super) queue: Vec<QueueEntry>,
+    pub(super) running: Vec<RunningModel>,
+    /// When it was taken: waits are reported as of the moment they are sent.
+    pub(super) taken: Instant,
+}
+
+/// One coalesced router snapshot for all subscribers: however many browsers
+/// watch, a change costs the router one `queue` and one `running` call.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotCache {
+    latest: tokio::sync::Mutex<Option<(u64, Arc<RouterSnapshot>)>>,
+}
+
+impl SnapshotCache {
+    /// A snapshot at least as new as generation `seen`.
+    pub(super) async fn at_least(&self, seen: u64, router: &RouterHandle) -> Arc<RouterSnapshot> {
+        let mut latest = self.latest.lock().await;
+        if let Some((generation, snapshot)) = latest.as_ref()
+            && *generation >= seen
+        {
+            return Arc::clone(snapshot);
+        }
+        // Read before the calls: the snapshot is at least this new.
+        let generation = *router.changes().borrow();
+        let snapshot = Arc::new(RouterSnapshot {
+            queue: router.queue().await,
+            running: router.running().await,
+            taken: Instant::now(),
+        });
+        *latest = Some((generation, Arc::clone(&snapshot)));
+        snapshot
+    }
+}
+
+/// A model as the `modelStatus` event shows it (llama-swap's fields, plus
+/// how many requests wait for it and hold it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct ModelRow {
+    id: String,
+    name: String,
+    description: String,
+    state: &'static str,
+    unlisted: bool,
+    #[serde(rename = "peerID")]
+    peer_id: String,
+    aliases: Vec<String>,
+    waiting: usize,
+    in_flight: usize,
+}
+
+/// Every configured model, sorted by ID, with its state.
+pub(super) fn model_rows(
+    state: &AppState,
+    snapshot: &RouterSnapshot,
+    in_flight: &[InFlight],
+) -> Vec<ModelRow> {
+    let states: BTreeMap<&str, ModelState> = snapshot
+        .running
+        .iter()
+        .map(|m| (m.model.as_str(), m.state))
+        .collect();
+    let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
+    for entry in &snapshot.queue {
+        *waiting.entry(entry.model.as_str()).or_default() += 1;
+    }
+    let mut holding: BTreeMap<&str, usize> = BTreeMap::new();
+    for entry in in_flight {
+        *holding.entry(entry.model.as_str()).or_default() += 1;
+    }
+    state
+        .inner
+        .models
+        .values()
+        .map(|m| ModelRow {
+            id: m.id.clone(),
+            name: m.name.clone().unwrap_or_default(),
+            description: m.description.clone().unwrap_or_default(),
+            state: state_name(states.get(m.id.as_str()).copied()),
+            unlisted: m.unlisted,
+            peer_id: String::new(),
+            aliases: m.aliases.clone(),
+            waiting: waiting.get(m.id.as_str()).copied().unwrap_or_default(),
+            in_flight: holding.get(m.id.as_str()).copied().unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn state_name(state: Option<ModelState>) -> &'static str {
+    match state {
+        Some(ModelState::Starting) => "starting",
+        Some(ModelState::Ready) => "ready",
+        Some(ModelState::Stopping) => "stopping",
+        _ => "stopped",
+    }
+}
+
+/// One waiting request, for the `queue` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct QueueRow {
+    seq: u64,
+    model: String,
+    requested_priority: i32,
+    capped_priority: i32,
+    effective_priority: i32,
+    band: String,
+    aged: bool,
+    position: usize,
+    waited_ms: u64,
+}
+
+impl QueueRow {
+    /// Equal apart from the wait, which grows all the time.
+    pub(super) fn same_place(&self, other: &Self) -> bool {
+        (
+            self.seq,
+            self.position,
+            self.effective_priority,
+            self.capped_priority,
+            self.aged,
+        ) == (
+            other.seq,
+            other.position,
+            other.effective_priority,
+            other.capped_priority,
+            other.aged,
+        )
+    }
+}
+
+/// The `queue` event: the first [`QUEUE_ROWS`] waiting requests in position order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct QueueEvent {
+    pub(super) total: usize,
+    pub(super) queue: Vec<QueueRow>,
+}
+
+impl QueueEvent {
+    pub(super) fn new(state: &AppState, snapshot: &RouterSnapshot) -> Self {
+        let metrics = &state.inner.metrics;
+        let queue = &snapshot.queue;
+        let since = snapshot.taken.elapsed();
+        Self {
+            total: queue.len(),
+            queue: queue
+                .iter()
+                .take(QUEUE_ROWS)
+                .map(|e| QueueRow {
+                    seq: e.id.0,
+                    model: e.model.clone(),
+                    requested_priority: e.requested_priority,
+                    capped_priority: e.capped_priority,
+                    effective_priority: e.effective_priority,
+                    band: metrics.band(e.effective_priority),
+                    aged: e.aged,
+                    position: e.position,
+                    waited_ms: u64::try_from((e.waited + since).as_millis()).unwrap_or(u64::MAX),
+                })
+                .collect(),
+        }
+    }
+
+    /// True when `other` has the same requests in the same places.
+    pub(super) fn same_as(&self, other: &Self) -> bool {
+        self.total == other.total
+            && self.queue.len() == other.queue.len()
+            && self
+                .queue
+                .iter()
+                .zip(&other.queue)
+                .all(|(a, b)| a.same_place(b))
+    }
+}
+
+/// The `inflight` event: the requests holding a model now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct InFlightEvent {
+    pub(super) total: usize,
+    pub(super) requests: Vec<InFlightRow>,
+}
+
+/// One running request with its band.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct InFlightRow {
+    #[serde(flatten)]
+    request: InFlight,
+    band: String,
+}
+
+impl InFlightEvent {
+    pub(super) fn new(state: &AppState, in_flight: Vec<InFlight>) -> Self {
+        let metrics = &state.inner.metrics;
+        Self {
+            total: in_flight.len(),
+            requests: in_flight
+                .into_iter()
+                .take(QUEUE_ROWS)
+                .map(|request| InFlightRow {
+                    band: metrics.band(
+                        request
+                            .effective_priority
+                            .unwrap_or(request.capped_priority),
+                    ),
+                    request,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The `uiConfig` event: what the page needs to know once.
+pub(super) fn ui_config(state: &AppState) -> serde_json::Value {
+    let bands: Vec<serde_json::Value> = state
+        .inner
+        .metrics
+        .bands()
+        .iter()
+        .map(|b| json!({"name": b.name, "from": b.from}))
+        .collect();
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "bands": bands,
+    })
+}
+
+/// A `logData` event for one upstream line.
+pub(super) fn log_line(line: &LogLine) -> Bytes {
+    let stream = match line.stream {
+        LogStream::Stderr => "stderr",
+        _ => "stdout",
+    };
+    frame(
+        "logData",
+        &json!({
+            "source": "upstream",
+            "model": &*line.model,
+            "stream": stream,
+            "seq": line.seq,
+            "data": format!("{}\n", line.text),
+        }),
+    )
+}
+
+/// A `logData` note that lines were dropped because this reader fell behind.
+pub(super) fn log_dropped(n: u64) -> Bytes {
+    frame(
+        "logData",
+        &json!({
+            "source": "proxy",
+            "data": format!("--- {n} log lines dropped: this reader fell behind ---\n"),
+        }),
+    )
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Runs the browser tests of the web UI (scripts/test calls this).
+
+Needs Debian's chromium (/usr/bin/chromium, or $CHROMIUM) and the Python
+`playwright` package; the workspace binaries must be built. Without the
+browser or the package the tests are skipped with a message, unless
+LLAMA_SWAP_REQUIRE_ALL=1 (set by .ci/run): then that is a failure.
+
+    python3 server/tests/browser/run.py                 # every test
+    python3 server/tests/browser/run.py -k Queue        # some of them
+    python3 server/tests/browser/run.py --screenshots docs/ui
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def missing() -> str | None:
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    if not (Path(chromium).exists() or shutil.which(chromium)):
+        return f"no Chromium at {chromium} (apt-get install chromium)"
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "the Python package playwright is not installed (pip install playwright)"
+    return None
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    reason = missing()
+    if reason:
+        if os.environ.get("LLAMA_SWAP_REQUIRE_ALL") == "1":
+            print(f"browser tests cannot run: {reason}", file=sys.stderr)
+            return 1
+        print(f"browser tests skipped: {reason}", file=sys.stderr)
+        return 0
+    if args[:1] == ["--screenshots"]:
+        import screenshots
+
+        return screenshots.main(Path(args[1]) if len(args) > 1 else HERE.parents[2] / "docs" / "ui")
+    argv = [sys.argv[0], "-v", *args] if args else [sys.argv[0], "-v"]
+    program = unittest.main(module="test_ui", argv=argv, exit=False)
+    return 0 if program.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,495 @@
+//! What the web UI stands on: `/api/events`, `/api/activity`,
+//! `/api/models/load/<model>`, and the embedded page under `/ui`.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{Harness, LIMIT, model};
+
+/// Reads `/api/events` one event at a time.
+struct Events {
+    stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+    /// The last payload of each type read so far.
+    latest: std::collections::HashMap<String, Value>,
+}
+
+impl Events {
+    async fn connect(h: &Harness, key: Option<&str>) -> Self {
+        let mut request = h.http.get(h.url("/api/events"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Self {
+            stream: response.bytes_stream().boxed(),
+            buffer: String::new(),
+            latest: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The next event as (type, payload); `None` at the end of the stream.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                if block.starts_with(':') {
+                    continue;
+                }
+                assert!(block.starts_with("event: message\n"), "{block:?}");
+                let data = block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("data: "))
+                    .unwrap_or_else(|| panic!("no data in {block:?}"));
+                let envelope: Value = serde_json::from_str(data).unwrap();
+                let payload: Value =
+                    serde_json::from_str(envelope["data"].as_str().expect("data is a string"))
+                        .unwrap();
+                let kind = envelope["type"].as_str().unwrap().to_owned();
+                self.latest.insert(kind.clone(), payload.clone());
+                return Some((kind, payload));
+            }
+            let chunk = tokio::time::timeout(LIMIT, self.stream.next())
+                .await
+                .expect("an event within LIMIT")?
+                .unwrap();
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Skips events until one of `kind` satisfies `pred` (within `LIMIT`), and
+    /// returns its payload.
+    async fn until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let mut seen = Vec::new();
+        let found = tokio::time::timeout(LIMIT, async {
+            loop {
+                let (k, payload) = self.next().await.expect("stream ended early");
+                if k == kind && pred(&payload) {
+                    return payload;
+                }
+                seen.push(format!("{k}: {payload}"));
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("no matching {kind} event; saw:\n{}", seen.join("\n")))
+    }
+}
+
+fn state_of<'a>(models: &'a Value, id: &str) -> &'a str {
+    models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .and_then(|m| m["state"].as_str())
+        .unwrap_or("missing")
+}
+
+#[tokio::test]
+async fn events_open_with_the_config_every_model_the_queue_and_the_requests_in_flight() {
+    let h = Harness::start(&[model("a", ""), model("b", "")], "").await;
+    let mut events = Events::connect(&h, None).await;
+    let (kind, config) = events.next().await.unwrap();
+    assert_eq!(kind, "uiConfig");
+    let bands: Vec<&str> = config["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bands, ["low", "normal", "elevated"]);
+    let (kind, models) = events.next().await.unwrap();
+    assert_eq!(kind, "modelStatus");
+    assert_eq!(models[0]["id"], "a");
+    assert_eq!(models[1]["id"], "b");
+    assert_eq!(state_of(&models, "a"), "stopped");
+    assert_eq!(models[0]["waiting"], 0);
+    let (kind, queue) = events.next().await.unwrap();
+    assert_eq!(
+        (kind.as_str(), &queue),
+        ("queue", &json!({"total": 0, "queue": []}))
+    );
+    let (kind, in_flight) = events.next().await.unwrap();
+    assert_eq!(
+        (kind.as_str(), &in_flight),
+        ("inflight", &json!({"total": 0, "requests": []}))
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn events_follow_a_swap_the_queue_and_finished_requests_live() {
+    let h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], "").await;
+    let mut events = Events::connect(&h, None).await;
+    let held = h.spawn(h.chat("a", Some("-3"), false));
+    let in_flight = events.until("inflight", |p| p["total"] == 1).await;
+    let running = &in_flight["requests"][0];
+    assert_eq!(running["model"], "a");
+    assert_eq!(running["requested_priority"], -3);
+    assert_eq!(running["band"], "low");
+    let waiting = h.spawn(h.chat("b", Some("10"), false));
+    let queue = events.until("queue", |p| p["total"] == 1).await;
+    let row = &queue["queue"][0];
+    assert_eq!(row["model"], "b");
+    assert_eq!(row["position"], 1);
+    assert_eq!(
+        (
+            &row["requested_priority"],
+            &row["capped_priority"],
+            &row["effective_priority"]
+        ),
+        (&json!(10), &json!(10), &json!(10))
+    );
+    assert_eq!(row["band"], "elevated");
+    assert_eq!(row["aged"], false);
+    assert!(row["waited_ms"].is_u64());
+    // Sent with the same snapshot, just before the queue.
+    let models = &events.latest["modelStatus"];
+    let b = models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "b")
+        .unwrap();
+    assert_eq!(b["waiting"], 1, "{models}");
+    assert_eq!(state_of(models, "a"), "ready");
+    h.wait_held("a", 1).await;
+    h.open_gate("a").await;
+    assert_eq!(held.await.unwrap().0, 200);
+    assert_eq!(waiting.await.unwrap().0, 200);
+    let first = events.until("activity", |_| true).await;
+    assert_eq!(first["model"], "a");
+    assert_eq!(first["status"], 200);
+    assert_eq!(first["effective_priority"], -3);
+    let second = events.until("activity", |_| true).await;
+    assert_eq!(second["model"], "b");
+    assert!(second["queue_ms"].as_u64().is_some());
+    let models = events
+        .until("modelStatus", |m| state_of(m, "b") == "ready")
+        .await;
+    assert_eq!(state_of(&models, "a"), "stopped");
+    events.until("queue", |p| p["total"] == 0).await;
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn events_replay_recent_activity_and_logs_to_a_new_subscriber() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    let mut events = Events::connect(&h, None).await;
+    let row = events.until("activity", |_| true).await;
+    assert_eq!(row["model"], "a");
+    assert_eq!(row["id"], 1);
+    // mockswap's first line names its address; the hub tags it with the model.
+    let line = events
+        .until("logData", |l| {
+            l["model"] == "a" && l["source"] == "upstream"
+        })
+        .await;
+    assert!(line["data"].as_str().unwrap().ends_with('\n'));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn activity_lists_finished_requests_newest_first_with_the_usage_upstreams_report() {
+    let h = Harness::start(&[model("a", ""), model("b", "")], "").await;
+    let stream = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .header("X-Request-Id", "streamed-1")
+        .header("X-Priority", "10")
+        .json(
+            &json!({"model": "a", "stream": true, "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": "one two three"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    stream.text().await.unwrap();
+    assert_eq!(h.chat("b", None, false).send().await.unwrap().status(), 200);
+    let missing = h.chat("nope", None, false).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let body: Value = h
+        .http
+        .get(h.url("/api/activity"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows = body["activity"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        2,
+        "requests for unknown models are not model requests: {rows:?}"
+    );
+    assert_eq!(rows[0]["model"], "b");
+    let streamed = &rows[1];
+    assert_eq!(streamed["request_id"], "streamed-1");
+    assert_eq!(streamed["stream"], true);
+    assert_eq!(streamed["status"], 200);
+    assert_eq!(streamed["requested_priority"], 10);
+    assert_eq!(streamed["path"], "/v1/chat/completions");
+    assert!(
+        streamed["completion_tokens"].as_u64().unwrap() > 0,
+        "{streamed}"
+    );
+    assert!(
+        streamed["prompt_tokens"].as_u64().unwrap() > 0,
+        "{streamed}"
+    );
+    assert!(streamed["tokens_per_second"].as_f64().unwrap() > 0.0);
+    assert!(
+        rows[0]["completion_tokens"].as_u64().unwrap() > 0,
+        "non-streamed JSON usage"
+    );
+
+    let only_a: Value = h
+        .http
+        .get(h.url("/api/activity?model=a&limit=5"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(only_a["activity"].as_array().unwrap().len(), 1);
+    let unknown = h
+        .http
+        .get(h.url("/api/activity?model=zzz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_refused_while_queued_is_recorded_with_its_error_code() {
+    let h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], "").await;
+    let held = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let waiting = h.spawn(h.chat("b", Some("-10"), false));
+    h.wait_queue_len(1).await;
+    // Unloading b fails its waiter; the held one on a goes on.
+    let unload = h
+        .http
+        .post(h.url("/api/models/unload/b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unload.status(), 200);
+    assert_eq!(waiting.await.unwrap().0, 503);
+    h.open_gate("a").await;
+    assert_eq!(held.await.unwrap().0, 200);
+    let body: Value = h
+        .http
+        .get(h.url("/api/activity?model=b"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = &body["activity"][0];
+    assert_eq!(row["status"], 503);
+    assert_eq!(row["error"], "model_unloaded");
+    assert_eq!(row["effective_priority"], -10);
+    assert!(row["queue_ms"].is_null(), "never granted: {row}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_load_endpoint_answers_once_the_model_is_ready() {
+    let h = Harness::start(&[model("a", "--load-time 300ms"), model("b", "")], "").await;
+    let response = h
+        .http
+        .post(h.url("/api/models/load/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"msg": "ok"})
+    );
+    assert_eq!(h.running().await, ["a"]);
+    let unknown = h
+        .http
+        .post(h.url("/api/models/load/zzz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let get = h
+        .http
+        .get(h.url("/api/models/load/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stalled_event_subscriber_never_holds_up_requests() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    // A subscriber that sends its request and never reads a byte.
+    let address = h.base.trim_start_matches("http://").to_owned();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small window, so the server's writes to it block early.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(address.parse().unwrap()).await.unwrap();
+    stalled
+        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let work = async {
+        for _ in 0..600 {
+            let response = h.chat("a", None, true).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            assert!(response.text().await.unwrap().contains("[DONE]"));
+        }
+    };
+    tokio::time::timeout(LIMIT, work)
+        .await
+        .expect("requests were held up by a reader that does not read");
+    // And the reader can still connect afresh and see the newest rows.
+    let mut events = Events::connect(&h, None).await;
+    events.until("activity", |row| row["id"] == 600).await;
+    drop(stalled);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_event_stream_ends_when_the_server_shuts_down() {
+    let mut h = Harness::start(&[model("a", "")], "").await;
+    let mut events = Events::connect(&h, None).await;
+    events.until("inflight", |_| true).await;
+    h.begin_shutdown();
+    let ended = tokio::time::timeout(LIMIT, async { while events.next().await.is_some() {} }).await;
+    assert!(ended.is_ok(), "the stream outlived the shutdown");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_api_keys_the_events_need_a_key_and_the_page_does_not() {
+    let h = Harness::start(&[model("a", "")], "apiKeys: [\"sk-ui\"]\n").await;
+    let refused = h.http.get(h.url("/api/events")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let refused = h.http.get(h.url("/api/activity")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let refused = h
+        .http
+        .post(h.url("/api/models/load/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let mut events = Events::connect(&h, Some("sk-ui")).await;
+    assert_eq!(events.next().await.unwrap().0, "uiConfig");
+    for path in [
+        "/ui",
+        "/ui/",
+        "/ui/queue",
+        "/ui/js/app.js",
+        "/ui/app.css",
+        "/favicon.ico",
+    ] {
+        let response = h.http.get(h.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn deep_links_get_the_page_files_their_type_and_missing_files_a_404() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    for path in [
+        "/ui",
+        "/ui/models",
+        "/ui/queue",
+        "/ui/playground",
+        "/ui/models/a",
+    ] {
+        let response = h.http.get(h.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers().clone();
+        assert_eq!(
+            headers["content-type"], "text/html; charset=utf-8",
+            "{path}"
+        );
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("connect-src 'self'"), "{csp}");
+        assert!(response.text().await.unwrap().contains("<nav"), "{path}");
+    }
+    let script = h
+        .http
+        .get(h.url("/ui/js/views/queue.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        script.headers()["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    let etag = script.headers()["etag"].clone();
+    let again = h
+        .http
+        .get(h.url("/ui/js/views/queue.js"))
+        .header("If-None-Match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    let icon = h.http.get(h.url("/favicon.ico")).send().await.unwrap();
+    assert_eq!(icon.headers()["content-type"], "image/x-icon");
+    let missing = h.http.get(h.url("/ui/js/nope.js")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.json::<Value>().await.unwrap()["error"]["code"],
+        "not_found"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_streamed_request_that_waited_behind_loading_frames_is_recorded_once_it_ends() {
+    let h = Harness::start(
+        &[crate::support::ModelSpec {
+            id: "a",
+            args: "--load-time 300ms",
+            yaml: "sendLoadingState: true",
+        }],
+        "",
+    )
+    .await;
+    let mut events = Events::connect(&h, None).await;
+    let response = h.chat("a", Some("10"), true).send().await.unwrap();
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("llama-swap loading model: a"),
+        "loading frames expected: {text}"
+    );
+    let row = events.until("activity", |_| true).await;
+    assert_eq!(row["status"], 200);
+    assert_eq!(row["stream"], true);
+    assert!(row["queue_ms"].as_u64().unwrap() > 0);
+    assert!(row["completion_tokens"].as_u64().unwrap() > 0, "{row}");
+    // Waited at least the load time, measured by the record, not asserted to the millisecond.
+    assert!(
+        Duration::from_millis(row["duration_ms"].as_u64().unwrap()) >= Duration::from_millis(300)
+    );
+    h.shutdown().await;
+}
