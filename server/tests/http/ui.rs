@@ -65,6 +65,15 @@ impl Events {
         }
     }
 
+    /// The state `kind` (a snapshot type) is in now, or will be: the last one
+    /// read if it satisfies `pred`, else the next one that does.
+    async fn state(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        match self.latest.get(kind) {
+            Some(last) if pred(last) => last.clone(),
+            _ => self.until(kind, pred).await,
+        }
+    }
+
     /// Skips events until one of `kind` satisfies `pred` (within `LIMIT`), and
     /// returns its payload.
     async fn until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -173,10 +182,10 @@ async fn events_follow_a_swap_the_queue_and_finished_requests_live() {
     assert_eq!(second["model"], "b");
     assert!(second["queue_ms"].as_u64().is_some());
     let models = events
-        .until("modelStatus", |m| state_of(m, "b") == "ready")
+        .state("modelStatus", |m| state_of(m, "b") == "ready")
         .await;
     assert_eq!(state_of(&models, "a"), "stopped");
-    events.until("queue", |p| p["total"] == 0).await;
+    events.state("queue", |p| p["total"] == 0).await;
     h.shutdown().await;
 }
 
