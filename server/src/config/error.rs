@@ -510,10 +510,6 @@ pub enum WarningKind {
     /// A llama-swap key this server does not implement yet.
     #[error("not supported yet, ignored")]
     NotSupported,
-    /// `routing.router.use: matrix`: matrix routing is not implemented, so every model
-    /// runs alone.
-    #[error("matrix routing is not supported yet; every model is run alone (one at a time)")]
-    MatrixNotSupported,
     /// A value below its minimum that llama-swap raises silently.
     #[error("{got} is below the minimum, {used} is used")]
     Raised {

@@ -46,6 +46,7 @@ impl Config {
         SchedulerSettings {
             models,
             groups,
+            matrix: self.matrix.clone(),
             kind,
             stop_grace: self.health_check_timeout,
             aging_after: self.priority_rules.aging_after,

@@ -6,7 +6,7 @@
 //! `model.rs`, `routing.rs`) → a resolved [`Config`] (`types.rs`).
 //!
 //! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this server
-//!   does not implement yet (`peers`, matrix routing, ...).
+//!   does not implement yet (`peers`, ...).
 //! - [`Config::scheduler_settings`] and [`Config::process_specs`] map the result onto
 //!   what the scheduler and the upstream supervisor are built from.
 //! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as

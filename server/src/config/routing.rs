@@ -118,7 +118,6 @@ pub(crate) fn read_routing(keys: RoutingKeys<'_>, resolver: &Resolver, cx: &mut 
         }
         router
     } else if let Some(matrix) = keys.legacy_matrix {
-        cx.warn(matrix.1.clone(), WarningKind::MatrixNotSupported);
         if let Some((_, path)) = keys.legacy_groups {
             conflict(path, &["matrix"], cx);
         }
@@ -163,13 +162,7 @@ fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Router<'a> {
         return Router::Groups(None);
     };
     let matrix = match router.take("use") {
-        Some((n, p)) => match cx.word(n, &p, &["group", "matrix"]) {
-            Some("matrix") => {
-                cx.warn(p, WarningKind::MatrixNotSupported);
-                true
-            }
-            _ => false,
-        },
+        Some((n, p)) => cx.word(n, &p, &["group", "matrix"]) == Some("matrix"),
         None => false,
     };
     let (mut groups, mut matrix_node) = (None, None);

@@ -39,4 +39,12 @@ pub trait EvictionPolicy: fmt::Debug + Send + Sync {
     /// runs. Never contains `target`. It must not depend on which models run:
     /// the scheduler asks once per model when it is built and keeps the answers.
     fn conflicts(&self, target: usize, models: &[usize]) -> Vec<usize>;
+
+    /// Why [`evict`](Self::evict) answers what it does for the same question,
+    /// for the one log line of a real swap (the matrix names its set and the
+    /// cost). `None`: nothing to add (the default).
+    fn explain(&self, target: usize, running: &[usize]) -> Option<String> {
+        let _ = (target, running);
+        None
+    }
 }

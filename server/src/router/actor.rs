@@ -397,7 +397,13 @@ impl Actor {
     }
 
     fn spawn_swap(&mut self, model: String, evict: Vec<String>, grace: std::time::Duration) {
-        // The one line per swap: what goes, what comes, and the request it is for.
+        // The one line per swap: what goes, what comes, the request it is for,
+        // and why the policy chose those evictions (the matrix's set and cost).
+        let why = self
+            .scheduler
+            .swap_reason(&model)
+            .map(|reason| format!(" ({reason})"))
+            .unwrap_or_default();
         match self.scheduler.swap_trigger(&model) {
             Some((id, priority, effective)) => tracing::info!(
                 %model,
@@ -405,10 +411,10 @@ impl Actor {
                 for_request = id.0,
                 requested_priority = priority.requested(),
                 effective_priority = effective,
-                "swap: starting {model}, stopping {evict:?} first"
+                "swap: starting {model}, stopping {evict:?} first{why}"
             ),
             None => {
-                tracing::info!(%model, evicted = ?evict, "swap: starting {model}, stopping {evict:?} first")
+                tracing::info!(%model, evicted = ?evict, "swap: starting {model}, stopping {evict:?} first{why}")
             }
         }
         self.swap_started.insert(model.clone(), Instant::now());

@@ -9,6 +9,7 @@ use super::{
     RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
 };
 use crate::launcher::LaunchError;
+use crate::policy::matrix::Matrix;
 use crate::policy::{EvictionPolicy, Groups};
 use crate::priority::Priority;
 
@@ -98,6 +99,8 @@ pub(super) struct Swap {
     pub(super) evict: Vec<usize>,
     /// Unloaded or shut down meanwhile: the model is stopped once the start ends.
     pub(super) cancelled: bool,
+    /// The policy's account of why `evict` was chosen (the matrix's set and cost).
+    pub(super) reason: Option<String>,
 }
 
 #[derive(Debug)]
@@ -196,7 +199,12 @@ impl Scheduler {
             }
         }
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
-        let policy: Box<dyn EvictionPolicy> = Box::new(Groups::new(&ids, &settings.groups)?);
+        let policy: Box<dyn EvictionPolicy> = match &settings.matrix {
+            Some(matrix) => Box::new(Matrix::new(&ids, matrix, |name| {
+                names.get(name).map(|&m| models[m].id.clone())
+            })?),
+            None => Box::new(Groups::new(&ids, &settings.groups)?),
+        };
         let all: Vec<usize> = (0..models.len()).collect();
         let conflicts: Vec<Vec<usize>> = all.iter().map(|&t| policy.conflicts(t, &all)).collect();
         let mut conflicted_by = vec![Vec::new(); models.len()];
@@ -489,6 +497,13 @@ impl Scheduler {
         let id = *self.models[t].swap.as_ref()?.waiters.first()?;
         let r = self.requests.get(&id)?;
         Some((id, r.priority, r.effective))
+    }
+
+    /// The policy's account of the evictions of the swap of `model` in progress
+    /// (the matrix names its set and the cost), for the swap's log line.
+    pub fn swap_reason(&self, model: &str) -> Option<&str> {
+        let &t = self.names.get(model)?;
+        self.models[t].swap.as_ref()?.reason.as_deref()
     }
 
     /// Whether shutdown has begun.

@@ -42,13 +42,20 @@ impl Scheduler {
         m.swap.is_some() || m.stopping > 0 || m.evicted_by.is_some()
     }
 
+    /// Models that are up (ready, starting or stopping), `t` included when it is:
+    /// what the policy is asked about (a running target evicts nothing under the
+    /// matrix, as in llama-swap).
+    fn up(&self) -> Vec<usize> {
+        (0..self.models.len())
+            .filter(|&r| self.state_of(r) != ModelState::Stopped)
+            .collect()
+    }
+
     /// Models that are up (ready, starting or stopping) and must stop before `t` can run.
     fn evict_set(&self, t: usize) -> Vec<usize> {
-        let up: Vec<usize> = (0..self.models.len())
-            .filter(|&r| r != t && self.state_of(r) != ModelState::Stopped)
-            .collect();
-        if up.is_empty() {
-            return up;
+        let up = self.up();
+        if up.iter().all(|&r| r == t) {
+            return Vec::new();
         }
         self.policy.evict(t, &up)
     }
@@ -136,6 +143,8 @@ impl Scheduler {
     }
 
     fn start_swap(&mut self, t: usize, evict: Vec<usize>, id: RequestId, out: &mut Vec<Effect>) {
+        // Asked before the state changes, so it explains the decision just made.
+        let reason = self.policy.explain(t, &self.up());
         for &e in &evict {
             self.models[e].evicted_by = Some(t);
             self.models[e].ready = false;
@@ -145,6 +154,7 @@ impl Scheduler {
             waiters: Vec::new(),
             evict,
             cancelled: false,
+            reason,
         });
         out.push(Effect::StartSwap {
             model: self.models[t].id.clone(),

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::policy::matrix::{MatrixError, MatrixSettings};
 use crate::policy::{GroupSettings, PolicyError};
 
 /// Concurrency limit of a model whose config does not set `concurrencyLimit`.
@@ -25,6 +26,9 @@ pub struct SchedulerSettings {
     /// Swap groups. Empty: every model is in the implicit `(default)` group, so one
     /// model runs at a time. Models not listed in any group join `(default)` too.
     pub groups: Vec<GroupSettings>,
+    /// The matrix (llama-swap's `routing.router.use: matrix`): when set, it
+    /// decides evictions and `groups` is ignored.
+    pub matrix: Option<MatrixSettings>,
     /// Which scheduler orders the requests.
     pub kind: SchedulerKind,
     /// Grace for models stopped to make room for another (llama-swap: `healthCheckTimeout`).
@@ -40,6 +44,7 @@ impl SchedulerSettings {
         Self {
             models,
             groups: Vec::new(),
+            matrix: None,
             kind: SchedulerKind::default(),
             stop_grace: DEFAULT_STOP_GRACE,
             aging_after: None,
@@ -142,4 +147,7 @@ pub enum SettingsError {
     /// The groups are invalid.
     #[error(transparent)]
     Groups(#[from] PolicyError),
+    /// The matrix does not compile.
+    #[error("matrix: {0}")]
+    Matrix(#[from] MatrixError),
 }

@@ -12,6 +12,7 @@ mod filters;
 mod launch;
 mod lifecycle;
 mod listings;
+mod matrix;
 mod observability;
 mod openai_client;
 mod orphans;

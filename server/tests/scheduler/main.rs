@@ -5,10 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod lifecycle;
+mod matrix;
 mod priority;
 mod props;
 mod refusal;
 mod router;
+mod router_matrix;
 mod router_metrics;
 mod router_refusal;
 mod scenarios;

@@ -53,6 +53,7 @@
 mod bits;
 mod compile;
 mod dsl;
+mod policy;
 #[cfg(test)]
 mod props;
 mod solve;
