@@ -17,6 +17,7 @@ use base64::Engine as _;
 use http::{HeaderMap, header};
 
 use super::error::ApiError;
+use crate::config::constant_time_eq;
 
 /// The header some clients (Anthropic SDKs) use for the key.
 const X_API_KEY: &str = "x-api-key";
@@ -145,18 +146,6 @@ fn candidates(headers: &HeaderMap) -> Vec<Vec<u8>> {
         out.push(value.as_bytes().trim_ascii().to_vec());
     }
     out
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let len = a.len().max(b.len());
-    let mut diff = u8::from(a.len() != b.len());
-    for i in 0..len {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= x ^ y;
-    }
-    diff == 0
 }
 
 #[cfg(test)]

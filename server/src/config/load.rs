@@ -10,12 +10,12 @@ use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
 use super::selectors::read_selectors;
 use super::types::{ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout};
+use crate::scheduler::DEFAULT_UNLOAD_TIMEOUT;
 
 const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
 /// `requestBodyTimeout` when absent: enough for a 32 MB upload at 2.5 Mbit/s.
 const DEFAULT_REQUEST_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
-const DEFAULT_UNLOAD_TIMEOUT: u64 = 10;
 const DEFAULT_START_PORT: u16 = 5800;
 
 /// Keys llama-swap has at the top level that this server does not implement yet.
@@ -150,7 +150,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         .take("unloadTimeout")
         .and_then(|(node, path)| cx.seconds(node, &path))
         .filter(|s| *s > 0)
-        .unwrap_or(DEFAULT_UNLOAD_TIMEOUT);
+        .map_or(DEFAULT_UNLOAD_TIMEOUT, secs);
     let start_port = fields
         .take("startPort")
         .and_then(|(node, path)| cx.int_range(node, &path, 1, i64::from(u16::MAX)))
@@ -176,7 +176,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         env,
         global_macros: &global_macros,
         global_ttl,
-        unload_timeout: secs(unload_timeout),
+        unload_timeout,
         send_loading_state,
         start_port,
     };
@@ -237,7 +237,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
         health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
         request_body_timeout,
         global_ttl,
-        unload_timeout: secs(unload_timeout),
+        unload_timeout,
         start_port,
         send_loading_state,
         include_aliases_in_list,

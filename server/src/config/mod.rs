@@ -67,6 +67,7 @@ pub use profiles::{Pin, ProfileConfig};
 pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 pub use sources::{MergeConflict, source_files};
 pub use summary::Summary;
+pub(crate) use types::constant_time_eq;
 pub use types::{
     ApiKey, Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, ModelConfig,
     PriorityConfig, SchedulerConfig,

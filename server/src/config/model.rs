@@ -10,10 +10,9 @@ use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, 
 use super::node::Node;
 use super::types::ModelConfig;
 use crate::filters::Filters;
+use crate::scheduler::DEFAULT_CONCURRENCY_LIMIT;
 use crate::upstream::{CommandError, split_command};
 
-/// llama-swap's default when `concurrencyLimit` is unset or 0.
-pub(crate) const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
 const DEFAULT_CHECK_ENDPOINT: &str = "/health";
 const DEFAULT_PROXY: &str = "http://localhost:${PORT}";
 

@@ -341,14 +341,21 @@ impl ApiKey {
     /// presented key's length, not on where the first difference is.
     #[must_use]
     pub fn matches(&self, presented: &str) -> bool {
-        let expected = self.0.as_bytes();
-        let presented = presented.as_bytes();
-        let mut diff = u8::from(expected.len() != presented.len());
-        for (i, byte) in presented.iter().enumerate() {
-            diff |= byte ^ expected.get(i).copied().unwrap_or(0);
-        }
-        diff == 0
+        constant_time_eq(self.0.as_bytes(), presented.as_bytes())
     }
+}
+
+/// Compares two byte strings in time that depends only on their lengths, so a
+/// guesser learns nothing from how fast a key is refused.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len().max(b.len());
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..len {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
 }
 
 impl fmt::Debug for ApiKey {

@@ -52,7 +52,6 @@ mod actor;
 mod service;
 mod ticket;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -63,8 +62,8 @@ pub use self::ticket::{Lease, Ticket};
 use crate::launcher::{Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
+use crate::scheduler::{ModelNames, Scheduler, SchedulerSettings, SettingsError};
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
-use crate::scheduler::{Scheduler, SchedulerSettings, SettingsError};
 
 /// Room in the actor's mailbox; senders wait when it is full.
 const MAILBOX: usize = 1024;
@@ -112,12 +111,7 @@ impl Router {
         options: RouterOptions,
     ) -> Result<RouterHandle, SettingsError> {
         let scheduler = Scheduler::new(&settings)?;
-        let mut names = BTreeMap::new();
-        for model in &settings.models {
-            for name in std::iter::once(&model.id).chain(&model.aliases) {
-                names.insert(name.clone(), model.id.clone());
-            }
-        }
+        let names = scheduler.names();
         let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         let (changes_tx, changes_rx) = watch::channel(0);
@@ -125,7 +119,7 @@ impl Router {
         let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
         Ok(RouterHandle {
             commands: commands_tx,
-            names: Arc::new(names),
+            names,
             changes: changes_rx,
             task: Arc::new(Mutex::new(Some(task))),
         })
@@ -162,7 +156,8 @@ pub struct Submit {
 #[derive(Debug, Clone)]
 pub struct RouterHandle {
     commands: mpsc::Sender<Command>,
-    names: Arc<BTreeMap<String, String>>,
+    /// The scheduler's names, to resolve without a round trip.
+    names: Arc<ModelNames>,
     /// Generation of the queue and model states, bumped by the actor.
     changes: watch::Receiver<u64>,
     /// The actor task, awaited by the first shutdown that finds it.
@@ -266,6 +261,6 @@ impl RouterHandle {
 
     /// The model ID a name (ID or alias) refers to.
     pub fn resolve(&self, name: &str) -> Option<String> {
-        self.names.get(name).cloned()
+        self.names.resolve(name).map(str::to_owned)
     }
 }

@@ -1,9 +1,11 @@
 //! The scheduler state and its event handlers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::drain::Queued;
+use super::names::ModelNames;
 use super::{
     Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
     RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
@@ -31,8 +33,8 @@ pub struct Scheduler {
     pub(super) conflicted_by: Vec<Vec<usize>>,
     /// Sorted by ID; the index is the policy's model index.
     pub(super) models: Vec<Model>,
-    /// Every ID and alias → model index.
-    pub(super) names: BTreeMap<String, usize>,
+    /// Every ID and alias → model index; shared with the router handle.
+    pub(super) names: Arc<ModelNames>,
     pub(super) requests: BTreeMap<RequestId, Request>,
     /// Ranked queue: (rank desc, id asc).
     pub(super) queue: Vec<Queued>,
@@ -139,7 +141,6 @@ impl Scheduler {
     pub fn new(settings: &SchedulerSettings) -> Result<Self, SettingsError> {
         let mut sorted: Vec<_> = settings.models.iter().collect();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut names: BTreeMap<String, usize> = BTreeMap::new();
         let mut models = Vec::with_capacity(sorted.len());
         for (index, m) in sorted.iter().enumerate() {
             if index > 0 && sorted[index - 1].id == m.id {
@@ -177,27 +178,7 @@ impl Scheduler {
                 held: Vec::new(),
             });
         }
-        // IDs first, so an alias that names another model is reported against that model.
-        let ids = sorted.iter().enumerate().map(|(index, m)| (index, &m.id));
-        let aliases = sorted
-            .iter()
-            .enumerate()
-            .flat_map(|(index, m)| m.aliases.iter().map(move |alias| (index, alias)));
-        for (index, name) in ids.chain(aliases) {
-            match names.get(name) {
-                Some(&other) if other == index => {}
-                Some(&other) => {
-                    return Err(SettingsError::AmbiguousName {
-                        name: name.clone(),
-                        first: models[other].id.clone(),
-                        second: sorted[index].id.clone(),
-                    });
-                }
-                None => {
-                    names.insert(name.clone(), index);
-                }
-            }
-        }
+        let names = Arc::new(ModelNames::new(&sorted)?);
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
         let policy: Box<dyn EvictionPolicy> = match &settings.matrix {
             Some(matrix) => Box::new(Matrix::new(&ids, matrix, |name| {
@@ -238,9 +219,14 @@ impl Scheduler {
         })
     }
 
+    /// Every name a request may use, shared (the router handle resolves with it).
+    pub fn names(&self) -> Arc<ModelNames> {
+        Arc::clone(&self.names)
+    }
+
     /// The model ID a request name (ID or alias) refers to.
     pub fn resolve(&self, name: &str) -> Option<&str> {
-        self.names.get(name).map(|&m| self.models[m].id.as_str())
+        self.names.resolve(name)
     }
 
     /// Admits a request for `model` (ID or alias) at `priority`; it ranks at
@@ -265,7 +251,7 @@ impl Scheduler {
         if self.shutting_down {
             return Err(RouteError::ShuttingDown);
         }
-        let Some(&t) = self.names.get(model) else {
+        let Some(t) = self.names.index(model) else {
             return Err(RouteError::UnknownModel {
                 model: model.to_owned(),
             });
@@ -450,12 +436,12 @@ impl Scheduler {
 
     /// The scheduler's view of `model` (ID or alias); `None` if unknown.
     pub fn model_state(&self, model: &str) -> Option<ModelState> {
-        self.names.get(model).map(|&t| self.state_of(t))
+        self.names.index(model).map(|t| self.state_of(t))
     }
 
     /// Requests waiting for `model` (queued, or waiting on its start).
     pub fn waiting(&self, model: &str) -> usize {
-        self.names.get(model).map_or(0, |&t| {
+        self.names.index(model).map_or(0, |t| {
             let m = &self.models[t];
             m.reserved - m.in_flight
         })
@@ -464,15 +450,15 @@ impl Scheduler {
     /// Admitted, unfinished requests for `model` (queued, waiting on a start, serving).
     pub fn reserved(&self, model: &str) -> usize {
         self.names
-            .get(model)
-            .map_or(0, |&t| self.models[t].reserved)
+            .index(model)
+            .map_or(0, |t| self.models[t].reserved)
     }
 
     /// Granted requests for `model` whose lease is still held.
     pub fn in_flight(&self, model: &str) -> usize {
         self.names
-            .get(model)
-            .map_or(0, |&t| self.models[t].in_flight)
+            .index(model)
+            .map_or(0, |t| self.models[t].in_flight)
     }
 
     /// Number of requests in the ranked queue.
@@ -493,7 +479,7 @@ impl Scheduler {
     /// The request that started the swap of `model` in progress, with its
     /// priority and effective priority: the reason for the swap, for logs.
     pub fn swap_trigger(&self, model: &str) -> Option<(RequestId, Priority, i32)> {
-        let &t = self.names.get(model)?;
+        let t = self.names.index(model)?;
         let id = *self.models[t].swap.as_ref()?.waiters.first()?;
         let r = self.requests.get(&id)?;
         Some((id, r.priority, r.effective))

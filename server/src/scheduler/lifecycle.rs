@@ -61,8 +61,7 @@ impl Scheduler {
                 .iter()
                 .map(|n| {
                     self.names
-                        .get(n)
-                        .copied()
+                        .index(n)
                         .ok_or_else(|| RouteError::UnknownModel { model: n.clone() })
                 })
                 .collect::<Result<_, _>>()?,

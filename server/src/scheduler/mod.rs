@@ -80,12 +80,14 @@ mod core;
 mod drain;
 mod error;
 mod lifecycle;
+mod names;
 mod refusal;
 mod settings;
 mod types;
 
 pub use self::core::Scheduler;
 pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
+pub use names::ModelNames;
 pub use refusal::REFUSAL_GRACE;
 pub use settings::{
     DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings,

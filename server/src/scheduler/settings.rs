@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::policy::matrix::{MatrixError, MatrixSettings};
 use crate::policy::{GroupSettings, PolicyError};
 
-/// Concurrency limit of a model whose config does not set `concurrencyLimit`.
+/// Concurrency limit of a model whose config does not set `concurrencyLimit`
+/// (or sets 0), as in llama-swap.
 pub const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
 
 /// Graceful stop timeout of a model whose config does not set `unloadTimeout`.
