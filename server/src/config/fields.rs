@@ -6,14 +6,15 @@ use std::time::Duration;
 use super::error::{ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 use super::node::Node;
 
-/// Problems and warnings gathered during one load.
+/// Problems and warnings gathered during one load, and the typed reads that
+/// report into them. Every reader takes it as `cx`.
 #[derive(Debug, Default)]
-pub(crate) struct Cx {
+pub(crate) struct Diagnostics {
     pub(crate) issues: Vec<Issue>,
     pub(crate) warnings: Vec<ConfigWarning>,
 }
 
-impl Cx {
+impl Diagnostics {
     /// Records a problem. Only the first problem at a path is kept: a value whose
     /// macro failed to expand would otherwise also be reported as malformed.
     pub(crate) fn error(&mut self, path: KeyPath, reason: Reason) {
@@ -168,7 +169,7 @@ pub(crate) struct Fields<'a> {
 impl<'a> Fields<'a> {
     /// Starts reading `node` as a map. A null node (a key with nothing after the
     /// colon) reads as an empty map; anything else that is not a map is reported.
-    pub(crate) fn new(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Option<Self> {
+    pub(crate) fn new(node: &'a Node, path: KeyPath, cx: &mut Diagnostics) -> Option<Self> {
         let entries: &'a [(String, Node)] = match node {
             Node::Map(entries) => entries,
             Node::Null => &[],
@@ -201,7 +202,7 @@ impl<'a> Fields<'a> {
     }
 
     /// Reports every key that was never taken, in document order.
-    pub(crate) fn finish(self, cx: &mut Cx) {
+    pub(crate) fn finish(self, cx: &mut Diagnostics) {
         for ((key, _), used) in self.entries.iter().zip(&self.used) {
             if *used {
                 continue;

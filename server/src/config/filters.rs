@@ -6,7 +6,7 @@
 //! alias, so a collision with another model or alias is a load error.
 
 use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::macros::Scope;
 use super::node::Node;
 use crate::filters::{Filters, PROTECTED_PARAM};
@@ -17,7 +17,7 @@ pub(crate) fn expand_by_id_keys(
     scope: &Scope<'_>,
     filters: &mut Node,
     path: &KeyPath,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) {
     let Node::Map(entries) = filters else {
         return;
@@ -47,7 +47,7 @@ pub(crate) fn expand_by_id_keys(
 pub(crate) fn read_filters(
     node: &Node,
     path: &KeyPath,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> (Filters, Vec<(String, KeyPath)>) {
     let Some(mut fields) = Fields::new(node, path.clone(), cx) else {
         return (Filters::default(), Vec::new());
@@ -117,7 +117,7 @@ pub(crate) fn read_filters(
 
 /// `stripParams`: llama-swap's comma-separated string; a YAML list of keys is
 /// accepted too.
-fn strip_list(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
+fn strip_list(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
     match node {
         Node::Seq(_) => cx.string_list(node, path).map(|items| {
             items
@@ -131,7 +131,11 @@ fn strip_list(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
 }
 
 /// A map of key path → value (any YAML value, sent as its JSON form).
-fn read_params(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<(String, serde_json::Value)> {
+fn read_params(
+    node: &Node,
+    path: &KeyPath,
+    cx: &mut Diagnostics,
+) -> Vec<(String, serde_json::Value)> {
     let Node::Map(entries) = node else {
         cx.wrong_type::<()>(path, "a map of parameter names to values", node);
         return Vec::new();

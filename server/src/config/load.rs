@@ -1,7 +1,7 @@
 //! The top level of the document: global keys, then models, then what names models.
 
 use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Cx, Fields, secs};
+use super::fields::{Diagnostics, Fields, secs};
 use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
 use super::node::Node;
@@ -65,7 +65,7 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
 
 /// Builds a [`Config`] from a parsed document. Returns `None` when any issue was
 /// found; `cx` then holds them all.
-pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Config> {
+pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Option<Config> {
     let root_path = KeyPath::root();
     let global_macros = match root.get("macros") {
         Some(node) => read_macros(node, &KeyPath::from_keys(["macros"]), cx),
@@ -254,7 +254,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Cx) -> Option<Conf
 
 /// `logLevel`, read as llama-swap reads it (trimmed, any case); a word it does
 /// not know means `info` there, and here too, with a warning.
-fn read_log_level(node: &Node, path: KeyPath, cx: &mut Cx) -> LogLevel {
+fn read_log_level(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> LogLevel {
     let Some(text) = cx.string(node, &path) else {
         return LogLevel::default();
     };
@@ -278,7 +278,7 @@ fn read_log_level(node: &Node, path: KeyPath, cx: &mut Cx) -> LogLevel {
 
 /// `logTimeFormat`: one of Go's layout names (any case); empty means no
 /// timestamp, and so does an unknown name (llama-swap's rule), with a warning.
-fn read_log_time_format(node: &Node, path: KeyPath, cx: &mut Cx) -> Option<LogTimeFormat> {
+fn read_log_time_format(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> Option<LogTimeFormat> {
     let text = cx.string(node, &path)?;
     let name = text.trim().to_ascii_lowercase();
     if name.is_empty() {
@@ -299,7 +299,7 @@ fn read_log_time_format(node: &Node, path: KeyPath, cx: &mut Cx) -> Option<LogTi
 
 /// A size in bytes: a whole number, or a number with a decimal (`KB`, `MB`,
 /// `GB`) or binary (`KiB`, `MiB`, `GiB`) unit. At least 1 byte.
-fn read_size(node: &Node, path: KeyPath, cx: &mut Cx) -> Option<usize> {
+fn read_size(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> Option<usize> {
     if let Node::Int(_) = node {
         let bytes = cx.int_min(node, &path, 1)?;
         return usize::try_from(bytes).ok();
@@ -334,7 +334,7 @@ fn parse_size(text: &str) -> Option<usize> {
     number.checked_mul(factor)
 }
 
-fn flag(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> bool {
+fn flag(fields: &mut Fields<'_>, key: &str, cx: &mut Diagnostics) -> bool {
     fields
         .take(key)
         .and_then(|(node, path)| cx.bool(node, &path))
@@ -343,7 +343,7 @@ fn flag(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> bool {
 
 /// Reads `apiKeys`. Problems are reported by position only; a key's text never
 /// appears in a message.
-fn read_api_keys(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<ApiKey> {
+fn read_api_keys(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Vec<ApiKey> {
     let Some(list) = cx.string_list(node, path) else {
         return Vec::new();
     };

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::error::{KeyPath, Reason};
-use super::fields::Cx;
+use super::fields::Diagnostics;
 use super::node::Node;
 
 /// How the server looks up environment variables; injected so tests never touch the
@@ -32,7 +32,11 @@ const MAX_MACRO_NAME: usize = 63;
 const MAX_EXPANDED_LEN: usize = 1 << 20;
 
 /// Reads and validates a `macros` block: names, scalar values, order kept.
-pub(crate) fn read_macros(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<(String, Node)> {
+pub(crate) fn read_macros(
+    node: &Node,
+    path: &KeyPath,
+    cx: &mut Diagnostics,
+) -> Vec<(String, Node)> {
     let entries = match node {
         Node::Map(entries) => entries,
         Node::Null => return Vec::new(),
@@ -129,7 +133,7 @@ impl Scope<'_> {
         node: &Node,
         path: &KeyPath,
         pid_allowed: bool,
-        cx: &mut Cx,
+        cx: &mut Diagnostics,
     ) -> Node {
         match node {
             Node::Str(s) => {
@@ -408,7 +412,7 @@ mod tests {
             ("ctx".to_owned(), Node::Int(8192)),
             ("run".to_owned(), s("${bin} -c ${ctx}")),
         ];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out = scope(&globals, &model).expand(
             &s("${run} --alias ${MODEL_ID}"),
             &KeyPath::root(),
@@ -422,7 +426,7 @@ mod tests {
     #[test]
     fn whole_value_reference_keeps_the_macro_type() {
         let globals = vec![("ttl".to_owned(), Node::Int(300))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out = scope(&globals, &[]).expand(&s("${ttl}"), &KeyPath::root(), false, &mut cx);
         assert_eq!(out, Node::Int(300));
     }
@@ -430,7 +434,7 @@ mod tests {
     #[test]
     fn a_macro_may_not_use_one_declared_after_it() {
         let globals = vec![("a".to_owned(), s("x${b}")), ("b".to_owned(), s("y"))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         scope(&globals, &[]).expand(&s("${a}"), &KeyPath::from_keys(["cmd"]), false, &mut cx);
         assert_eq!(
             cx.issues[0].reason,
@@ -445,14 +449,14 @@ mod tests {
     fn a_global_macro_may_not_use_a_model_only_macro_but_may_use_model_id() {
         let globals = vec![("run".to_owned(), s("srv ${local} --alias ${MODEL_ID}"))];
         let model = vec![("local".to_owned(), s("x"))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         scope(&globals, &model).expand(&s("${run}"), &KeyPath::root(), false, &mut cx);
         assert!(matches!(
             cx.issues[0].reason,
             Reason::MacroDeclaredLater { .. }
         ));
         let globals = vec![("run".to_owned(), s("srv --alias ${MODEL_ID}"))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out = scope(&globals, &model).expand(&s("${run}"), &KeyPath::root(), false, &mut cx);
         assert!(cx.issues.is_empty(), "{:?}", cx.issues);
         assert_eq!(out, s("srv --alias m1"));
@@ -466,7 +470,7 @@ mod tests {
             ("msg".to_owned(), s("value-${tag}")),
         ];
         let model = vec![("tag".to_owned(), s("model-level"))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out =
             scope(&globals, &model).expand(&s("echo ${msg}"), &KeyPath::root(), false, &mut cx);
         assert!(cx.issues.is_empty(), "{:?}", cx.issues);
@@ -482,7 +486,7 @@ mod tests {
                 s(&format!("${{m{}}}${{m{}}}", i - 1, i - 1)),
             ));
         }
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         scope(&globals, &[]).expand(&s("${m39}"), &KeyPath::root(), false, &mut cx);
         assert!(
             matches!(
@@ -498,7 +502,7 @@ mod tests {
     fn a_long_plain_value_is_not_a_macro_expansion() {
         let long = "x".repeat(4 * MAX_EXPANDED_LEN);
         let globals = vec![("flag".to_owned(), s("--verbose"))];
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out = scope(&globals, &[]).expand(&s(&long), &KeyPath::root(), false, &mut cx);
         assert_eq!(out, s(&long));
         let with_macro = format!("{long} ${{flag}}");
@@ -532,7 +536,7 @@ mod tests {
 
     #[test]
     fn pid_is_kept_only_where_allowed() {
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let sc = scope(&[], &[]);
         assert_eq!(
             sc.expand(&s("kill ${PID}"), &KeyPath::root(), true, &mut cx),
@@ -548,7 +552,7 @@ mod tests {
 
     #[test]
     fn unterminated_reference_is_literal_text() {
-        let mut cx = Cx::default();
+        let mut cx = Diagnostics::default();
         let out = scope(&[], &[]).expand(&s("echo ${oops"), &KeyPath::root(), false, &mut cx);
         assert_eq!(out, s("echo ${oops"));
         assert!(cx.issues.is_empty());

@@ -4,7 +4,7 @@
 use crate::policy::matrix::{Matrix, MatrixError, MatrixKey, MatrixSet, MatrixSettings};
 
 use super::error::{KeyPath, Reason};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::node::Node;
 use super::routing::Resolver;
 
@@ -15,7 +15,7 @@ pub(crate) fn read_matrix(
     node: &Node,
     path: &KeyPath,
     resolver: &Resolver,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Option<(MatrixSettings, Matrix)> {
     let mut fields = Fields::new(node, path.clone(), cx)?;
     let issues_before = cx.issues.len();
@@ -62,7 +62,7 @@ fn string_map(
     node: &Node,
     path: &KeyPath,
     expected: &'static str,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<(String, String)> {
     let Node::Map(entries) = node else {
         return cx.wrong_type(path, expected, node).unwrap_or_default();
@@ -76,7 +76,7 @@ fn string_map(
         .collect()
 }
 
-fn cost_map(node: &Node, path: &KeyPath, cx: &mut Cx) -> Vec<(String, u32)> {
+fn cost_map(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Vec<(String, u32)> {
     let Node::Map(entries) = node else {
         return cx
             .wrong_type(

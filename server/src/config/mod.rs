@@ -175,7 +175,7 @@ impl Config {
         root: &node::Node,
         env: EnvLookup<'_>,
     ) -> Result<Loaded, ConfigError> {
-        let mut cx = fields::Cx::default();
+        let mut cx = fields::Diagnostics::default();
         match load::build(root, env, &mut cx) {
             Some(config) if cx.issues.is_empty() => Ok(Loaded {
                 config,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Cx, Fields, secs};
+use super::fields::{Diagnostics, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
@@ -39,7 +39,7 @@ pub(crate) fn read_models(
     node: &Node,
     path: &KeyPath,
     defaults: &ModelDefaults<'_>,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<ParsedModel> {
     let entries: BTreeMap<&str, &Node> = match node {
         Node::Map(entries) => entries.iter().map(|(k, v)| (k.as_str(), v)).collect(),
@@ -71,7 +71,7 @@ fn read_model(
     path: &KeyPath,
     defaults: &ModelDefaults<'_>,
     next_port: &mut Option<u16>,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Option<ParsedModel> {
     let Node::Map(raw) = node else {
         return cx.wrong_type(path, "a map of model settings", node);
@@ -274,13 +274,13 @@ fn read_model(
     })
 }
 
-fn optional_bool(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> Option<bool> {
+fn optional_bool(fields: &mut Fields<'_>, key: &str, cx: &mut Diagnostics) -> Option<bool> {
     let (node, path) = fields.take(key)?;
     cx.bool(node, &path)
 }
 
 /// A string key where an empty value means "not set".
-fn optional_text(fields: &mut Fields<'_>, key: &str, cx: &mut Cx) -> Option<String> {
+fn optional_text(fields: &mut Fields<'_>, key: &str, cx: &mut Diagnostics) -> Option<String> {
     let (node, path) = fields.take(key)?;
     cx.string(node, &path).filter(|s| !s.is_empty())
 }
@@ -297,7 +297,7 @@ pub(crate) fn strip_comment_lines(text: &str) -> String {
 
 /// Reads `cmd`/`cmdStop` and checks it splits the way the supervisor will split it
 /// at spawn time, so a bad command fails the load rather than the first request.
-fn read_command(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
+fn read_command(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
     let text = cx.string(node, path)?;
     let text = strip_comment_lines(&text);
     match split_command(&text) {
@@ -320,7 +320,7 @@ fn read_check_endpoint(
     node: &Node,
     path: KeyPath,
     proxy: Option<&str>,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Option<String> {
     let text = cx.string(node, &path)?;
     let trimmed = text.trim();
@@ -358,7 +358,7 @@ fn read_check_endpoint(
     Some(polled)
 }
 
-fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
+fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
     let text = cx.non_empty_string(node, path)?;
     let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
         matches!(uri.scheme_str(), Some("http" | "https"))
@@ -372,7 +372,7 @@ fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<String> {
 }
 
 /// Aliases must be unique across models and must not shadow a model ID.
-fn check_aliases(models: &[ParsedModel], cx: &mut Cx) {
+fn check_aliases(models: &[ParsedModel], cx: &mut Diagnostics) {
     let ids: Vec<&str> = models.iter().map(|m| m.config.id.as_str()).collect();
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
     for model in models {

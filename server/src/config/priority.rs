@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::error::{KeyPath, Reason};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::node::Node;
 use super::routing::Resolver;
 use super::types::{ApiKey, PriorityConfig};
@@ -30,7 +30,7 @@ pub(crate) fn read_priority(
     path: KeyPath,
     api_keys: &[ApiKey],
     resolver: &Resolver,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> PriorityConfig {
     let mut out = PriorityConfig::default();
     let Some(mut fields) = Fields::new(node, path, cx) else {
@@ -63,7 +63,7 @@ pub(crate) fn read_priority(
     out
 }
 
-fn int32(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<i32> {
+fn int32(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<i32> {
     cx.int_range(node, path, i64::from(i32::MIN), i64::from(i32::MAX))
         .and_then(|v| i32::try_from(v).ok())
 }
@@ -74,7 +74,7 @@ fn read_key_caps(
     node: &Node,
     path: &KeyPath,
     api_keys: &[ApiKey],
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<(usize, i32)> {
     let Node::Seq(items) = node else {
         return cx
@@ -129,7 +129,7 @@ fn read_key_caps(
     caps
 }
 
-fn read_bands(node: &Node, path: &KeyPath, cx: &mut Cx) -> Option<Bands> {
+fn read_bands(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<Bands> {
     let Node::Map(entries) = node else {
         return cx.wrong_type(path, "a map of band name to lowest priority", node);
     };
@@ -150,7 +150,7 @@ fn read_max_queued(
     node: &Node,
     path: &KeyPath,
     resolver: &Resolver,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> BTreeMap<String, usize> {
     let Node::Map(entries) = node else {
         return cx

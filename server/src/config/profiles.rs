@@ -2,7 +2,7 @@
 //! at run time (`PUT /api/profiles/active`).
 
 use super::error::{KeyPath, Reason};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::node::Node;
 use super::routing::Resolver;
 
@@ -45,7 +45,7 @@ pub(crate) fn read_profiles(
     path: &KeyPath,
     resolver: &Resolver,
     selector_ids: &[&str],
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<ProfileConfig> {
     let Node::Map(entries) = node else {
         return cx
@@ -95,7 +95,7 @@ fn read_pins(
     path: &KeyPath,
     resolver: &Resolver,
     selector_ids: &[&str],
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<Pin> {
     let Node::Map(entries) = node else {
         return cx

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::matrix::read_matrix;
 use super::model::ParsedModel;
 use super::node::Node;
@@ -54,7 +54,11 @@ impl Resolver {
 
     /// Resolves a list of names, reporting unknown names and names that resolve to a
     /// model already listed.
-    fn resolve_list(&self, list: Vec<(String, KeyPath)>, cx: &mut Cx) -> Vec<(String, KeyPath)> {
+    fn resolve_list(
+        &self,
+        list: Vec<(String, KeyPath)>,
+        cx: &mut Diagnostics,
+    ) -> Vec<(String, KeyPath)> {
         let mut out: Vec<(String, KeyPath)> = Vec::with_capacity(list.len());
         for (name, path) in list {
             match self.resolve(&name) {
@@ -85,7 +89,11 @@ pub(crate) struct Routing {
 }
 
 /// Reads groups or the matrix, and the scheduler choice.
-pub(crate) fn read_routing(keys: RoutingKeys<'_>, resolver: &Resolver, cx: &mut Cx) -> Routing {
+pub(crate) fn read_routing(
+    keys: RoutingKeys<'_>,
+    resolver: &Resolver,
+    cx: &mut Diagnostics,
+) -> Routing {
     let mut scheduler = default_scheduler();
     let mut router = None;
 
@@ -101,7 +109,7 @@ pub(crate) fn read_routing(keys: RoutingKeys<'_>, resolver: &Resolver, cx: &mut 
         routing.finish(cx);
     }
 
-    let conflict = |path: KeyPath, other: &[&str], cx: &mut Cx| {
+    let conflict = |path: KeyPath, other: &[&str], cx: &mut Diagnostics| {
         cx.error(
             path,
             Reason::ConflictsWith {
@@ -157,7 +165,7 @@ enum Router<'a> {
 
 /// Reads `routing.router`. Both `settings.groups` and `settings.matrix` may be
 /// present (as in llama-swap); `use` selects one and the other has no effect.
-fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Router<'a> {
+fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Diagnostics) -> Router<'a> {
     let Some(mut router) = Fields::new(node, path.clone(), cx) else {
         return Router::Groups(None);
     };
@@ -206,7 +214,12 @@ fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Cx) -> Router<'a> {
     }
 }
 
-fn read_groups(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) -> Vec<GroupConfig> {
+fn read_groups(
+    node: &Node,
+    path: &KeyPath,
+    resolver: &Resolver,
+    cx: &mut Diagnostics,
+) -> Vec<GroupConfig> {
     let Node::Map(entries) = node else {
         return cx
             .wrong_type(path, "a map of group names to group settings", node)
@@ -219,7 +232,7 @@ fn read_groups(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) ->
         let Some(mut fields) = Fields::new(group_node, group_path.clone(), cx) else {
             continue;
         };
-        let mut flag = |key: &str, default: bool, cx: &mut Cx| {
+        let mut flag = |key: &str, default: bool, cx: &mut Diagnostics| {
             fields
                 .take(key)
                 .and_then(|(n, p)| cx.bool(n, &p))
@@ -259,7 +272,12 @@ fn read_groups(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) ->
     groups
 }
 
-fn read_scheduler(node: &Node, path: KeyPath, resolver: &Resolver, cx: &mut Cx) -> SchedulerConfig {
+fn read_scheduler(
+    node: &Node,
+    path: KeyPath,
+    resolver: &Resolver,
+    cx: &mut Diagnostics,
+) -> SchedulerConfig {
     let Some(mut fields) = Fields::new(node, path, cx) else {
         return default_scheduler();
     };
@@ -315,7 +333,7 @@ fn read_priorities(
     node: &Node,
     path: &KeyPath,
     resolver: &Resolver,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> BTreeMap<String, i32> {
     let Node::Map(entries) = node else {
         return cx
@@ -352,7 +370,12 @@ fn read_priorities(
 }
 
 /// Reads `hooks`.
-pub(crate) fn read_hooks(node: &Node, path: KeyPath, resolver: &Resolver, cx: &mut Cx) -> Hooks {
+pub(crate) fn read_hooks(
+    node: &Node,
+    path: KeyPath,
+    resolver: &Resolver,
+    cx: &mut Diagnostics,
+) -> Hooks {
     let mut hooks = Hooks::default();
     let Some(mut fields) = Fields::new(node, path, cx) else {
         return hooks;
@@ -372,7 +395,12 @@ pub(crate) fn read_hooks(node: &Node, path: KeyPath, resolver: &Resolver, cx: &m
 /// `hooks.on_startup.preload`, read as llama-swap reads it: names are trimmed,
 /// empty ones skipped, and a name that is not a model is skipped with a
 /// warning (llama-swap drops it silently) rather than failing the load.
-fn read_preload(node: &Node, path: &KeyPath, resolver: &Resolver, cx: &mut Cx) -> Vec<String> {
+fn read_preload(
+    node: &Node,
+    path: &KeyPath,
+    resolver: &Resolver,
+    cx: &mut Diagnostics,
+) -> Vec<String> {
     let Node::Seq(items) = node else {
         return cx
             .wrong_type(path, "a list of model IDs or aliases", node)

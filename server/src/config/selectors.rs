@@ -1,7 +1,7 @@
 //! `selectors`: virtual model names that pick one of their targets per request.
 
 use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Cx, Fields};
+use super::fields::{Diagnostics, Fields};
 use super::node::Node;
 use super::routing::Resolver;
 use super::types::GroupConfig;
@@ -68,7 +68,7 @@ pub(crate) fn read_selectors(
     resolver: &Resolver,
     groups: &[GroupConfig],
     matrix: Option<&Matrix>,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Vec<SelectorConfig> {
     let Node::Map(entries) = node else {
         return cx
@@ -117,7 +117,7 @@ fn read_selector(
     node: &Node,
     path: KeyPath,
     context: &Context<'_>,
-    cx: &mut Cx,
+    cx: &mut Diagnostics,
 ) -> Option<SelectorConfig> {
     let issues_before = cx.issues.len();
     let mut fields = Fields::new(node, path.clone(), cx)?;
@@ -188,7 +188,7 @@ fn read_selector(
         }
         settings.finish(cx);
     }
-    let text = |fields: &mut Fields<'_>, key: &str, cx: &mut Cx| {
+    let text = |fields: &mut Fields<'_>, key: &str, cx: &mut Diagnostics| {
         fields
             .take(key)
             .and_then(|(n, p)| cx.string(n, &p))

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::RouterOptions;
-use super::service::ServiceTimes;
+use super::serve_times::ServeTimes;
 use super::ticket::{Lease, Notice, Ticket, Waiter};
 use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
@@ -87,7 +87,7 @@ pub(super) struct Actor {
     /// When each swap in progress started, by target model.
     swap_started: HashMap<String, Instant>,
     /// Measured serve durations, for `Retry-After` on a full queue.
-    service: ServiceTimes,
+    serve_times: ServeTimes,
 }
 
 impl Actor {
@@ -113,7 +113,7 @@ impl Actor {
             metrics: options.metrics,
             fence_seen: 0,
             swap_started: HashMap::new(),
-            service: ServiceTimes::default(),
+            serve_times: ServeTimes::default(),
         }
     }
 
@@ -185,11 +185,11 @@ impl Actor {
                 self.scheduler.cancel(now, id, &mut out);
             }
             Notice::ServeDone(id) => {
-                self.service.done(id);
+                self.serve_times.done(id);
                 self.scheduler.serve_done(now, id, &mut out);
             }
             Notice::Refused { id, waiter } => {
-                self.service.forget(id);
+                self.serve_times.forget(id);
                 self.waiters.insert(id, waiter);
                 self.scheduler.refused(now, id, &mut out);
             }
@@ -304,7 +304,7 @@ impl Actor {
             Ok(admitted) => admitted,
             Err(RouteError::QueueFull { model, waiting, .. }) => {
                 let retry_after =
-                    self.service
+                    self.serve_times
                         .retry_after(&model, waiting, self.scheduler.in_flight(&model));
                 tracing::info!(%model, waiting, ?retry_after, "queue full: request refused");
                 let _ = reply.send(Err(RouteError::QueueFull {
@@ -359,7 +359,7 @@ impl Actor {
         for effect in effects {
             match effect {
                 Effect::Grant { id, model } => {
-                    self.service.granted(id, &model);
+                    self.serve_times.granted(id, &model);
                     // Built even without a waiter, so that dropping it reports the end.
                     let waiter = self.waiters.remove(&id);
                     let effective = waiter.as_ref().map_or(0, |w| w.effective_priority);

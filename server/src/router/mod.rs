@@ -49,7 +49,7 @@
 //! ```
 
 mod actor;
-mod service;
+mod serve_times;
 mod ticket;
 
 use std::sync::{Arc, Mutex};

@@ -77,7 +77,7 @@
 
 mod aging;
 mod core;
-mod drain;
+mod decide;
 mod error;
 mod lifecycle;
 mod names;

@@ -18,12 +18,12 @@ const MAX_RETRY: Duration = Duration::from_secs(3600);
 
 /// Exponentially weighted moving average of serve durations, per model.
 #[derive(Debug, Default)]
-pub(super) struct ServiceTimes {
+pub(super) struct ServeTimes {
     serving: HashMap<RequestId, (String, Instant)>,
     average: HashMap<String, f64>,
 }
 
-impl ServiceTimes {
+impl ServeTimes {
     pub(super) fn granted(&mut self, id: RequestId, model: &str) {
         self.serving.insert(id, (model.to_owned(), Instant::now()));
     }
@@ -63,7 +63,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retry_after_grows_with_the_queue_and_measured_service_time() {
-        let mut times = ServiceTimes::default();
+        let mut times = ServeTimes::default();
         assert_eq!(times.retry_after("a", 5, 1), MIN_RETRY);
         times.granted(RequestId(1), "a");
         tokio::time::advance(Duration::from_secs(4)).await;
@@ -78,7 +78,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn short_services_still_hint_at_least_one_second() {
-        let mut times = ServiceTimes::default();
+        let mut times = ServeTimes::default();
         times.granted(RequestId(1), "a");
         tokio::time::advance(Duration::from_millis(10)).await;
         times.done(RequestId(1));
