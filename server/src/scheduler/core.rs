@@ -182,7 +182,7 @@ impl Scheduler {
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
         let policy: Box<dyn EvictionPolicy> = match &settings.matrix {
             Some(matrix) => Box::new(Matrix::new(&ids, matrix, |name| {
-                names.get(name).map(|&m| models[m].id.clone())
+                names.resolve(name).map(str::to_owned)
             })?),
             None => Box::new(Groups::new(&ids, &settings.groups)?),
         };
@@ -488,7 +488,7 @@ impl Scheduler {
     /// The policy's account of the evictions of the swap of `model` in progress
     /// (the matrix names its set and the cost), for the swap's log line.
     pub fn swap_reason(&self, model: &str) -> Option<&str> {
-        let &t = self.names.get(model)?;
+        let t = self.names.index(model)?;
         self.models[t].swap.as_ref()?.reason.as_deref()
     }
 
