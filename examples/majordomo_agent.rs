@@ -1,32 +1,37 @@
-//! A small agent loop that marks its calls the way the mort bot's runtime does.
+//! A small agent runtime that marks its calls the way the mort bot's does, and runs
+//! real tool loops on the SDK's typed API.
 //!
 //! ```text
-//! cargo run --example majordomo_agent -- --base-url http://127.0.0.1:8080 [--model demo]
+//! cargo run --example majordomo_agent -- [--base-url http://127.0.0.1:8080] [--model demo] [--max-turns 4]
 //! ```
 //!
-//! Work triggered from Discord (a person is waiting) runs Elevated; scheduled skills,
-//! standing queries and the segments of a long video chain run Low; everything else
-//! (here: memory consolidation) runs Normal. The agent only sees the
-//! [`ChatProvider`] trait and passes the priority per call through [`CallOptions`],
-//! so one run mixes tiers without touching headers. All tasks start together, as
-//! they would in the bot, so a priority-aware proxy serves the Discord work first.
+//! Work triggered from Discord (a person is waiting) runs Elevated and streams, so
+//! its text shows as it arrives; scheduled skills, standing queries and the segments
+//! of a long video chain run Low; memory consolidation runs Normal. The agent only
+//! sees the [`ChatProvider`] trait and passes the priority per call through
+//! [`CallOptions`], so one run mixes tiers without touching headers. Tools are typed
+//! ([`Tool::function`] with a JSON schema, arguments read into Rust structs with
+//! `parse_arguments`), and the history is rebuilt from the SDK's constructors.
 //!
-//! Without `--base-url` it starts an in-process mockswap with its gate closed, lets
-//! every task's first call arrive, then opens the gate: the mock releases waiting
-//! requests highest priority first, as a priority-aware proxy would, and the example
-//! prints the order in which they were served.
+//! Without `--base-url` it starts an in-process mockswap with scripted tool-call
+//! replies (the model calls a tool while the user spoke last and answers once the
+//! tool result is in) and its gate closed: every task's first call arrives, then
+//! the gate opens and the mock releases them highest priority first, as a
+//! priority-aware proxy would. It prints the order in which they were served. With
+//! `--base-url` the same tasks run against that proxy and whatever model it serves.
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use futures::StreamExt;
 use llama_swap_client::{
-    CallOptions, ChatMessage, ChatProvider, ChatRequest, ChatResponse, Client, Error, Priority,
-    ProxyStatus, StreamEvent, Tool,
+    CallOptions, ChatEvent, ChatMessage, ChatProvider, ChatRequest, ChatResponse, Client, Error,
+    Priority, ProxyStatus, Tool, ToolCall, ToolChoice,
 };
-use mockswap::MockSwap;
+use mockswap::{MockSwap, Reply, ReplyRule};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -35,16 +40,16 @@ const GATHER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Command-line flags.
 #[derive(Debug, Parser)]
-#[command(about = "Run a few agent tasks with bot-style priorities against a proxy")]
+#[command(about = "Run a few agent tasks with bot-style priorities and tool loops against a proxy")]
 struct Args {
-    /// The proxy's base URL, for example http://127.0.0.1:8080. Default: an
-    /// in-process mockswap on an ephemeral loopback port.
+    /// The proxy's base URL, for example http://127.0.0.1:8080 (https works too).
+    /// Default: an in-process mockswap on an ephemeral loopback port.
     #[arg(long)]
     base_url: Option<String>,
     /// The model every call names.
     #[arg(long, default_value = "demo")]
     model: String,
-    /// Most model turns one task may take (tool calls add turns).
+    /// Most model turns one task may take (each round of tool calls adds one).
     #[arg(long, default_value_t = 4)]
     max_turns: usize,
 }
@@ -88,6 +93,16 @@ impl Trigger {
         }
     }
 
+    fn kind(&self) -> &'static str {
+        match self {
+            Trigger::Discord { .. } => "discord",
+            Trigger::ScheduledSkill { .. } => "scheduled-skill",
+            Trigger::StandingQuery { .. } => "standing-query",
+            Trigger::VideoChainSegment { .. } => "video-chain",
+            Trigger::MemoryConsolidation => "memory",
+        }
+    }
+
     /// A person watches Discord replies appear, so those stream; the rest need
     /// only the final text.
     fn streams(&self) -> bool {
@@ -100,6 +115,62 @@ impl Trigger {
 struct Task {
     trigger: Trigger,
     prompt: String,
+    /// Whether the task offers the bot's tools.
+    tools: bool,
+}
+
+/// The arguments of `current_time`.
+#[derive(Debug, Deserialize)]
+struct TimeArgs {
+    /// An IANA zone name; only UTC is known to this toy clock.
+    #[serde(default)]
+    timezone: Option<String>,
+}
+
+/// The arguments of `search_notes`.
+#[derive(Debug, Deserialize)]
+struct SearchArgs {
+    query: String,
+}
+
+/// The bot's tools, as the model sees them.
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::function(
+            "current_time",
+            "The current time as seconds since the Unix epoch.",
+            json!({"type": "object", "properties": {"timezone": {"type": "string"}}}),
+        ),
+        Tool::function(
+            "search_notes",
+            "Search the bot's notes and return the matching lines.",
+            json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}),
+        ),
+    ]
+}
+
+/// Runs one tool call; a bad call becomes a result the model can read.
+fn run_tool(call: &ToolCall) -> String {
+    match call.name() {
+        "current_time" => match call.function.parse_arguments::<TimeArgs>() {
+            Ok(args) => {
+                let secs = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let zone = args.timezone.unwrap_or_else(|| "UTC".to_owned());
+                json!({"unix_seconds": secs, "timezone": zone}).to_string()
+            }
+            Err(err) => json!({"error": err.to_string()}).to_string(),
+        },
+        "search_notes" => match call.function.parse_arguments::<SearchArgs>() {
+            Ok(args) => {
+                json!({"query": args.query, "matches": ["Rust 1.95 released (notes, 2026-11-27)"]})
+                    .to_string()
+            }
+            Err(err) => json!({"error": err.to_string()}).to_string(),
+        },
+        other => json!({"error": format!("unknown tool {other:?}")}).to_string(),
+    }
 }
 
 /// The agent: a provider, a model, and a turn limit.
@@ -110,137 +181,175 @@ struct Agent {
 }
 
 /// How a task ended.
+#[derive(Default)]
 struct Outcome {
     answer: String,
     turns: usize,
-    proxy_events: usize,
+    tools_run: Vec<String>,
+    /// Argument pieces of the streamed tool calls (more than one per call means
+    /// the arguments arrived split across deltas).
+    argument_pieces: usize,
+    last_queue_position: Option<u32>,
 }
 
 impl Agent {
-    /// Runs one task: calls the model, runs any tools it asks for, and calls it
-    /// again with the results, until it answers or the turn limit is reached. Every
-    /// call of the task carries the task's priority.
+    /// Runs one task: calls the model, runs the tools it asks for, calls it again
+    /// with the results, until it answers or the turn limit is reached. Every call
+    /// of the task carries the task's priority.
     async fn run(&self, task: &Task) -> Result<Outcome, Error> {
         let options = CallOptions::with_priority(task.trigger.priority())
-            .header("x-majordomo-trigger", trigger_kind(&task.trigger));
-        let mut messages = vec![
+            .header("x-majordomo-trigger", task.trigger.kind());
+        let mut history = vec![
             ChatMessage::system("You are majordomo, a helpful bot. Be brief."),
             ChatMessage::user(task.prompt.as_str()),
         ];
-        let mut proxy_events = 0;
+        let mut outcome = Outcome::default();
         for turn in 1..=self.max_turns {
-            let request =
-                ChatRequest::new(self.model.as_str(), messages.clone()).tool(clock_tool());
+            outcome.turns = turn;
+            let mut request = ChatRequest::new(self.model.as_str(), history.clone());
+            if task.tools {
+                request = request.tools(tools()).tool_choice(ToolChoice::Auto);
+            }
             let response = if task.trigger.streams() {
-                let mut stream = self.provider.chat_stream(&request, &options).await?;
-                let mut chunks = Vec::new();
-                while let Some(event) = stream.next().await {
-                    match event? {
-                        StreamEvent::Proxy(proxy) => {
-                            proxy_events += 1;
-                            if let ProxyStatus::Queued { position } = proxy.status {
-                                println!("  [{}] queued at #{position}", task.trigger.label());
-                            }
-                        }
-                        StreamEvent::Chunk(chunk) => chunks.push(chunk),
-                        _ => {}
-                    }
-                }
-                ChatResponse::from_chunks(chunks)
+                self.streamed_turn(task, &request, &options, &mut outcome)
+                    .await?
             } else {
                 self.provider.chat(&request, &options).await?
             };
-            let Some(choice) = response.choices.first() else {
-                return Ok(Outcome {
-                    answer: String::new(),
-                    turns: turn,
-                    proxy_events,
-                });
+            let Some(message) = response.message().cloned() else {
+                return Ok(outcome);
             };
-            let message = choice.message.clone();
             if message.tool_calls.is_empty() {
-                return Ok(Outcome {
-                    answer: message.text(),
-                    turns: turn,
-                    proxy_events,
-                });
+                outcome.answer = message.text();
+                return Ok(outcome);
             }
             let results: Vec<ChatMessage> = message
                 .tool_calls
                 .iter()
-                .map(|call| ChatMessage::tool(call.id.as_str(), run_tool(&call.function.name)))
+                .map(|call| {
+                    outcome.tools_run.push(call.name().to_owned());
+                    ChatMessage::tool(call.id.as_str(), run_tool(call))
+                })
                 .collect();
-            messages.push(message);
-            messages.extend(results);
+            // The assistant turn goes back as it came (its reasoning is left out
+            // of the request by the SDK), then one result per call.
+            history.push(message);
+            history.extend(results);
         }
-        Ok(Outcome {
-            answer: "(turn limit reached)".to_owned(),
-            turns: self.max_turns,
-            proxy_events,
-        })
+        outcome.answer = "(turn limit reached)".to_owned();
+        Ok(outcome)
     }
-}
 
-fn trigger_kind(trigger: &Trigger) -> &'static str {
-    match trigger {
-        Trigger::Discord { .. } => "discord",
-        Trigger::ScheduledSkill { .. } => "scheduled-skill",
-        Trigger::StandingQuery { .. } => "standing-query",
-        Trigger::VideoChainSegment { .. } => "video-chain",
-        Trigger::MemoryConsolidation => "memory",
-    }
-}
-
-fn clock_tool() -> Tool {
-    Tool::function(
-        "current_time",
-        "The current time as seconds since the Unix epoch.",
-        json!({"type": "object", "properties": {}}),
-    )
-}
-
-fn run_tool(name: &str) -> String {
-    match name {
-        "current_time" => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or_else(|_| "unknown".to_owned(), |d| d.as_secs().to_string()),
-        other => format!("unknown tool {other:?}"),
+    /// One streamed turn: live text for the person, whole tool calls for the loop.
+    async fn streamed_turn(
+        &self,
+        task: &Task,
+        request: &ChatRequest,
+        options: &CallOptions,
+        outcome: &mut Outcome,
+    ) -> Result<ChatResponse, Error> {
+        let label = task.trigger.label();
+        let mut events = self.provider.chat_stream(request, options).await?.events();
+        while let Some(event) = events.next().await {
+            match event? {
+                ChatEvent::Proxy(proxy) => {
+                    if let ProxyStatus::Queued { position } = proxy.status
+                        && outcome.last_queue_position != Some(position)
+                    {
+                        outcome.last_queue_position = Some(position);
+                        println!("  [{label}] queued at #{position}");
+                    }
+                }
+                ChatEvent::TextDelta { text, .. } => println!("  [{label}] text: {text:?}"),
+                ChatEvent::ToolCallStarted { name, .. } => {
+                    println!("  [{label}] calling {name}...");
+                }
+                ChatEvent::ToolCallArgumentsDelta { .. } => outcome.argument_pieces += 1,
+                ChatEvent::ToolCallFinished {
+                    call, arguments, ..
+                } => println!(
+                    "  [{label}] {} arguments complete: {}",
+                    call.name(),
+                    arguments.map_or_else(|| call.function.arguments.clone(), |a| a.to_string())
+                ),
+                _ => {}
+            }
+        }
+        Ok(events.response())
     }
 }
 
 fn tasks() -> Vec<Task> {
+    let task = |trigger, prompt: &str, tools| Task {
+        trigger,
+        prompt: prompt.to_owned(),
+        tools,
+    };
     let mut tasks = vec![
-        Task {
-            trigger: Trigger::ScheduledSkill {
+        task(
+            Trigger::ScheduledSkill {
                 skill: "morning-digest".into(),
             },
-            prompt: "Summarise yesterday's server activity in three bullet points.".into(),
-        },
-        Task {
-            trigger: Trigger::StandingQuery {
+            "Summarise yesterday's server activity in three bullet points.",
+            false,
+        ),
+        task(
+            Trigger::StandingQuery {
                 query: "new rust release".into(),
             },
-            prompt: "Has a new stable Rust been released? Answer yes or no.".into(),
-        },
-        Task {
-            trigger: Trigger::MemoryConsolidation,
-            prompt: "Merge these notes: 'likes tea', 'prefers green tea'.".into(),
-        },
-        Task {
-            trigger: Trigger::Discord { user: "ada".into() },
-            prompt: "What time is it? Use the clock tool.".into(),
-        },
+            "Has a new stable Rust been released? Search the notes.",
+            true,
+        ),
+        task(
+            Trigger::MemoryConsolidation,
+            "Merge these notes: 'likes tea', 'prefers green tea'.",
+            false,
+        ),
+        task(
+            Trigger::Discord { user: "ada".into() },
+            "What time is it? Use the clock tool.",
+            true,
+        ),
     ];
     for segment in 1..=3 {
-        tasks.push(Task {
-            trigger: Trigger::VideoChainSegment {
+        tasks.push(task(
+            Trigger::VideoChainSegment {
                 video: "talk-2026-11".into(),
                 segment,
             },
-            prompt: format!("Summarise transcript segment {segment} of the talk."),
-        });
+            &format!("Summarise transcript segment {segment} of the talk."),
+            false,
+        ));
     }
     tasks
+}
+
+/// The in-process proxy: a tool call while the user spoke last (per prompt), an
+/// answer once a tool result is in, an echo for everything else.
+async fn start_mock(model: &str) -> Result<MockSwap, mockswap::StartError> {
+    MockSwap::builder()
+        .models([model.to_owned()])
+        .reply(
+            ReplyRule::new(Reply::tool_call("current_time", json!({"timezone": "UTC"})))
+                .has_tools(true)
+                .last_message_role("user")
+                .body_text_contains("clock tool"),
+        )
+        .reply(
+            ReplyRule::new(Reply::tool_call(
+                "search_notes",
+                json!({"query": "stable Rust release"}),
+            ))
+            .has_tools(true)
+            .last_message_role("user")
+            .body_text_contains("Search the notes"),
+        )
+        .reply(
+            ReplyRule::new(Reply::text("Done: the tool's answer is in.")).last_message_role("tool"),
+        )
+        .gate_closed()
+        .start()
+        .await
 }
 
 #[tokio::main]
@@ -248,12 +357,7 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     let (base_url, mock) = match args.base_url.clone() {
         Some(url) => (url, None),
-        None => match MockSwap::builder()
-            .models([args.model.clone()])
-            .gate_closed()
-            .start()
-            .await
-        {
+        None => match start_mock(&args.model).await {
             Ok(mock) => {
                 println!(
                     "no --base-url: serving from an in-process mockswap at {}",
@@ -318,13 +422,24 @@ async fn main() -> ExitCode {
         let tier = task.trigger.priority();
         let elapsed = started.elapsed().as_millis();
         match outcome {
-            Ok(outcome) => println!(
-                "{tier:<8} {:<38} done after {elapsed} ms, {} turn(s), {} proxy event(s): {:?}",
-                task.trigger.label(),
-                outcome.turns,
-                outcome.proxy_events,
-                outcome.answer
-            ),
+            Ok(outcome) => {
+                let tools = if outcome.tools_run.is_empty() {
+                    String::new()
+                } else {
+                    format!(", tools [{}]", outcome.tools_run.join(", "))
+                };
+                let pieces = if outcome.argument_pieces > 0 {
+                    format!(", streamed arguments in {} pieces", outcome.argument_pieces)
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{tier:<8} {:<38} done after {elapsed} ms, {} turn(s){tools}{pieces}: {:?}",
+                    task.trigger.label(),
+                    outcome.turns,
+                    outcome.answer
+                );
+            }
             Err(err) => {
                 failed += 1;
                 println!(
@@ -365,7 +480,15 @@ fn print_dispatch_order(mock: &MockSwap) {
             .first()
             .cloned()
             .unwrap_or_default();
-        println!("  {:>2}. x-priority={priority:<6} {trigger}", at + 1);
+        let turn = if req.body_text().contains("\"role\":\"tool\"") {
+            "tool result"
+        } else {
+            "first turn"
+        };
+        println!(
+            "  {:>2}. x-priority={priority:<6} {trigger:<16} {turn}",
+            at + 1
+        );
     }
 }
 

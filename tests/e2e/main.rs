@@ -11,8 +11,10 @@
 
 mod errors;
 mod example;
+mod majordomo;
 mod priority;
 mod streaming;
+mod tls;
 
 use llama_swap_client::{
     CallOptions, ChatMessage, ChatRequest, ChatResponse, Client, Error, Priority,

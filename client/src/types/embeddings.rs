@@ -74,6 +74,24 @@ pub struct EmbeddingsResponse {
     pub usage: Option<Usage>,
 }
 
+impl EmbeddingsResponse {
+    /// The vectors of `model`, one per input in order.
+    pub fn new(
+        model: impl Into<String>,
+        vectors: impl IntoIterator<Item = Vec<f32>>,
+    ) -> EmbeddingsResponse {
+        EmbeddingsResponse {
+            object: "list".to_owned(),
+            data: (0u32..)
+                .zip(vectors)
+                .map(|(index, embedding)| Embedding { index, embedding })
+                .collect(),
+            model: model.into(),
+            usage: None,
+        }
+    }
+}
+
 /// One vector.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]

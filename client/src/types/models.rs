@@ -18,6 +18,21 @@ pub struct ModelList {
     pub data: Vec<ModelInfo>,
 }
 
+impl ModelList {
+    /// A list of these model ids.
+    pub fn new(ids: impl IntoIterator<Item = impl Into<String>>) -> ModelList {
+        ModelList {
+            object: "list".to_owned(),
+            data: ids.into_iter().map(ModelInfo::new).collect(),
+        }
+    }
+
+    /// The ids, in order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.data.iter().map(|m| m.id.as_str()).collect()
+    }
+}
+
 /// One configured model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
@@ -41,6 +56,17 @@ pub struct ModelInfo {
     pub description: Option<String>,
     /// llama-swap's load status (`{"value": "loaded"}`), passed through.
     pub status: Option<Value>,
+}
+
+impl ModelInfo {
+    /// A model called `id`.
+    pub fn new(id: impl Into<String>) -> ModelInfo {
+        ModelInfo {
+            id: id.into(),
+            object: "model".to_owned(),
+            ..ModelInfo::default()
+        }
+    }
 }
 
 /// The proxy's running models.
