@@ -13,11 +13,12 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::{Method, header};
+use percent_encoding::percent_decode_str;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
 use super::body::{GuardedBody, declared_length, read_body};
-use super::error::ApiError;
+use super::error::{ApiError, NotLoadedReason};
 use super::extract::RequestModel;
 use super::loading::{LoadingTarget, Progress, loading_response};
 use super::names::{hold_until_body_ends, rename, rename_upstream};
@@ -29,7 +30,7 @@ use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, OutboundBody, SendError};
-use crate::router::{Lease, Submit, Ticket, WaitStatus};
+use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
 
 /// The path prefix of the loading-state-capable endpoint.
 const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
@@ -45,7 +46,7 @@ pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Reque
 /// streams through unread.
 pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
     let call = Call::begin(&state, &request);
-    let prepared = by_path(&state, request);
+    let prepared = by_path(&state, request).await;
     call.run(state, prepared).await
 }
 
@@ -119,7 +120,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
     })
 }
 
-fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
+async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
     refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
@@ -142,6 +143,16 @@ fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
         )));
     }
     let model = lookup(state, &target.model)?;
+    // Static assets a browser asks for must not start (or swap in) a model.
+    if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
+        && state.inner.ignore_paths.matches(&rest)
+        && !model_ready(state, &model.id).await
+    {
+        return Err(ApiError::NotLoaded {
+            model: model.id.clone(),
+            why: NotLoadedReason::IgnoredPath,
+        });
+    }
     let limits = &state.inner.body_limits;
     let limit = limits.max_bytes;
     if declared_length(&parts.headers).is_some_and(|len| len > limit) {
@@ -363,7 +374,7 @@ async fn forward_granted(
     lease: Lease,
     token: TaskTrackerToken,
 ) -> Result<Response, ApiError> {
-    let proxy = &state.inner.proxy;
+    let proxy = &model.client;
     match proxy
         .send(&model.id, &model.proxy, outbound, (lease, token))
         .await
@@ -381,6 +392,17 @@ async fn forward_granted(
         }
         Err(failed) => Err(failed.error.into()),
     }
+}
+
+/// True when the router has `model` ready (not starting, not stopping).
+pub(crate) async fn model_ready(state: &AppState, model: &str) -> bool {
+    state
+        .inner
+        .router
+        .running()
+        .await
+        .iter()
+        .any(|m| m.model == model && m.state == ModelState::Ready)
 }
 
 /// After a reload, waits until the previous configuration's upstreams are gone.

@@ -188,6 +188,24 @@ pub enum ApiError {
         /// The model ID.
         model: String,
     },
+    /// The request may not start its model, and the model is not ready.
+    #[error("model {model} is not loaded; {}", .why.text())]
+    NotLoaded {
+        /// The model ID.
+        model: String,
+        /// Why this request may not start it.
+        why: NotLoadedReason,
+    },
+    /// A transport timeout of the model's `timeouts` ran out.
+    #[error("the upstream server of model '{model}' {}", timeout_message(*.phase, *.after))]
+    UpstreamTimeout {
+        /// The model ID.
+        model: String,
+        /// Which timeout.
+        phase: crate::proxy::TimeoutPhase,
+        /// Its configured length.
+        after: Duration,
+    },
     /// The model could not be made ready.
     #[error("model '{model}' could not be started: {}", launch_message(.source))]
     StartFailed {
@@ -214,6 +232,29 @@ pub enum ApiError {
         /// A short, non-secret description of what failed.
         what: &'static str,
     },
+}
+
+/// Why a request may not start its model ([`ApiError::NotLoaded`]); the
+/// texts are llama-swap's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotLoadedReason {
+    /// An `/upstream/<model>/<path>` whose path matches `upstream.ignorePaths`.
+    IgnoredPath,
+    /// A websocket upgrade to a model with `compat.ignoreWebsockets`.
+    IgnoredWebsocket,
+    /// A `/comfyui/<path>` other than `/comfyui/` itself.
+    ComfyUiPath,
+}
+
+impl NotLoadedReason {
+    fn text(self) -> &'static str {
+        match self {
+            Self::IgnoredPath => "path matches upstream.ignorePaths",
+            Self::IgnoredWebsocket => "ignored websocket requests cannot start it",
+            Self::ComfyUiPath => "only /comfyui/ can start it",
+        }
+    }
 }
 
 /// The `(status, type, code)` triple of an error, fixed per situation.
@@ -296,6 +337,10 @@ impl ApiError {
             ),
             Self::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, UPSTREAM, "upstream_unreachable")
+            }
+            Self::NotLoaded { .. } => (StatusCode::CONFLICT, INVALID, "model_not_loaded"),
+            Self::UpstreamTimeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, UPSTREAM, "upstream_timeout")
             }
             Self::StartFailed { source, .. } => launch_kind(source),
             Self::ModelUnloaded { .. } => {
@@ -418,8 +463,24 @@ impl From<ProxyError> for ApiError {
             ProxyError::BodyTooLarge { limit } => Self::BodyTooLarge { limit },
             ProxyError::BodyTimeout { timeout } => Self::BodyTimeout { timeout },
             ProxyError::BodyAborted => Self::BodyIncomplete,
+            ProxyError::Timeout {
+                model,
+                phase,
+                after,
+            } => Self::UpstreamTimeout {
+                model,
+                phase,
+                after,
+            },
+            ProxyError::NoTls { .. } => Self::Internal {
+                what: "the model's proxy URL is https:// but no TLS client was set up",
+            },
             ProxyError::BadUpstreamUrl { .. } => Self::Internal {
-                what: "the model's proxy URL is not a usable http:// URL",
+                what: "the model's proxy URL is not a usable http:// or https:// URL",
+            },
+            #[allow(unreachable_patterns)]
+            _ => Self::Internal {
+                what: "unexpected proxy failure",
             },
         }
     }
@@ -475,6 +536,21 @@ fn launch_message(error: &LaunchError) -> String {
             "the supervisor has no process for it (a server bug); see the server log".to_owned()
         }
     }
+}
+
+fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String {
+    use crate::proxy::TimeoutPhase;
+    let what = match phase {
+        TimeoutPhase::Connect => "did not accept a connection",
+        TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
+        TimeoutPhase::ResponseHeader => "sent no response headers",
+        #[allow(unreachable_patterns)]
+        _ => "did not answer",
+    };
+    format!(
+        "{what} within {} s ({phase}); raise that timeout in the model's config if it is too short, or check GET /logs/stream",
+        after.as_secs()
+    )
 }
 
 fn retry_after_secs(retry_after: Duration) -> u64 {

@@ -69,7 +69,7 @@ pub mod upstream_path;
 
 pub use auth::ApiKeys;
 pub(crate) use error::stream_error_frames;
-pub use error::{ApiError, ErrorKind};
+pub use error::{ApiError, ErrorKind, NotLoadedReason};
 pub use extract::RequestModel;
 pub use routes::app;
 pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};

@@ -15,10 +15,10 @@ use super::auth_limit::AuthLimiter;
 use super::body::{BodyBudget, BodyLimits, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT};
 use super::events::payload::SnapshotCache;
 use crate::activity::Activity;
-use crate::config::Config;
+use crate::config::{Config, IgnorePaths};
 use crate::metrics::Metrics;
 use crate::priority::Trust;
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, ProxyOptions, Timeouts, UpstreamTls};
 use crate::router::RouterHandle;
 use crate::upstream::Supervisor;
 
@@ -78,6 +78,9 @@ pub(crate) struct ModelEntry {
     pub(crate) metadata: Option<serde_json::Value>,
     pub(crate) ttl: Option<Duration>,
     pub(crate) filters: crate::filters::Filters,
+    /// The upstream client with this model's `timeouts` (shared by models
+    /// with the same ones).
+    pub(crate) client: Proxy,
 }
 
 /// Shared state of the HTTP handlers. Cheap to clone.
@@ -97,7 +100,8 @@ pub(crate) struct Inner {
     pub(crate) keys: ApiKeys,
     /// Failed API-key attempts per client address.
     pub(crate) auth_failures: AuthLimiter,
-    pub(crate) proxy: Proxy,
+    /// `upstream.ignorePaths`.
+    pub(crate) ignore_paths: IgnorePaths,
     pub(crate) max_body_bytes: usize,
     /// Limits on reading request bodies (size, deadline, shared budget).
     pub(crate) body_limits: BodyLimits,
@@ -145,7 +149,11 @@ impl AppState {
             config.models.iter().map(|m| m.id.clone()),
             config.priority_rules.bands.clone(),
         ));
-        Self::assemble(config, router, supervisor, options, gate, metrics)
+        let tls = config.upstream_tls().unwrap_or_else(|error| {
+            tracing::error!(%error, "no TLS client for https:// upstreams");
+            None
+        });
+        Self::assemble(config, router, supervisor, options, gate, metrics, tls)
     }
 
     /// As [`gated`](Self::gated), recording into `metrics` (shared with the router).
@@ -156,7 +164,21 @@ impl AppState {
         options: HttpOptions,
         gate: Option<watch::Receiver<bool>>,
         metrics: Arc<Metrics>,
+        tls: Option<UpstreamTls>,
     ) -> Self {
+        // One client (and connection pool) per distinct set of timeouts.
+        let mut clients: Vec<Proxy> = Vec::new();
+        let mut client_for = |timeouts: &Timeouts| {
+            if let Some(client) = clients.iter().find(|c| c.timeouts() == timeouts) {
+                return client.clone();
+            }
+            let client = Proxy::with_options(
+                super::stream_error_frames,
+                ProxyOptions::default().timeouts(*timeouts).tls(tls.clone()),
+            );
+            clients.push(client.clone());
+            client
+        };
         let models = config
             .models
             .iter()
@@ -174,6 +196,7 @@ impl AppState {
                     metadata: m.metadata.clone(),
                     ttl: m.ttl,
                     filters: m.filters.clone(),
+                    client: client_for(&m.timeouts),
                 };
                 (m.id.clone(), Arc::new(entry))
             })
@@ -187,7 +210,7 @@ impl AppState {
                 include_aliases_in_list: config.include_aliases_in_list,
                 keys,
                 auth_failures: AuthLimiter::default(),
-                proxy: Proxy::new(super::stream_error_frames),
+                ignore_paths: config.upstream.ignore_paths.clone(),
                 max_body_bytes: options.max_body_bytes,
                 body_limits: BodyLimits {
                     max_bytes: options.max_body_bytes,

@@ -344,6 +344,22 @@ pub enum Reason {
         /// The configured `startPort`.
         start_port: u16,
     },
+    /// An `upstream.ignorePaths` entry that does not compile.
+    #[error("{pattern:?} is not a valid regular expression: {reason}")]
+    InvalidRegex {
+        /// The pattern as written.
+        pattern: String,
+        /// What the regex compiler said.
+        reason: String,
+    },
+    /// `upstream.caFile` cannot be used.
+    #[error("cannot use CA file {}: {reason}", file.display())]
+    CaFile {
+        /// The file named.
+        file: std::path::PathBuf,
+        /// Why (unreadable, not PEM, not a usable certificate).
+        reason: String,
+    },
     /// A proxy URL that is not `http(s)://host[:port][/path]`.
     #[error("must be an http:// or https:// URL with a host, got {got:?}")]
     InvalidUrl {

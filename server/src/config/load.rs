@@ -9,6 +9,7 @@ use super::priority::read_priority;
 use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
 use super::selectors::read_selectors;
+use super::transport::{UpstreamConfig, read_upstream};
 use super::types::{ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout};
 use crate::scheduler::DEFAULT_UNLOAD_TIMEOUT;
 
@@ -26,7 +27,6 @@ const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
     "ui",
     "performance",
     "peers",
-    "upstream",
 ];
 
 /// Every top-level key this server reads, and llama-swap's that it does not
@@ -165,6 +165,10 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         Some((node, path)) => read_api_keys(node, &path, cx),
         None => Vec::new(),
     };
+    let upstream = match fields.take("upstream") {
+        Some((node, path)) => read_upstream(node, &path, cx),
+        None => UpstreamConfig::default(),
+    };
     fields.unsupported(UNSUPPORTED_TOP_LEVEL);
 
     let models_node = fields.take("models");
@@ -249,6 +253,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         log_requests,
         request_body_limit,
         priority_rules,
+        upstream,
     })
 }
 

@@ -2,6 +2,7 @@
 //! supervisor are built from.
 
 use crate::policy::GroupSettings;
+use crate::proxy::{TlsSetupError, UpstreamTls};
 use crate::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
 use crate::upstream::ProcessSpec;
 
@@ -70,5 +71,20 @@ impl Config {
                 health_check_timeout: self.health_check_timeout,
             })
             .collect()
+    }
+
+    /// The TLS client for `https://` upstreams: the system's roots plus
+    /// `upstream.caFile`; `None` when no model uses `https://` and no CA file
+    /// is set (the system store is then not read at all).
+    ///
+    /// # Errors
+    ///
+    /// [`TlsSetupError`] when a CA certificate cannot be a trust anchor.
+    pub fn upstream_tls(&self) -> Result<Option<UpstreamTls>, TlsSetupError> {
+        let https = self.models.iter().any(|m| m.proxy.starts_with("https://"));
+        if !https && self.upstream.ca_certificates.der.is_empty() {
+            return Ok(None);
+        }
+        UpstreamTls::new(&self.upstream.ca_certificates.der).map(Some)
     }
 }

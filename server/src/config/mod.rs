@@ -57,6 +57,7 @@ mod routing;
 mod selectors;
 mod sources;
 mod summary;
+mod transport;
 mod types;
 
 use std::path::Path;
@@ -67,6 +68,7 @@ pub use profiles::{Pin, ProfileConfig};
 pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 pub use sources::{MergeConflict, source_files};
 pub use summary::Summary;
+pub use transport::{CaCertificates, DEFAULT_IGNORE_PATH, IgnorePaths, UpstreamConfig};
 pub(crate) use types::constant_time_eq;
 pub use types::{
     ApiKey, Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, ModelConfig,

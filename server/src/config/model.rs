@@ -8,8 +8,10 @@ use super::fields::{Diagnostics, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
+use super::transport::read_timeouts;
 use super::types::ModelConfig;
 use crate::filters::Filters;
+use crate::proxy::Timeouts;
 use crate::scheduler::DEFAULT_CONCURRENCY_LIMIT;
 use crate::upstream::{CommandError, split_command};
 
@@ -246,7 +248,11 @@ fn read_model(
             alias_paths.push(name_path);
         }
     }
-    fields.unsupported(&["timeouts", "compat", "capabilities"]);
+    let timeouts = match fields.take("timeouts") {
+        Some((node, p)) => read_timeouts(node, &p, cx),
+        None => Timeouts::default(),
+    };
+    fields.unsupported(&["compat", "capabilities"]);
     fields.finish(cx);
 
     Some(ParsedModel {
@@ -269,6 +275,7 @@ fn read_model(
             concurrency_limit,
             send_loading_state,
             filters,
+            timeouts,
         },
         alias_paths,
     })

@@ -157,7 +157,7 @@ impl fmt::Display for Summary<'_> {
         if !config.hooks.preload.is_empty() {
             writeln!(f, "preload: {}", config.hooks.preload.join(", "))?;
         }
-        Ok(())
+        super::transport::write_upstream(f, &config.upstream)
     }
 }
 
@@ -247,5 +247,5 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
     if model.unlisted {
         writeln!(f, "    unlisted:    true")?;
     }
-    Ok(())
+    super::transport::write_model_extras(f, model)
 }

@@ -58,6 +58,9 @@ pub struct Config {
     pub request_body_limit: Option<usize>,
     /// `priority` (this server's extension): trust caps, bands, aging, queue bounds.
     pub priority_rules: PriorityConfig,
+    /// `upstream`: `ignorePaths` for `/upstream/...`, and `caFile` (this
+    /// server's extension) for `https://` upstreams.
+    pub upstream: super::transport::UpstreamConfig,
 }
 
 /// The `priority:` section: how far `X-Priority` is trusted, how priorities are
@@ -177,6 +180,9 @@ pub struct ModelConfig {
     /// bodies of model-dispatched requests. Each `setParamsByID` name is also
     /// in [`aliases`](Self::aliases).
     pub filters: crate::filters::Filters,
+    /// `timeouts` (llama-swap's defaults; 0 disables one): the upstream
+    /// client's transport timeouts.
+    pub timeouts: crate::proxy::Timeouts,
 }
 
 /// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).

@@ -28,8 +28,25 @@ pub enum ProxyError {
     /// The client aborted a streamed request body.
     #[error("the client aborted the request body")]
     BodyAborted,
-    /// The model's `proxy` URL is not one the proxy can use (not `http://`).
-    #[error("the proxy URL {base} of model {model} is not a usable http:// URL")]
+    /// A transport timeout of the model's `timeouts` ran out.
+    #[error("{phase} ({} s) ran out for the upstream of {model}", after.as_secs())]
+    Timeout {
+        /// The model ID.
+        model: String,
+        /// Which timeout.
+        phase: super::TimeoutPhase,
+        /// Its configured length.
+        after: std::time::Duration,
+    },
+    /// An `https://` upstream while no TLS client is set up.
+    #[error("the upstream of {model} is https:// but no TLS client is set up")]
+    NoTls {
+        /// The model ID.
+        model: String,
+    },
+    /// The model's `proxy` URL is not one the proxy can use (not `http://`
+    /// or `https://`).
+    #[error("the proxy URL {base} of model {model} is not a usable http:// or https:// URL")]
     BadUpstreamUrl {
         /// The model ID.
         model: String,

@@ -9,28 +9,33 @@
 //! ([`LeasedBody`]).
 
 mod body;
+mod connector;
 mod error;
 mod headers;
+mod request_body;
+mod timeouts;
+mod tls;
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::Notify;
+
+use connector::{NoTls, UpstreamConnector};
+use request_body::{ContinueLatch, ExpectGate, SentSignal};
 
 pub use body::{BoxError, LeasedBody};
+pub use connector::{TimeoutPhase, TransportTimeout};
 pub use error::{ProxyError, RequestBodyError, StreamErrorFrames};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
-
-/// How long to wait for a TCP connection to an upstream (llama-swap's default).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long an idle pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub use timeouts::Timeouts;
+pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
 
 /// A request on its way to an upstream.
 #[derive(Debug)]
@@ -70,28 +75,68 @@ pub struct SendError<L> {
     pub unsent: Option<(Outbound, L)>,
 }
 
+/// How a [`Proxy`] reaches its upstreams.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ProxyOptions {
+    /// Transport timeouts (default: llama-swap's).
+    pub timeouts: Timeouts,
+    /// TLS for `https://` upstreams (default none: `https://` URLs fail).
+    pub tls: Option<UpstreamTls>,
+}
+
+impl ProxyOptions {
+    /// Sets the transport timeouts.
+    #[must_use]
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Sets the TLS client for `https://` upstreams.
+    #[must_use]
+    pub fn tls(mut self, tls: Option<UpstreamTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+}
+
 /// The pooled client that forwards requests to upstreams. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Proxy {
-    client: Client<HttpConnector, Body>,
+    client: Client<UpstreamConnector, Body>,
     stream_error: StreamErrorFrames,
+    timeouts: Timeouts,
+    https: bool,
 }
 
 impl Proxy {
-    /// A proxy with a fresh connection pool; an event stream that fails after
-    /// its response started ends with the frames of `stream_error`.
+    /// A proxy with a fresh connection pool, llama-swap's default timeouts and
+    /// no TLS; an event stream that fails after its response started ends with
+    /// the frames of `stream_error`.
     pub fn new(stream_error: StreamErrorFrames) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        Self::with_options(stream_error, ProxyOptions::default())
+    }
+
+    /// As [`new`](Self::new), reaching upstreams as `options` say.
+    pub fn with_options(stream_error: StreamErrorFrames, options: ProxyOptions) -> Self {
+        let https = options.tls.is_some();
+        let connector = UpstreamConnector::new(options.timeouts, options.tls);
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_idle_timeout(options.timeouts.idle_conn)
             .build(connector);
         Self {
             client,
             stream_error,
+            timeouts: options.timeouts,
+            https,
         }
+    }
+
+    /// The timeouts this proxy applies.
+    pub fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 
     /// Sends `outbound` to the upstream at `base` (the model's `proxy` URL) and
@@ -101,9 +146,11 @@ impl Proxy {
     /// # Errors
     ///
     /// [`ProxyError::Unreachable`] when the upstream cannot be connected to
-    /// or fails before answering; [`ProxyError::BodyTooLarge`] when a streamed
+    /// or fails before answering; [`ProxyError::Timeout`] when a transport
+    /// timeout runs out first; [`ProxyError::BodyTooLarge`] when a streamed
     /// body passes its limit; [`ProxyError::BadUpstreamUrl`] for a base URL the
-    /// proxy cannot use (not `http://`).
+    /// proxy cannot use (not `http://` or `https://`) and [`ProxyError::NoTls`]
+    /// for `https://` without a TLS client.
     pub async fn forward<L>(
         &self,
         model: &str,
@@ -138,7 +185,7 @@ impl Proxy {
         L: Send + 'static,
     {
         let Some(uri) = upstream_uri(base, &outbound.path_and_query) else {
-            tracing::error!(%model, %base, "the model's proxy URL is not a usable http:// URL");
+            tracing::error!(%model, %base, "the model's proxy URL is not a usable http:// or https:// URL");
             return Err(SendError {
                 error: ProxyError::BadUpstreamUrl {
                     model: model.to_owned(),
@@ -147,6 +194,15 @@ impl Proxy {
                 unsent: None,
             });
         };
+        if uri.scheme_str() == Some("https") && !self.https {
+            tracing::error!(%model, %base, "https:// upstream but no TLS client was set up");
+            return Err(SendError {
+                error: ProxyError::NoTls {
+                    model: model.to_owned(),
+                },
+                unsent: None,
+            });
+        }
         let replay = match &outbound.body {
             OutboundBody::Buffered(bytes) => Some(Outbound {
                 method: outbound.method.clone(),
@@ -170,13 +226,60 @@ impl Proxy {
             }
             OutboundBody::Streaming(body) => body,
         };
+        let latch = match self.timeouts.expect_continue {
+            Some(wait) if expects_continue(&headers) => {
+                Some((Arc::new(ContinueLatch::default()), wait))
+            }
+            _ => None,
+        };
+        let body = match &latch {
+            Some((latch, wait)) => Body::new(ExpectGate::new(body, Arc::clone(latch), *wait)),
+            None => body,
+        };
+        let sent = Arc::new(Notify::new());
+        let body = match self.timeouts.response_header {
+            Some(_) => Body::new(SentSignal::new(body, Arc::clone(&sent))),
+            None => body,
+        };
         let mut request = Request::new(body);
         *request.method_mut() = outbound.method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
+        if let Some((latch, _)) = latch {
+            hyper::ext::on_informational(&mut request, move |response| {
+                if response.status() == StatusCode::CONTINUE {
+                    latch.open();
+                }
+            });
+        }
 
         let limit = outbound.body_limit;
-        let response = match self.client.request(request).await {
+        let pending = self.client.request(request);
+        let answered = match self.timeouts.response_header {
+            Some(after) => {
+                tokio::pin!(pending);
+                tokio::select! {
+                    biased;
+                    answered = &mut pending => answered,
+                    () = async {
+                        sent.notified().await;
+                        tokio::time::sleep(after).await;
+                    } => {
+                        tracing::warn!(%model, ?after, "upstream sent no response headers within timeouts.responseHeader");
+                        return Err(SendError {
+                            error: ProxyError::Timeout {
+                                model: model.to_owned(),
+                                phase: TimeoutPhase::ResponseHeader,
+                                after,
+                            },
+                            unsent: None,
+                        });
+                    }
+                }
+            }
+            None => pending.await,
+        };
+        let response = match answered {
             Ok(response) => response,
             Err(error) if caused_by_body_limit(&error) => {
                 return Err(SendError {
@@ -198,18 +301,26 @@ impl Proxy {
                         unsent: None,
                     });
                 }
-                tracing::warn!(%model, %error, "upstream request failed");
+                let detail = error_chain(&error);
+                tracing::warn!(%model, error = %detail, "upstream request failed");
                 let unsent = if error.is_connect() {
                     replay.map(|outbound| (outbound, lease))
                 } else {
                     None
                 };
-                return Err(SendError {
-                    error: ProxyError::Unreachable {
-                        model: model.to_owned(),
-                    },
-                    unsent,
-                });
+                let model = model.to_owned();
+                let error = if let Some(timeout) = find_cause::<TransportTimeout>(&error) {
+                    ProxyError::Timeout {
+                        model,
+                        phase: timeout.phase,
+                        after: timeout.after,
+                    }
+                } else if find_cause::<NoTls>(&error).is_some() {
+                    ProxyError::NoTls { model }
+                } else {
+                    ProxyError::Unreachable { model }
+                };
+                return Err(SendError { error, unsent });
             }
         };
 
@@ -232,14 +343,42 @@ impl Proxy {
 
 /// True when the request failed because its streamed body exceeded the limit.
 fn caused_by_body_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    find_cause::<http_body_util::LengthLimitError>(error).is_some()
+}
+
+/// The first error of type `E` in `error`'s source chain.
+fn find_cause<'a, E: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
     let mut source = Some(error);
     while let Some(error) = source {
-        if error.is::<http_body_util::LengthLimitError>() {
-            return true;
+        if let Some(found) = error.downcast_ref::<E>() {
+            return Some(found);
         }
         source = error.source();
     }
-    false
+    None
+}
+
+/// An error and its sources on one line, for the log (the TLS or socket cause
+/// is what an operator needs, and hyper's own text is only "client error").
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// True when the request asks the server to confirm before the body is sent.
+fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::EXPECT)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// Why the request's own body was cut, when that is why the request failed.
@@ -269,9 +408,9 @@ pub fn is_event_stream(headers: &HeaderMap) -> bool {
 /// Joins the base URL (which may carry a path prefix) and the request's path.
 fn upstream_uri(base: &str, path_and_query: &str) -> Option<Uri> {
     let base: Uri = base.parse().ok()?;
-    if base.scheme_str() != Some("http") {
-        return None;
-    }
+    let scheme = base
+        .scheme_str()
+        .filter(|s| matches!(*s, "http" | "https"))?;
     let authority = base.authority()?;
     let prefix = base.path().trim_end_matches('/');
     let tail = if path_and_query.is_empty() {
@@ -279,7 +418,7 @@ fn upstream_uri(base: &str, path_and_query: &str) -> Option<Uri> {
     } else {
         path_and_query
     };
-    format!("http://{authority}{prefix}{tail}").parse().ok()
+    format!("{scheme}://{authority}{prefix}{tail}").parse().ok()
 }
 
 fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
@@ -295,3 +434,5 @@ fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transport_tests;

@@ -367,7 +367,11 @@ fn upstream_uri_joins_prefix_and_path() {
         "http://h:1/base/x?y=1"
     );
     assert_eq!(upstream_uri("http://h:1", "").unwrap(), "http://h:1/");
-    assert!(upstream_uri("https://h:1", "/").is_none());
+    assert_eq!(
+        upstream_uri("https://h:1/p", "/x").unwrap(),
+        "https://h:1/p/x"
+    );
+    assert!(upstream_uri("ftp://h:1", "/").is_none());
     assert!(upstream_uri("not a url", "/").is_none());
 }
 

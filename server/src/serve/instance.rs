@@ -13,7 +13,7 @@ use crate::launcher::Launcher;
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::router::{Router, RouterHandle, RouterOptions, Submit};
-use crate::upstream::Supervisor;
+use crate::upstream::{Supervisor, SupervisorOptions};
 
 /// Lines of output kept per model for `/logs`.
 const LOG_LINES_PER_MODEL: usize = 2000;
@@ -40,7 +40,12 @@ impl Instance {
     ) -> Result<Self, ServeError> {
         let settings = config.scheduler_settings();
         let specs = config.process_specs();
-        let (supervisor, events) = Supervisor::new(specs, LOG_LINES_PER_MODEL);
+        let tls = config.upstream_tls()?;
+        let (supervisor, events) = Supervisor::with_options(
+            specs,
+            LOG_LINES_PER_MODEL,
+            SupervisorOptions::default().tls(tls.clone()),
+        );
         let launcher: Arc<dyn Launcher> = supervisor.clone();
         let metrics = Arc::new(Metrics::new(
             config.models.iter().map(|m| m.id.clone()),
@@ -63,6 +68,7 @@ impl Instance {
             http,
             gate.clone(),
             metrics,
+            tls,
         );
         let mut preload = JoinSet::new();
         if !config.hooks.preload.is_empty() {

@@ -121,6 +121,9 @@ pub enum ServeError {
     /// The configuration could not be turned into a scheduler.
     #[error("the configuration cannot be scheduled")]
     Settings(#[from] SettingsError),
+    /// The TLS client for `https://` upstreams could not be set up.
+    #[error("the TLS client for https:// upstreams cannot be set up")]
+    Tls(#[from] crate::proxy::TlsSetupError),
 }
 
 /// Serves `config` on `listener` until `shutdown` resolves, with default options.

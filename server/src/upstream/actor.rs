@@ -19,6 +19,7 @@ use super::port;
 use super::process::{Cutoff, Upstream, describe_exit};
 use super::{ProcessSpec, ProcessState, ProcessStatus};
 use crate::launcher::{LaunchError, UpstreamEvent};
+use crate::proxy::UpstreamTls;
 
 /// Grace given to a process that failed its health check before it is killed.
 const FAILED_START_GRACE: Duration = Duration::from_secs(5);
@@ -61,6 +62,8 @@ pub(crate) struct ModelActor {
     pub(crate) cancel: CancellationToken,
     /// Set by `Supervisor::shutdown` to the instant by which every process must be gone.
     pub(crate) shutdown_at: watch::Receiver<Option<Instant>>,
+    /// For health checks of an `https://` upstream.
+    pub(crate) tls: Option<UpstreamTls>,
 }
 
 impl ModelActor {
@@ -102,19 +105,21 @@ impl ModelActor {
         }
         let health = match &self.spec.check_endpoint {
             None => None,
-            Some(endpoint) => match HealthTarget::new(&self.spec.proxy, endpoint) {
-                Ok(target) => Some(target),
-                Err(e) => {
-                    answer(
-                        &mut waiters,
-                        &Err(LaunchError::SpawnFailed {
-                            model,
-                            reason: e.to_string(),
-                        }),
-                    );
-                    return Flow::Continue;
+            Some(endpoint) => {
+                match HealthTarget::new(&self.spec.proxy, endpoint, self.tls.as_ref()) {
+                    Ok(target) => Some(target),
+                    Err(e) => {
+                        answer(
+                            &mut waiters,
+                            &Err(LaunchError::SpawnFailed {
+                                model,
+                                reason: e.to_string(),
+                            }),
+                        );
+                        return Flow::Continue;
+                    }
                 }
-            },
+            }
         };
         if let Err(busy) = port::ensure_free(&self.spec.proxy).await {
             tracing::error!(model, error = %busy, "cannot start upstream");

@@ -19,6 +19,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout};
 
+use crate::proxy::UpstreamTls;
+use rustls::pki_types::ServerName;
+
 /// Interval before the second probe.
 pub const FIRST_INTERVAL: Duration = Duration::from_millis(10);
 /// Longest interval between probes. With a 250 ms cap the readiness benchmark
@@ -39,39 +42,65 @@ pub enum HealthUrlError {
         /// The URL that was built.
         url: String,
     },
-    /// Only plain `http://` upstreams can be probed.
-    #[error("health check URL {url:?} must start with http://")]
+    /// Only `http://` and `https://` upstreams can be probed.
+    #[error("health check URL {url:?} must start with http:// or https://")]
     UnsupportedScheme {
         /// The URL that was built.
         url: String,
     },
+    /// An `https://` upstream, and no TLS client could be set up.
+    #[error("health check URL {url:?} needs TLS, which could not be set up: {reason}")]
+    NoTls {
+        /// The URL that was built.
+        url: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Where to send health probes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HealthTarget {
     host: String,
     port: u16,
     authority: String,
     path: String,
+    /// Set for an `https://` upstream.
+    tls: Option<UpstreamTls>,
 }
 
 impl HealthTarget {
     /// Joins the upstream base URL (`http://127.0.0.1:5800`, an optional path prefix
-    /// allowed) and the check endpoint (`/health`).
+    /// allowed) and the check endpoint (`/health`). An `https://` upstream is
+    /// probed with `tls` (the system's roots when `None`).
     ///
     /// # Errors
     ///
-    /// [`HealthUrlError`] when the result is not a valid `http://` URL.
-    pub fn new(proxy: &str, check_endpoint: &str) -> Result<Self, HealthUrlError> {
+    /// [`HealthUrlError`] when the result is not a valid `http://` or
+    /// `https://` URL.
+    pub fn new(
+        proxy: &str,
+        check_endpoint: &str,
+        tls: Option<&UpstreamTls>,
+    ) -> Result<Self, HealthUrlError> {
         let endpoint = check_endpoint.trim_start_matches('/');
         let url = format!("{}/{endpoint}", proxy.trim_end_matches('/'));
         let uri: Uri = url
             .parse()
             .map_err(|_| HealthUrlError::Invalid { url: url.clone() })?;
-        if uri.scheme_str() != Some("http") {
-            return Err(HealthUrlError::UnsupportedScheme { url });
-        }
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(HealthUrlError::UnsupportedScheme { url }),
+        };
+        let tls = match (https, tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tls.clone()),
+            (true, None) => Some(UpstreamTls::new(&[]).map_err(|e| HealthUrlError::NoTls {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?),
+        };
         let Some(authority) = uri.authority() else {
             return Err(HealthUrlError::Invalid { url });
         };
@@ -85,15 +114,17 @@ impl HealthTarget {
             .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
         Ok(Self {
             host,
-            port: authority.port_u16().unwrap_or(80),
+            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
             authority: authority.as_str().to_owned(),
             path,
+            tls,
         })
     }
 
     /// The URL probed, for messages.
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.authority, self.path)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority, self.path)
     }
 
     /// Sends one GET and returns the status, or `None` if no response came (refused,
@@ -111,9 +142,22 @@ impl HealthTarget {
             .ok()?;
         // Small requests on loopback: do not wait for Nagle.
         let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .ok()?;
+        match &self.tls {
+            None => self.exchange(TokioIo::new(stream)).await,
+            Some(tls) => {
+                let name = ServerName::try_from(self.host.clone()).ok()?;
+                let stream = tls.connector().connect(name, stream).await.ok()?;
+                self.exchange(TokioIo::new(stream)).await
+            }
+        }
+    }
+
+    /// One GET on an open connection.
+    async fn exchange<IO>(&self, io: IO) -> Option<StatusCode>
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.ok()?;
         let request = Request::get(self.path.as_str())
             .header(header::HOST, self.authority.as_str())
             .body(Empty::<Bytes>::new())
@@ -166,7 +210,7 @@ mod tests {
             ("http://127.0.0.1:5800/", "/health"),
             ("http://127.0.0.1:5800/", "health"),
         ] {
-            let t = HealthTarget::new(base, ep).unwrap();
+            let t = HealthTarget::new(base, ep, None).unwrap();
             assert_eq!(t.url(), "http://127.0.0.1:5800/health");
             assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 5800));
         }
@@ -174,27 +218,36 @@ mod tests {
 
     #[test]
     fn target_keeps_a_base_path_prefix_and_query() {
-        let t = HealthTarget::new("http://localhost:9000/v1", "/health?full=1").unwrap();
+        let t = HealthTarget::new("http://localhost:9000/v1", "/health?full=1", None).unwrap();
         assert_eq!(t.path, "/v1/health?full=1");
         assert_eq!(t.host, "localhost");
     }
 
     #[test]
     fn target_defaults_to_port_80_and_unbrackets_ipv6() {
-        assert_eq!(HealthTarget::new("http://example", "/h").unwrap().port, 80);
-        let t = HealthTarget::new("http://[::1]:81", "/h").unwrap();
+        assert_eq!(
+            HealthTarget::new("http://example", "/h", None)
+                .unwrap()
+                .port,
+            80
+        );
+        let t = HealthTarget::new("http://[::1]:81", "/h", None).unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 81));
         assert_eq!(t.authority, "[::1]:81");
     }
 
     #[test]
-    fn target_refuses_https_and_garbage() {
+    fn target_takes_https_and_refuses_other_schemes_and_garbage() {
+        let tls = UpstreamTls::only(&[]).unwrap();
+        let t = HealthTarget::new("https://gpu-box", "/health", Some(&tls)).unwrap();
+        assert_eq!(t.url(), "https://gpu-box/health");
+        assert_eq!(t.port, 443);
         assert!(matches!(
-            HealthTarget::new("https://127.0.0.1:1", "/health"),
+            HealthTarget::new("ftp://127.0.0.1:1", "/health", None),
             Err(HealthUrlError::UnsupportedScheme { .. })
         ));
         assert!(matches!(
-            HealthTarget::new("not a url", "/health"),
+            HealthTarget::new("not a url", "/health", None),
             Err(HealthUrlError::Invalid { .. })
         ));
     }
@@ -243,7 +296,7 @@ mod tests {
     #[tokio::test]
     async fn probe_reports_the_status_the_upstream_answered() {
         let (port, server) = status_server(vec![503, 200]).await;
-        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health", None).unwrap();
         assert_eq!(t.probe().await, Some(StatusCode::SERVICE_UNAVAILABLE));
         assert_eq!(t.probe().await, Some(StatusCode::OK));
         server.abort();
@@ -254,14 +307,14 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health", None).unwrap();
         assert_eq!(t.probe().await, None);
     }
 
     #[tokio::test]
     async fn wait_healthy_retries_until_200() {
         let (port, server) = status_server(vec![503, 503, 500, 200]).await;
-        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health", None).unwrap();
         assert!(t.wait_healthy(Duration::from_secs(30)).await);
         server.abort();
     }
@@ -269,7 +322,7 @@ mod tests {
     #[tokio::test]
     async fn wait_healthy_gives_up_at_the_limit() {
         let (port, server) = status_server(vec![503]).await;
-        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health").unwrap();
+        let t = HealthTarget::new(&format!("http://127.0.0.1:{port}"), "/health", None).unwrap();
         assert!(!t.wait_healthy(Duration::from_millis(100)).await);
         server.abort();
     }

@@ -63,6 +63,7 @@ pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
 pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};
 
 use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use crate::proxy::UpstreamTls;
 use actor::{ModelActor, Request};
 
 /// What a server binary does once, before it serves, so that no upstream process
@@ -157,6 +158,24 @@ struct ModelHandle {
     status: watch::Receiver<ProcessStatus>,
 }
 
+/// Optional parts of a [`Supervisor`]; the default has none.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SupervisorOptions {
+    /// TLS client for health checks of `https://` upstreams (default: the
+    /// system's roots, read when such a check first runs).
+    pub tls: Option<UpstreamTls>,
+}
+
+impl SupervisorOptions {
+    /// Sets the TLS client for health checks of `https://` upstreams.
+    #[must_use]
+    pub fn tls(mut self, tls: Option<UpstreamTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+}
+
 impl Supervisor {
     /// Starts one owner task per spec (no process is spawned yet) and returns the
     /// supervisor with the receiver of its [`UpstreamEvent`]s. `log_capacity` is the
@@ -169,6 +188,19 @@ impl Supervisor {
     pub fn new(
         specs: Vec<ProcessSpec>,
         log_capacity: usize,
+    ) -> (Arc<Self>, mpsc::Receiver<UpstreamEvent>) {
+        Self::with_options(specs, log_capacity, SupervisorOptions::default())
+    }
+
+    /// As [`new`](Self::new), with the optional parts in `options`.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime.
+    pub fn with_options(
+        specs: Vec<ProcessSpec>,
+        log_capacity: usize,
+        options: SupervisorOptions,
     ) -> (Arc<Self>, mpsc::Receiver<UpstreamEvent>) {
         let mut unique: BTreeMap<String, ProcessSpec> = BTreeMap::new();
         for spec in specs {
@@ -204,6 +236,7 @@ impl Supervisor {
                 status,
                 cancel: cancel.clone(),
                 shutdown_at: shutdown_at_rx.clone(),
+                tls: options.tls.clone(),
             };
             tasks.spawn(actor.run());
             models.insert(

@@ -284,7 +284,6 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
     );
     expect("colour", WarningKind::UnknownKey);
     expect("peers", WarningKind::NotSupported);
-    expect("models.a.timeouts", WarningKind::NotSupported);
     expect("models.a.cmdd", WarningKind::UnknownKey);
     expect(
         "routing.scheduler.settings.fifo.drainFence",
@@ -292,11 +291,12 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
             because: "routing.scheduler.use is serial",
         },
     );
-    assert_eq!(found.len(), 6, "{found:#?}");
+    assert_eq!(found.len(), 5, "{found:#?}");
     // `profiles` is implemented: read, not warned about.
     assert_eq!(config.profiles[0].name, "fast");
-    // `filters` is implemented: read, not warned about.
+    // `filters` and `timeouts` are implemented: read, not warned about.
     let a = config.model("a").unwrap();
+    assert_eq!(a.timeouts.connect, Some(Duration::from_secs(5)));
     assert_eq!(
         a.filters.strip_params().collect::<Vec<_>>(),
         ["temperature"]

@@ -15,4 +15,5 @@ mod messages;
 mod robustness;
 mod selectors;
 mod support;
+mod transport;
 mod trust;

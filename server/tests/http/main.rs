@@ -21,5 +21,7 @@ mod profiles;
 mod selectors;
 mod slow_bodies;
 mod support;
+mod tls_upstream;
+mod transport;
 mod trust;
 mod ui;

@@ -1,0 +1,329 @@
+//! The transport timeouts against raw TCP upstreams that misbehave on purpose.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::*;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn outbound(method: Method, headers: HeaderMap, body: OutboundBody) -> Outbound {
+    Outbound {
+        method,
+        path_and_query: "/v1/chat/completions".to_owned(),
+        headers,
+        body,
+        client_ip: None,
+        body_limit: 1 << 20,
+    }
+}
+
+/// Accepts connections and hands each to `serve`.
+async fn raw_upstream<F, Fut>(serve: F) -> (String, JoinHandle<()>)
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(tokio::spawn(serve(stream)));
+        }
+    });
+    (base, task)
+}
+
+/// Reads until the end of the request head; returns the head and any bytes after it.
+async fn read_head(stream: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "connection closed before the head ended");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return (String::from_utf8_lossy(&buf).into_owned(), rest);
+        }
+    }
+}
+
+/// Reads the head, then never answers (the connection stays open).
+async fn hang(mut stream: TcpStream) {
+    let _ = read_head(&mut stream).await;
+    std::future::pending::<()>().await;
+}
+
+fn with_timeouts(timeouts: Timeouts) -> Proxy {
+    Proxy::with_options(
+        crate::api::stream_error_frames,
+        ProxyOptions::default().timeouts(timeouts),
+    )
+}
+
+#[tokio::test]
+async fn a_hung_upstream_hits_the_response_header_timeout_with_a_buffered_body() {
+    let (base, server) = raw_upstream(hang).await;
+    let proxy = with_timeouts(Timeouts::default().response_header(Some(Duration::from_secs(1))));
+    let body = OutboundBody::Buffered(Bytes::from_static(b"{\"model\":\"m\"}"));
+    let result = tokio::time::timeout(
+        LIMIT,
+        proxy.forward(
+            "m",
+            &base,
+            outbound(Method::POST, HeaderMap::new(), body),
+            (),
+        ),
+    )
+    .await
+    .expect("the request hung past its responseHeader timeout");
+    match result {
+        Err(ProxyError::Timeout { phase, after, .. }) => {
+            assert_eq!(phase, TimeoutPhase::ResponseHeader);
+            assert_eq!(after, Duration::from_secs(1));
+        }
+        other => panic!("expected a responseHeader timeout, got {other:?}"),
+    }
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_hung_upstream_hits_the_response_header_timeout_with_an_empty_streamed_body() {
+    let (base, server) = raw_upstream(hang).await;
+    let proxy = with_timeouts(Timeouts::default().response_header(Some(Duration::from_secs(1))));
+    let body = OutboundBody::Streaming(Body::empty());
+    let result = tokio::time::timeout(
+        LIMIT,
+        proxy.forward(
+            "m",
+            &base,
+            outbound(Method::GET, HeaderMap::new(), body),
+            (),
+        ),
+    )
+    .await
+    .expect("the request hung past its responseHeader timeout");
+    assert!(
+        matches!(
+            result,
+            Err(ProxyError::Timeout {
+                phase: TimeoutPhase::ResponseHeader,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_server_that_never_speaks_tls_hits_the_handshake_timeout() {
+    let (base, server) = raw_upstream(|stream| async move {
+        let _held = stream;
+        std::future::pending::<()>().await;
+    })
+    .await;
+    let base = base.replace("http://127.0.0.1", "https://localhost");
+    let tls = UpstreamTls::only(&[]).unwrap();
+    let proxy = Proxy::with_options(
+        crate::api::stream_error_frames,
+        ProxyOptions::default()
+            .timeouts(Timeouts::default().tls_handshake(Some(Duration::from_secs(1))))
+            .tls(Some(tls)),
+    );
+    let body = OutboundBody::Buffered(Bytes::new());
+    let result = tokio::time::timeout(
+        LIMIT,
+        proxy.forward(
+            "m",
+            &base,
+            outbound(Method::GET, HeaderMap::new(), body),
+            (),
+        ),
+    )
+    .await
+    .expect("the handshake hung past its timeout");
+    assert!(
+        matches!(
+            result,
+            Err(ProxyError::Timeout {
+                phase: TimeoutPhase::TlsHandshake,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    server.abort();
+}
+
+#[tokio::test]
+async fn an_https_url_without_a_tls_client_is_refused_not_sent_in_plain_text() {
+    let proxy = Proxy::new(crate::api::stream_error_frames);
+    let body = OutboundBody::Buffered(Bytes::new());
+    let result = proxy
+        .forward(
+            "m",
+            "https://localhost:1",
+            outbound(Method::GET, HeaderMap::new(), body),
+            (),
+        )
+        .await;
+    assert!(
+        matches!(result, Err(ProxyError::NoTls { .. })),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_expect_continue_body_waits_for_the_upstreams_100_continue() {
+    // Answers 200 with what it read; fails the exchange (500) if body bytes
+    // arrived before it sent 100 Continue.
+    let (base, server) = raw_upstream(|mut stream| async move {
+        let (head, early) = read_head(&mut stream).await;
+        assert!(
+            head.to_ascii_lowercase().contains("expect: 100-continue"),
+            "{head}"
+        );
+        if !early.is_empty() {
+            let _ = stream
+                .write_all(b"HTTP/1.1 500 Early\r\ncontent-length: 5\r\n\r\nearly")
+                .await;
+            return;
+        }
+        stream
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = [0u8; 5];
+        stream.read_exact(&mut body).await.unwrap();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\n{}",
+            String::from_utf8_lossy(&body)
+        );
+        stream.write_all(reply.as_bytes()).await.unwrap();
+    })
+    .await;
+    // Long enough that only the 100 Continue can release the body in time.
+    let proxy = with_timeouts(Timeouts::default().expect_continue(Some(Duration::from_secs(600))));
+    let mut headers = HeaderMap::new();
+    headers.insert(header::EXPECT, HeaderValue::from_static("100-continue"));
+    let body = OutboundBody::Buffered(Bytes::from_static(b"hello"));
+    let response = tokio::time::timeout(
+        LIMIT,
+        proxy.forward("m", &base, outbound(Method::POST, headers, body), ()),
+    )
+    .await
+    .expect("the body was never sent after 100 Continue")
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&text[..], b"hello");
+    server.abort();
+}
+
+/// An `https://localhost` upstream with a self-signed certificate, answering
+/// every request 200 `ok`; returns its base URL and the certificate (DER).
+async fn tls_upstream() -> (String, Vec<u8>, JoinHandle<()>) {
+    use std::sync::Arc;
+
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let der = cert.der().to_vec();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!(
+        "https://localhost:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            held.push(tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(|_request| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(
+                        http_body_util::Full::new(Bytes::from_static(b"ok")),
+                    ))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            }));
+        }
+    });
+    (base, der, task)
+}
+
+fn tls_proxy(trusted: &[Vec<u8>]) -> Proxy {
+    Proxy::with_options(
+        crate::api::stream_error_frames,
+        ProxyOptions::default().tls(Some(UpstreamTls::only(trusted).unwrap())),
+    )
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_reached_when_its_certificate_is_trusted() {
+    let (base, der, server) = tls_upstream().await;
+    let body = OutboundBody::Buffered(Bytes::new());
+    let response = tokio::time::timeout(
+        LIMIT,
+        tls_proxy(&[der]).forward(
+            "m",
+            &base,
+            outbound(Method::GET, HeaderMap::new(), body),
+            (),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&text[..], b"ok");
+    server.abort();
+}
+
+#[tokio::test]
+async fn an_https_upstream_whose_certificate_is_not_trusted_is_unreachable() {
+    let (base, _der, server) = tls_upstream().await;
+    let body = OutboundBody::Buffered(Bytes::new());
+    let result = tokio::time::timeout(
+        LIMIT,
+        tls_proxy(&[]).forward(
+            "m",
+            &base,
+            outbound(Method::GET, HeaderMap::new(), body),
+            (),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(result, Err(ProxyError::Unreachable { .. })),
+        "{result:?}"
+    );
+    server.abort();
+}
