@@ -18,7 +18,7 @@
 //! | [`types`] | lenient wire types: chat (tools, structured output, content parts), completions, embeddings, model lists |
 //! | [`error`] | [`Error`] (with `is_retryable()`, `request_id()`), [`ApiError`], [`TimeoutPhase`], [`InvalidArgument`] |
 //! | `provider` | [`ChatProvider`], the object-safe trait agent frameworks hold (chat, streaming chat, embeddings, models) |
-//! | `middleware` | [`Middleware`] and [`Next`]: a hook around every HTTP attempt |
+//! | [`middleware`] | [`Middleware`] and [`Next`]: a hook around every HTTP attempt |
 //! | [`anthropic`] | Anthropic's `/v1/messages`, plain and streaming |
 //!
 //! # Example
@@ -62,7 +62,7 @@ pub mod anthropic;
 mod client;
 mod endpoints;
 pub mod error;
-mod middleware;
+pub mod middleware;
 mod options;
 pub mod priority;
 mod provider;
