@@ -73,9 +73,10 @@ class Model:
 class Server:
     """llama-swap-server on 127.0.0.1 with the given models; stop() reaps it."""
 
-    def __init__(self, models: list[Model], api_keys: list[str] | None = None):
+    def __init__(self, models: list[Model], api_keys: list[str] | None = None, extra_yaml: str = ""):
         self.models = {m.id: m for m in models}
         self.api_keys = api_keys or []
+        self.extra_yaml = extra_yaml
         self.dir = tempfile.TemporaryDirectory(prefix="llama-swap-ui-")
         self.config = Path(self.dir.name) / "config.yaml"
         self.config.write_text(self._config_text())
@@ -101,7 +102,7 @@ class Server:
             ]
             if m.aliases:
                 lines.append(f"    aliases: {json.dumps(m.aliases)}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.extra_yaml
 
     def start(self) -> "Server":
         exe = binary("llama-swap-server", "LLAMA_SWAP_SERVER_BIN")

@@ -26,11 +26,20 @@ MODELS = [
 ]
 
 
+# A selector over two of them, and a profile that pins it.
+NAMES_YAML = """\
+selectors:
+  any-chat: { strategy: warm, targets: [gamma, beta], name: "Any chat" }
+profiles:
+  night: { description: Night shift, pins: { any-chat: beta } }
+"""
+
+
 def setUpModule():
     global playwright, browser, server
     playwright = sync_playwright().start()
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    server = Server(MODELS).start()
+    server = Server(MODELS, extra_yaml=NAMES_YAML).start()
 
 
 def tearDownModule():
@@ -114,6 +123,31 @@ class Models(UiTest):
         card.get_by_role("button", name="Unload gamma").click()
         expect(card.locator(".badge")).to_have_text("stopped")
         self.assertEqual(self.server.json("GET", "/running")["running"], [])
+
+    def test_a_selector_shows_its_targets_and_no_load_buttons(self):
+        self.unload_all()
+        self.open("models")
+        card = self.card("any-chat")
+        expect(card).to_contain_text("Any chat")
+        expect(card).to_contain_text("selector (warm) → gamma, beta")
+        expect(card.locator(".badge")).to_have_text("stopped")
+        expect(card.get_by_role("button")).to_have_count(0)
+        self.server.json("POST", "/api/models/load/gamma")
+        expect(card.locator(".badge")).to_have_text("ready")
+        expect(self.page.locator(".toolbar h1")).to_contain_text("1 of 3 running")
+
+    def test_the_profile_can_be_switched_from_the_page(self):
+        page = self.open("models")
+        select = page.get_by_label("Profile")
+        note = page.locator("#profile-note")
+        expect(select).to_have_value("")
+        select.select_option("night")
+        # Shown once the server's profileChanged event confirms the switch.
+        expect(note).to_have_text("Night shift")
+        self.assertEqual(self.server.json("GET", "/api/profiles")["active"], "night")
+        select.select_option("")
+        expect(note).to_have_text("")
+        self.assertEqual(self.server.json("GET", "/api/profiles")["active"], None)
 
     def test_unload_all_stops_every_model(self):
         self.server.json("POST", "/api/models/load/gamma")

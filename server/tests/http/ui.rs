@@ -115,6 +115,11 @@ async fn events_open_with_the_config_every_model_the_queue_and_the_requests_in_f
         .map(|b| b["name"].as_str().unwrap())
         .collect();
     assert_eq!(bands, ["low", "normal", "elevated"]);
+    let (kind, profiles) = events.next().await.unwrap();
+    assert_eq!(
+        (kind.as_str(), &profiles),
+        ("profileChanged", &json!({"active": null, "profiles": []}))
+    );
     let (kind, models) = events.next().await.unwrap();
     assert_eq!(kind, "modelStatus");
     assert_eq!(models[0]["id"], "a");
@@ -131,6 +136,56 @@ async fn events_open_with_the_config_every_model_the_queue_and_the_requests_in_f
         (kind.as_str(), &in_flight),
         ("inflight", &json!({"total": 0, "requests": []}))
     );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn events_list_selectors_with_their_targets_and_follow_profile_switches() {
+    let h = Harness::start(
+        &[model("a", ""), model("b", "")],
+        "selectors:\n  coder: { strategy: warm, targets: [b, a], name: Coder }\n\
+         profiles:\n  night: { description: Night shift, pins: { coder: a } }\n",
+    )
+    .await;
+    let mut events = Events::connect(&h, None).await;
+    let profiles = events.until("profileChanged", |_| true).await;
+    assert_eq!(profiles["active"], Value::Null);
+    assert_eq!(profiles["profiles"][0]["id"], "night");
+    assert_eq!(profiles["profiles"][0]["pins"]["coder"], "a");
+    let models = events.until("modelStatus", |_| true).await;
+    let coder = models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "coder")
+        .expect("the selector is listed");
+    assert_eq!(coder["kind"], "selector");
+    assert_eq!(coder["name"], "Coder");
+    assert_eq!(coder["strategy"], "warm");
+    assert_eq!(coder["targets"], json!(["b", "a"]));
+    assert_eq!(coder["state"], "stopped");
+    assert_eq!(models[0]["kind"], "model");
+    // The selector is as warm as its warmest target.
+    let loaded = h
+        .http
+        .post(h.url("/api/models/load/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(loaded.status(), 200);
+    events
+        .state("modelStatus", |m| state_of(m, "coder") == "ready")
+        .await;
+    let switched = h
+        .http
+        .put(h.url("/api/profiles/active"))
+        .json(&json!({"name": "night"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(switched.status(), 200);
+    let profiles = events.until("profileChanged", |_| true).await;
+    assert_eq!(profiles["active"], "night");
     h.shutdown().await;
 }
 

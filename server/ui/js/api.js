@@ -84,6 +84,16 @@ export async function post(path, { headers = {}, body } = {}) {
   return ensureOk(response);
 }
 
+/** PUTs `value` as JSON and throws unless the answer is 2xx. */
+export async function putJson(path, value) {
+  const response = await apiFetch(path, {
+    method: "PUT",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(value),
+  });
+  return ensureOk(response);
+}
+
 /**
  * The events of an SSE body, as {event, data} objects, until it ends.
  * Handles LF and CRLF, comments, multi-line data and chunks split anywhere.

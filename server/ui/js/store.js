@@ -9,6 +9,7 @@ export const LOG_LIMIT = 3000;
 export const state = {
   connection: "connecting",
   config: { version: "", bands: [] },
+  profiles: { active: null, profiles: [] },
   models: [],
   queue: { total: 0, queue: [], receivedAt: 0 },
   inflight: { total: 0, requests: [], receivedAt: 0 },
@@ -71,6 +72,10 @@ export function apply(type, payload) {
       state.config = payload || state.config;
       changed("config");
       break;
+    case "profileChanged":
+      state.profiles = { active: payload?.active ?? null, profiles: payload?.profiles || [] };
+      changed("profiles");
+      break;
     case "modelStatus":
       state.models = Array.isArray(payload) ? payload : [];
       changed("models");
@@ -123,6 +128,11 @@ function lastSeq() {
     if (state.logs[i].seq !== undefined) return state.logs[i].seq;
   }
   return null;
+}
+
+/** The configured models, without selectors. */
+export function realModels() {
+  return state.models.filter((m) => m.kind !== "selector");
 }
 
 /** The band class of a band name: the lowest band, the highest, or between. */

@@ -7,7 +7,8 @@
 //! | `type` | payload | when |
 //! |---|---|---|
 //! | `uiConfig` | `{"version", "bands": [{"name", "from"}]}` | once, first |
-//! | `modelStatus` | every model: `id`, `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`), `unlisted`, `peerID`, `aliases`, `waiting`, `in_flight` | at connect and when any of it changes |
+//! | `profileChanged` | `{"active": name or null, "profiles": [{"id", "description", "pins"}]}` (as `GET /api/profiles`) | at connect and when the active profile changes |
+//! | `modelStatus` | every model and selector: `id`, `kind` (`model`, `selector`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`; a selector's is its warmest target's), `unlisted`, `peerID`, `aliases`, `waiting`, `in_flight`, and a selector's `strategy` and `targets` | at connect and when any of it changes |
 //! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "waited_ms"}]}` (first 500) | at connect and when a request joins, leaves or moves |
 //! | `inflight` | `{"total", "requests": [{"request_id", "seq", "model", "path", "requested_priority", "capped_priority", "effective_priority", "band", "time_ms", "granted_ms", "queue_ms"}]}` | at connect and when a request is granted or ends |
 //! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |
@@ -90,6 +91,8 @@ struct Subscriber {
     /// Rows up to this id were sent with the history.
     finished_after: u64,
     logs: Option<broadcast::Receiver<LogLine>>,
+    /// Switches of the active profile.
+    profile: watch::Receiver<Option<usize>>,
     /// Lines up to this `seq` were sent with the history.
     logs_after: Option<u64>,
     sent: Sent,
@@ -108,6 +111,8 @@ impl Subscriber {
         let activity_changes = inner.activity.changes();
         let finished = inner.activity.subscribe();
         let logs = inner.supervisor.as_ref().map(|s| s.logs().subscribe_all());
+        let mut profile = inner.names.watch_active();
+        profile.mark_unchanged();
         let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
         keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut subscriber = Self {
@@ -118,6 +123,7 @@ impl Subscriber {
             finished,
             finished_after: 0,
             logs,
+            profile,
             logs_after: None,
             sent: Sent::default(),
             dirty: false,
@@ -129,6 +135,10 @@ impl Subscriber {
         subscriber
             .pending
             .push_back(frame("uiConfig", &payload::ui_config(&subscriber.state)));
+        subscriber.pending.push_back(frame(
+            "profileChanged",
+            &payload::profiles(&subscriber.state),
+        ));
         subscriber.snapshot().await;
         subscriber.history();
         subscriber
@@ -196,6 +206,13 @@ impl Subscriber {
                 }
                 Err(broadcast::error::RecvError::Closed) => self.logs = None,
             },
+            changed = self.profile.changed() => {
+                if changed.is_err() {
+                    return None;
+                }
+                self.profile.borrow_and_update();
+                self.pending.push_back(frame("profileChanged", &payload::profiles(&self.state)));
+            }
             _ = self.keepalive.tick() => self.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
         }
         Some(())

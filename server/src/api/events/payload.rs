@@ -63,10 +63,13 @@ impl SnapshotCache {
 }
 
 /// A model as the `modelStatus` event shows it (llama-swap's fields, plus
-/// how many requests wait for it and hold it).
+/// its kind, how many requests wait for it and hold it, and a selector's
+/// strategy and targets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(super) struct ModelRow {
     id: String,
+    /// `model` or `selector`.
+    kind: &'static str,
     name: String,
     description: String,
     state: &'static str,
@@ -76,6 +79,10 @@ pub(super) struct ModelRow {
     aliases: Vec<String>,
     waiting: usize,
     in_flight: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strategy: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    targets: Vec<String>,
 }
 
 /// Every configured model, sorted by ID, with its state.
@@ -97,22 +104,73 @@ pub(super) fn model_rows(
     for entry in in_flight {
         *holding.entry(entry.model.as_str()).or_default() += 1;
     }
-    state
-        .inner
-        .models
-        .values()
-        .map(|m| ModelRow {
-            id: m.id.clone(),
-            name: m.name.clone().unwrap_or_default(),
-            description: m.description.clone().unwrap_or_default(),
-            state: state_name(states.get(m.id.as_str()).copied()),
-            unlisted: m.unlisted,
+    let models = state.inner.models.values().map(|m| ModelRow {
+        id: m.id.clone(),
+        kind: "model",
+        name: m.name.clone().unwrap_or_default(),
+        description: m.description.clone().unwrap_or_default(),
+        state: state_name(states.get(m.id.as_str()).copied()),
+        unlisted: m.unlisted,
+        peer_id: String::new(),
+        aliases: m.aliases.clone(),
+        waiting: waiting.get(m.id.as_str()).copied().unwrap_or_default(),
+        in_flight: holding.get(m.id.as_str()).copied().unwrap_or_default(),
+        strategy: None,
+        targets: Vec::new(),
+    });
+    // A selector is as warm as its warmest target.
+    let selectors = state.inner.names.selectors().map(|s| {
+        let warmest = s
+            .target_ids
+            .iter()
+            .filter_map(|id| states.get(id.as_str()).copied())
+            .min_by_key(|state| match state {
+                ModelState::Ready => 0,
+                ModelState::Starting => 1,
+                _ => 2,
+            });
+        ModelRow {
+            id: s.id.clone(),
+            kind: "selector",
+            name: s.name.clone().unwrap_or_default(),
+            description: s.description.clone().unwrap_or_default(),
+            state: state_name(warmest),
+            unlisted: s.unlisted,
             peer_id: String::new(),
-            aliases: m.aliases.clone(),
-            waiting: waiting.get(m.id.as_str()).copied().unwrap_or_default(),
-            in_flight: holding.get(m.id.as_str()).copied().unwrap_or_default(),
+            aliases: Vec::new(),
+            waiting: 0,
+            in_flight: 0,
+            strategy: Some(s.strategy.as_str()),
+            targets: s.targets.clone(),
+        }
+    });
+    models.chain(selectors).collect()
+}
+
+/// The `profileChanged` event: the active profile (or `null`) and every
+/// profile with its pins, as `GET /api/profiles` answers.
+pub(super) fn profiles(state: &AppState) -> serde_json::Value {
+    let names = &state.inner.names;
+    let profiles: Vec<serde_json::Value> = names
+        .profiles()
+        .iter()
+        .map(|p| {
+            let pins: serde_json::Map<String, serde_json::Value> = p
+                .pins
+                .iter()
+                .map(|pin| (pin.name.clone(), json!(pin.target.as_deref().unwrap_or(""))))
+                .collect();
+            json!({
+                "id": p.name,
+                "description": p.description.as_deref().unwrap_or(""),
+                "pins": pins,
+            })
         })
-        .collect()
+        .collect();
+    json!({
+        "active": names.active().map(|p| p.name.as_str()),
+        "profiles": profiles,
+    })
 }
 
 fn state_name(state: Option<ModelState>) -> &'static str {

@@ -1,7 +1,7 @@
 // Activity: the most recent finished requests, newest first, with a model filter.
 
 import { clock, duration, h, replace, signed } from "../dom.js";
-import { bandClass, bandOf, state, subscribe } from "../store.js";
+import { bandClass, bandOf, realModels, state, subscribe } from "../store.js";
 
 /** Rows drawn at once; the rest are a click away. */
 const PAGE = 200;
@@ -34,7 +34,7 @@ export function mount(root) {
 
   function renderFilter() {
     const selected = filter.value;
-    const names = new Set(state.models.map((m) => m.id));
+    const names = new Set(realModels().map((m) => m.id));
     for (const row of state.activity) names.add(row.model);
     replace(
       filter,

@@ -2,7 +2,7 @@
 // source filter. Follows the end unless the reader scrolled up.
 
 import { h, replace } from "../dom.js";
-import { LOG_LIMIT, state, subscribe } from "../store.js";
+import { LOG_LIMIT, realModels, state, subscribe } from "../store.js";
 
 export function mount(root) {
   const filter = h("select", { id: "log-source" });
@@ -41,7 +41,7 @@ export function mount(root) {
 
   function sources() {
     const names = new Set();
-    for (const model of state.models) names.add(model.id);
+    for (const model of realModels()) names.add(model.id);
     for (const line of state.logs) if (line.model) names.add(line.model);
     return [...names].sort();
   }

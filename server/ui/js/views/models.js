@@ -1,16 +1,27 @@
-// Models: every configured model with its state, live, and Load / Unload.
-// Rows are kept by model ID and updated in place, so a button keeps its
-// keyboard focus while the state it controls changes.
+// Models: every configured model (and selector) with its state, live, and
+// Load / Unload; the active profile when the config has profiles. Rows are
+// kept by ID and updated in place, and buttons are marked aria-disabled
+// rather than disabled, so a button keeps its keyboard focus while the state
+// it controls changes.
 
-import { post } from "../api.js";
+import { post, putJson } from "../api.js";
 import { h, replace } from "../dom.js";
-import { state, subscribe } from "../store.js";
+import { realModels, state, subscribe } from "../store.js";
 
 const BUSY = new Set(["starting", "stopping"]);
 
 export function mount(root) {
   const showUnlisted = h("input", { type: "checkbox", id: "show-unlisted" });
   const unloadAll = h("button", { type: "button", class: "danger", id: "unload-all" }, "Unload all");
+  const profile = h("select", { id: "profile" });
+  const profileNote = h("span", { class: "hint", id: "profile-note", "aria-live": "polite" });
+  const profileField = h(
+    "div",
+    { class: "field", hidden: true },
+    h("label", { for: "profile" }, "Profile"),
+    profile,
+    profileNote,
+  );
   const message = h("p", { class: "error", role: "alert", hidden: true });
   const count = h("span", { class: "count" });
   const list = h("div", { class: "models", role: "list" });
@@ -20,6 +31,7 @@ export function mount(root) {
       "div",
       { class: "toolbar" },
       h("h1", {}, "Models ", count),
+      profileField,
       h("label", { class: "check", for: "show-unlisted" }, showUnlisted, "Show unlisted"),
       unloadAll,
     ),
@@ -31,27 +43,55 @@ export function mount(root) {
   const rows = new Map();
   let unloadingAll = false;
 
+  function fail(text) {
+    message.textContent = text;
+    message.hidden = false;
+  }
+
   unloadAll.addEventListener("click", async () => {
+    if (unloadAll.getAttribute("aria-disabled") === "true") return;
     unloadingAll = true;
     render();
     message.hidden = true;
     try {
       await post("/api/models/unload");
     } catch (error) {
-      message.textContent = `Unload all failed: ${error.message}`;
-      message.hidden = false;
+      fail(`Unload all failed: ${error.message}`);
     } finally {
       unloadingAll = false;
       render();
     }
   });
   showUnlisted.addEventListener("change", render);
+  profile.addEventListener("change", async () => {
+    message.hidden = true;
+    try {
+      await putJson("/api/profiles/active", { name: profile.value || null });
+    } catch (error) {
+      fail(`Switching the profile failed: ${error.message}`);
+      renderProfiles();
+    }
+  });
+
+  function renderProfiles() {
+    const { active, profiles } = state.profiles;
+    profileField.hidden = profiles.length === 0;
+    profileNote.textContent = profiles.find((p) => p.id === active)?.description || "";
+    replace(
+      profile,
+      h("option", { value: "", selected: !active }, "None"),
+      profiles.map((p) =>
+        h("option", { value: p.id, selected: p.id === active, title: p.description || null }, p.id),
+      ),
+    );
+  }
 
   function render() {
     const visible = state.models.filter((m) => showUnlisted.checked || !m.unlisted);
-    const running = state.models.filter((m) => m.state !== "stopped").length;
-    count.textContent = `${running} of ${state.models.length} running`;
-    unloadAll.disabled = unloadingAll || running === 0;
+    const models = realModels();
+    const running = models.filter((m) => m.state !== "stopped").length;
+    count.textContent = `${running} of ${models.length} running`;
+    setDisabled(unloadAll, unloadingAll || running === 0);
     unloadAll.textContent = unloadingAll ? "Unloading…" : "Unload all";
     empty.hidden = state.models.length > 0;
     const seen = new Set();
@@ -77,9 +117,12 @@ export function mount(root) {
     }
   }
 
-  const off = subscribe(["models"], render);
+  const offs = [subscribe(["models"], render), subscribe(["profiles"], renderProfiles)];
+  renderProfiles();
   render();
-  return off;
+  return () => {
+    for (const off of offs) off();
+  };
 }
 
 function createRow(id) {
@@ -109,8 +152,6 @@ function createRow(id) {
 }
 
 async function act(row, action, button) {
-  // aria-disabled rather than disabled: a disabled button would drop the
-  // keyboard focus the moment it is pressed.
   if (button.getAttribute("aria-disabled") === "true") return;
   row.pending = action;
   row.error.hidden = true;
@@ -133,10 +174,13 @@ function refresh(row) {
 }
 
 function updateRow(row, model) {
+  const selector = model.kind === "selector";
+  row.el.dataset.kind = selector ? "selector" : "model";
   row.name.textContent = model.name || model.id;
-  row.idText.textContent = model.name ? model.id : "";
-  const aliases = model.aliases?.length ? ` · aliases: ${model.aliases.join(", ")}` : "";
-  row.idText.textContent += aliases;
+  let idLine = model.name ? model.id : "";
+  if (model.aliases?.length) idLine += `${idLine ? " · " : ""}aliases: ${model.aliases.join(", ")}`;
+  if (selector) idLine += `${idLine ? " · " : ""}selector (${model.strategy}) → ${model.targets.join(", ")}`;
+  row.idText.textContent = idLine;
   row.desc.textContent = model.description || "";
   row.desc.hidden = !model.description;
   row.badge.textContent = model.state;
@@ -147,6 +191,9 @@ function updateRow(row, model) {
   if (model.waiting) parts.push(`${model.waiting} waiting`);
   if (model.unlisted) parts.push("unlisted");
   row.counts.textContent = parts.join(" · ");
+  // A selector picks a target per request: its targets are loaded and unloaded themselves.
+  row.load.hidden = selector;
+  row.unload.hidden = selector;
   const busy = BUSY.has(model.state);
   setDisabled(row.load, row.pending !== null || model.state === "ready" || busy);
   setDisabled(row.unload, row.pending !== null || model.state === "stopped");

@@ -2,7 +2,7 @@
 // wait and aged flag, and beside it the requests each model is serving.
 
 import { duration, h, replace, signed, tierName } from "../dom.js";
-import { bandClass, bandOf, state, subscribe } from "../store.js";
+import { bandClass, bandOf, realModels, state, subscribe } from "../store.js";
 
 export function mount(root) {
   const waitingCount = h("span", { class: "count" });
@@ -71,15 +71,15 @@ export function mount(root) {
               `${signed(row.effective_priority)} ${row.band}`,
             ),
           ),
+          waited,
+          h("td", {}, row.aged ? h("span", { class: "badge aged" }, "aged") : ""),
           h(
             "td",
             { class: "num" },
             signed(row.requested_priority),
             tier ? h("span", { class: "wide-only" }, ` (${tier})`) : "",
           ),
-          h("td", { class: "num wide-only" }, signed(row.capped_priority)),
-          waited,
-          h("td", {}, row.aged ? h("span", { class: "badge aged" }, "aged") : ""),
+          h("td", { class: "num" }, signed(row.capped_priority)),
           h("td", { class: "num wide-only mono" }, row.seq),
         ),
       );
@@ -99,13 +99,13 @@ export function mount(root) {
           h(
             "tr",
             {},
-            h("th", { class: "num", scope: "col" }, "Position"),
+            h("th", { class: "num", scope: "col" }, "Pos."),
             h("th", { scope: "col" }, "Model"),
             h("th", { scope: "col" }, "Effective"),
-            h("th", { class: "num", scope: "col" }, "Requested"),
-            h("th", { class: "num wide-only", scope: "col" }, "Capped"),
             h("th", { class: "num", scope: "col" }, "Waited"),
             h("th", { scope: "col" }, "Aged"),
+            h("th", { class: "num", scope: "col" }, "Requested"),
+            h("th", { class: "num", scope: "col" }, "Capped"),
             h("th", { class: "num wide-only", scope: "col" }, "Seq"),
           ),
         ),
@@ -121,7 +121,7 @@ export function mount(root) {
     runningCount.textContent = `(${total})`;
     runningCells = [];
     const byModel = new Map();
-    for (const model of state.models) {
+    for (const model of realModels()) {
       if (model.state !== "stopped") byModel.set(model.id, { model, requests: [] });
     }
     for (const request of requests) {
