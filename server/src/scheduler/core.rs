@@ -31,6 +31,11 @@ pub struct Scheduler {
     /// For each model, the models it conflicts with the other way round: whose
     /// waiting requests fence it off.
     pub(super) conflicted_by: Vec<Vec<usize>>,
+    /// For each model, the highest rank of a queued request whose current
+    /// decision needs it stopped: evictions that depend on what runs (the
+    /// matrix's cheapest combination), beyond `conflicts`. Rebuilt by every
+    /// drain walk, raised when a request is queued; read by the fence.
+    pub(super) needed_stopped: Vec<Option<i32>>,
     /// Sorted by ID; the index is the policy's model index.
     pub(super) models: Vec<Model>,
     /// Every ID and alias → model index; shared with the router handle.
@@ -200,6 +205,7 @@ impl Scheduler {
             policy,
             conflicts,
             conflicted_by,
+            needed_stopped: vec![None; models.len()],
             models,
             names,
             requests: BTreeMap::new(),

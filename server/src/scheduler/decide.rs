@@ -90,9 +90,10 @@ impl Scheduler {
     }
 
     /// Highest rank of a queued request whose model cannot run alongside `t`: it
-    /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started).
+    /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started);
+    /// or whose current decision needs `t` stopped (`needed_stopped`).
     fn fence_level(&self, t: usize) -> Option<i32> {
-        self.conflicted_by[t]
+        let conflicting = self.conflicted_by[t]
             .iter()
             .filter_map(|&u| {
                 self.models[u]
@@ -100,7 +101,16 @@ impl Scheduler {
                     .last_key_value()
                     .map(|(&rank, _)| rank)
             })
-            .max()
+            .max();
+        conflicting.max(self.needed_stopped[t])
+    }
+
+    /// A request of `rank` was queued needing `evict` stopped.
+    fn note_needed(&mut self, evict: &[usize], rank: i32) {
+        for &e in evict {
+            let level = &mut self.needed_stopped[e];
+            *level = Some(level.map_or(rank, |l| l.max(rank)));
+        }
     }
 
     /// Places a newly admitted request (FIFO scheduler): serve, join, start or queue.
@@ -119,7 +129,10 @@ impl Scheduler {
             }
             Decision::Serve => self.grant(id, out),
             Decision::Start(evict) => self.start_swap(t, evict, id, out),
-            Decision::Wait(_) => self.enqueue(id),
+            Decision::Wait(evict) => {
+                self.enqueue(id);
+                self.note_needed(&evict, effective);
+            }
         }
     }
 
@@ -279,6 +292,7 @@ impl Scheduler {
         }
         self.release_held();
         if self.queue.is_empty() {
+            self.needed_stopped.fill(None);
             return;
         }
         if self.kind == SchedulerKind::Serial {
@@ -337,7 +351,13 @@ impl Scheduler {
             };
             if !leaves && !stayed[t] {
                 stayed[t] = true;
-                for &e in &self.conflicts[t] {
+                // What its model can never run beside, and what it needs stopped
+                // now (the cached decision is still this request's).
+                let needs = match &cache[t] {
+                    Some(Decision::Wait(evict) | Decision::Start(evict)) => evict.as_slice(),
+                    _ => &[],
+                };
+                for &e in self.conflicts[t].iter().chain(needs) {
                     let level = &mut fence[e];
                     *level = Some(level.map_or(q.rank, |l| l.max(q.rank)));
                 }
@@ -352,6 +372,8 @@ impl Scheduler {
         }
         queue.truncate(write);
         self.queue = queue;
+        // Every waiter's needs as of now, for requests placed before the next walk.
+        self.needed_stopped = fence;
         if let Some(index) = first_removed {
             self.mark_dirty(index);
         }

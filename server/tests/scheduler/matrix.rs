@@ -274,3 +274,61 @@ fn aliases_name_models_in_sets() {
     h.submit("b", 0);
     assert_eq!(h.swaps.last(), Some(&swap("b", &[])));
 }
+
+/// x fits beside y (set xy) and beside z (set xz), never beside both; y and z
+/// run together (set yz). With y and z up, x evicts y, the cheaper one: a
+/// conflict that only exists because of what runs, not in any set.
+fn cost_driven() -> Harness {
+    let mut h = matrix(
+        &["x", "y", "z"],
+        &[("yz", "y & z"), ("xy", "x & y"), ("xz", "x & z")],
+        &[("z", 5)],
+    );
+    h.make_ready("y");
+    h.make_ready("z");
+    h
+}
+
+#[test]
+fn the_fence_holds_a_model_an_elevated_waiter_must_stop_because_it_is_the_cheapest_to_evict() {
+    let mut h = cost_driven();
+    let running = h.submit("y", LOW);
+    let high = h.submit("x", HIGH);
+    assert_eq!(h.queue_ids(), vec![high], "x waits for y to finish");
+    let late_low = h.submit("y", LOW);
+    assert!(!h.granted(late_low), "fenced: x needs y stopped");
+    assert_eq!(h.queue_ids(), vec![high, late_low]);
+    h.done(running);
+    assert_eq!(h.swaps.last(), Some(&swap("x", &["y"])));
+    h.swap_ok("x");
+    assert!(h.granted(high));
+}
+
+#[test]
+fn steady_low_traffic_on_the_cheapest_eviction_does_not_starve_the_elevated_request() {
+    let mut h = cost_driven();
+    let mut current = h.submit("y", LOW);
+    let high = h.submit("x", HIGH);
+    for _ in 0..20 {
+        let next = h.submit("y", LOW);
+        h.done(current);
+        if h.status.get(&high) == Some(&WaitStatus::Starting) {
+            return;
+        }
+        current = next;
+    }
+    panic!("x never started while low traffic kept y busy");
+}
+
+#[test]
+fn the_cost_driven_fence_lifts_when_the_elevated_waiter_leaves() {
+    let mut h = cost_driven();
+    let running = h.submit("y", LOW);
+    let high = h.submit("x", HIGH);
+    let late_low = h.submit("y", LOW);
+    assert!(!h.granted(late_low));
+    h.cancel(high);
+    assert!(h.granted(late_low), "nothing waits for y to stop any more");
+    h.done(running);
+    h.done(late_low);
+}
