@@ -124,6 +124,9 @@ fn model_row(
     };
     meta.extend(internal);
     row["meta"] = json!({"llamaswap": meta});
+    if let Some(capabilities) = &model.capabilities {
+        capabilities.render_into(&mut row);
+    }
     row
 }
 

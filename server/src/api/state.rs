@@ -78,6 +78,7 @@ pub(crate) struct ModelEntry {
     pub(crate) metadata: Option<serde_json::Value>,
     pub(crate) ttl: Option<Duration>,
     pub(crate) filters: crate::filters::Filters,
+    pub(crate) capabilities: Option<crate::config::Capabilities>,
     /// The upstream client with this model's `timeouts` (shared by models
     /// with the same ones).
     pub(crate) client: Proxy,
@@ -196,6 +197,7 @@ impl AppState {
                     metadata: m.metadata.clone(),
                     ttl: m.ttl,
                     filters: m.filters.clone(),
+                    capabilities: m.capabilities.clone(),
                     client: client_for(&m.timeouts),
                 };
                 (m.id.clone(), Arc::new(entry))

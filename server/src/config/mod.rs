@@ -41,6 +41,7 @@
 //! # Ok::<(), llama_swap_server::config::ConfigError>(())
 //! ```
 
+mod capabilities;
 mod env;
 mod error;
 mod fields;
@@ -62,6 +63,7 @@ mod types;
 
 use std::path::Path;
 
+pub use capabilities::Capabilities;
 pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 pub use macros::EnvLookup;
 pub use profiles::{Pin, ProfileConfig};

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::capabilities::read_capabilities;
 use super::error::{KeyPath, Reason, WarningKind};
 use super::fields::{Diagnostics, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
@@ -252,7 +253,10 @@ fn read_model(
         Some((node, p)) => read_timeouts(node, &p, cx),
         None => Timeouts::default(),
     };
-    fields.unsupported(&["compat", "capabilities"]);
+    let capabilities = fields
+        .take("capabilities")
+        .and_then(|(node, p)| read_capabilities(node, &p, cx));
+    fields.unsupported(&["compat"]);
     fields.finish(cx);
 
     Some(ParsedModel {
@@ -276,6 +280,7 @@ fn read_model(
             send_loading_state,
             filters,
             timeouts,
+            capabilities,
         },
         alias_paths,
     })

@@ -183,6 +183,8 @@ pub struct ModelConfig {
     /// `timeouts` (llama-swap's defaults; 0 disables one): the upstream
     /// client's transport timeouts.
     pub timeouts: crate::proxy::Timeouts,
+    /// `capabilities` (none when absent or empty): rendered into `/v1/models`.
+    pub capabilities: Option<super::capabilities::Capabilities>,
 }
 
 /// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_input;
+mod capabilities;
 mod cli;
 mod credentials;
 mod errors;
