@@ -18,6 +18,7 @@
 //! | [`launcher`] | the contract between the router and whatever runs upstream processes |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`activity`] | requests in flight and the ring of finished ones, with usage read from responses |
+//! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
 //! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
 //! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
 //! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
@@ -28,6 +29,7 @@ pub mod api;
 pub mod config;
 pub mod filters;
 pub mod launcher;
+pub mod logging;
 pub mod metrics;
 pub mod names;
 pub mod policy;

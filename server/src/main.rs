@@ -11,12 +11,14 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{Config, ConfigError, Loaded, LogLevel, source_files};
+use llama_swap_server::config::{Config, ConfigError, Loaded, source_files};
+use llama_swap_server::logging::{self, LogSettings};
 use llama_swap_server::serve::{ListenAddr, TlsFiles, error_chain};
-use llama_swap_server::{ServeOptions, serve_reloading};
+use llama_swap_server::{HttpOptions, ServeOptions, serve_reloading};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -130,6 +132,8 @@ struct Sources {
     config: Option<PathBuf>,
     config_dir: Option<PathBuf>,
     tls: Option<TlsFiles>,
+    /// `logLevel` and `logTimeFormat` follow each reload.
+    log_settings: Option<Arc<LogSettings>>,
 }
 
 impl Sources {
@@ -213,6 +217,7 @@ fn main() -> ExitCode {
         config: cli.config.clone(),
         config_dir: cli.config_dir.clone(),
         tls,
+        log_settings: None,
     };
     // Taken before the load, so a change made while starting is seen as one.
     let loaded_version = sources.fingerprint();
@@ -231,7 +236,7 @@ fn main() -> ExitCode {
         print!("{}", loaded.config.summary());
         return ExitCode::SUCCESS;
     }
-    init_tracing(loaded.config.log_level);
+    let (proxy_log, log_settings) = logging::install(&loaded.config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -243,13 +248,26 @@ fn main() -> ExitCode {
         }
     };
     let watch = cli.watch_config;
-    runtime.block_on(run(listen, sources, watch, loaded.config, loaded_version))
+    let sources = Sources {
+        log_settings: Some(log_settings),
+        ..sources
+    };
+    let options = ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log));
+    runtime.block_on(run(
+        listen,
+        sources,
+        watch,
+        options,
+        loaded.config,
+        loaded_version,
+    ))
 }
 
 async fn run(
     listen: ListenAddr,
     sources: Sources,
     watch: bool,
+    mut options: ServeOptions,
     config: Config,
     loaded_version: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
 ) -> ExitCode {
@@ -257,6 +275,9 @@ async fn run(
     let listener = match listen.bind().await {
         Ok(listener) => listener,
         Err(err) => {
+            if let Some(settings) = &sources.log_settings {
+                settings.release_stdout();
+            }
             eprintln!("error: {}", error_chain(&err));
             return ExitCode::from(EXIT_FAILED);
         }
@@ -266,9 +287,15 @@ async fn run(
     } else {
         "http"
     };
+    let release = || {
+        if let Some(settings) = &sources.log_settings {
+            settings.release_stdout();
+        }
+    };
     match listener.local_addr() {
         Ok(addr) => {
             println!("listening on {scheme}://{addr}");
+            release();
             if listen.is_loopback_only() {
                 tracing::info!(
                     "only this machine can connect; use -listen :{} to listen on every interface",
@@ -286,10 +313,12 @@ async fn run(
                 }
             }
         }
-        Err(err) => tracing::warn!(%err, "the bound address is unknown"),
+        Err(err) => {
+            release();
+            tracing::warn!(%err, "the bound address is unknown");
+        }
     }
 
-    let mut options = ServeOptions::default();
     if let Some(tls) = &sources.tls {
         options = options.tls(tls.clone());
     }
@@ -396,6 +425,9 @@ async fn reload_source(
                 for warning in &loaded.warnings {
                     tracing::warn!("{}: {warning}", sources.describe());
                 }
+                if let Some(settings) = &sources.log_settings {
+                    settings.apply(&loaded.config);
+                }
                 if reloads.send(loaded.config).await.is_err() {
                     return;
                 }
@@ -406,22 +438,6 @@ async fn reload_source(
             ),
         }
     }
-}
-
-/// `RUST_LOG` when set, else the config's `logLevel`.
-fn init_tracing(level: LogLevel) {
-    let default = match level {
-        LogLevel::Debug => "debug",
-        LogLevel::Warn => "warn",
-        LogLevel::Error => "error",
-        _ => "info",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .init();
 }
 
 /// Prints warnings as `warning: file: key.path: message`, like the errors.

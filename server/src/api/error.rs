@@ -87,6 +87,12 @@ pub enum ApiError {
         /// The name asked for.
         name: String,
     },
+    /// `/logs/stream/<id>` with an id that is not `proxy`, `upstream` or a model.
+    #[error("no log named '{id}'; use proxy, upstream or a model's ID")]
+    UnknownLog {
+        /// The id asked for.
+        id: String,
+    },
     /// No route for the path.
     #[error("no endpoint at {path}; see the README for the endpoint list")]
     NotFound {
@@ -299,6 +305,7 @@ impl ApiError {
                 "not_found_error",
                 "profile_not_found",
             ),
+            Self::UnknownLog { .. } => (StatusCode::BAD_REQUEST, INVALID, "unknown_log"),
             Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found_error", "not_found"),
             Self::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,

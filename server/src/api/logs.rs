@@ -1,18 +1,24 @@
-//! Upstream output over HTTP: `/logs` (history), `/logs/stream[/<model>]`
-//! (history unless `?no-history`, then live lines until the client leaves or
-//! the server drains).
+//! Logs over HTTP, as llama-swap serves them: `/logs` (the combined history:
+//! the proxy's own log and every model's output, in the order written),
+//! `/logs/stream` (the same, live), `/logs/stream/proxy`,
+//! `/logs/stream/upstream` (every model's output) and `/logs/stream/<model>`
+//! (ID or alias). Streams send the history first unless `?no-history`, then
+//! live lines until the client leaves or the server drains. Any other id is
+//! 400 `unknown_log`. Proxy lines are sent as written (`[INFO] ...`), model
+//! output as `[model] line`.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{HeaderValue, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use super::state::AppState;
+use crate::logging::PROXY_LOG_ID;
 use crate::upstream::LogLine;
 
 /// Query of the stream endpoints.
@@ -28,8 +34,18 @@ impl StreamQuery {
     }
 }
 
-fn render(line: &LogLine) -> String {
-    format!("[{}] {}\n", line.model, line.text)
+/// Where a line comes from, which decides how it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Proxy,
+    Upstream,
+}
+
+fn render(line: &LogLine, source: Source) -> String {
+    match source {
+        Source::Proxy => format!("{}\n", line.text),
+        Source::Upstream => format!("[{}] {}\n", line.model, line.text),
+    }
 }
 
 fn text_response(body: Body) -> Response {
@@ -46,114 +62,173 @@ fn text_response(body: Body) -> Response {
     response
 }
 
-/// `GET /logs`: every model's recent output, oldest first.
-pub(crate) async fn history(State(state): State<AppState>) -> Response {
-    let lines: String = state
-        .inner
-        .supervisor
-        .as_ref()
-        .map(|s| s.logs().history_all().iter().map(render).collect())
-        .unwrap_or_default();
-    text_response(Body::from(lines))
+/// A live feed and the last `seq` already sent from its history.
+struct Feed {
+    live: broadcast::Receiver<LogLine>,
+    source: Source,
+    after: Option<u64>,
 }
 
-/// `GET /logs/stream`: every model's output, live.
+/// The history and live feeds of the combined log (`proxy` and/or upstream).
+fn combined(state: &AppState, proxy: bool, upstream: bool) -> (Vec<(LogLine, Source)>, Vec<Feed>) {
+    let mut history = Vec::new();
+    let mut feeds = Vec::new();
+    if proxy && let Some(log) = &state.inner.proxy_log {
+        let sub = log.subscribe();
+        history.extend(sub.history.into_iter().map(|l| (l, Source::Proxy)));
+        feeds.push(Feed {
+            live: sub.live,
+            source: Source::Proxy,
+            after: None,
+        });
+    }
+    if upstream && let Some(supervisor) = &state.inner.supervisor {
+        let hub = supervisor.logs();
+        // Subscribe before copying the history so no line falls in between;
+        // lines in both are dropped from the live side by sequence number.
+        let live = hub.subscribe_all();
+        let lines = hub.history_all();
+        let after = lines.last().map(|l| l.seq);
+        history.extend(lines.into_iter().map(|l| (l, Source::Upstream)));
+        feeds.push(Feed {
+            live,
+            source: Source::Upstream,
+            after,
+        });
+    }
+    history.sort_by_key(|(l, _)| l.seq);
+    (history, feeds)
+}
+
+/// `GET /logs`: the combined history, oldest first. A browser (`Accept:
+/// text/html`) is sent to the UI, as llama-swap does.
+pub(crate) async fn history(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let wants_html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"));
+    if wants_html {
+        return (
+            StatusCode::FOUND,
+            [(header::LOCATION, HeaderValue::from_static("/ui/"))],
+        )
+            .into_response();
+    }
+    let (lines, _) = combined(&state, true, true);
+    let text: String = lines.iter().map(|(l, s)| render(l, *s)).collect();
+    text_response(Body::from(text))
+}
+
+/// `GET /logs/stream`: the combined log, live.
 pub(crate) async fn stream_all(
     State(state): State<AppState>,
     Query(query): Query<StreamQuery>,
 ) -> Response {
-    let Some(supervisor) = state.inner.supervisor.clone() else {
-        return text_response(Body::empty());
-    };
-    let hub = supervisor.logs();
-    // Subscribe before copying the history so no line falls in between; lines
-    // in both are dropped from the live side by sequence number.
-    let live = hub.subscribe_all();
-    let history = hub.history_all();
-    let after = history.last().map(|l| l.seq);
-    let history = if query.with_history() {
-        history
-    } else {
-        Vec::new()
-    };
-    follow(history, live, after, state.inner.draining.clone())
+    let (history, feeds) = combined(&state, true, true);
+    follow(&query, history, feeds, state.inner.draining.clone())
 }
 
-/// `GET /logs/stream/<model>`: one model's output (ID or alias), live.
+/// `GET /logs/stream/<id>`: `proxy`, `upstream`, or one model (ID or alias).
 pub(crate) async fn stream_one(
     State(state): State<AppState>,
-    Path(model): Path<String>,
+    Path(id): Path<String>,
     Query(query): Query<StreamQuery>,
 ) -> Response {
-    let supervisor = state.inner.supervisor.clone();
-    let hub = supervisor.as_ref().map(|s| s.logs());
-    let subscription = if model == "upstream" {
-        None
-    } else {
+    let draining = state.inner.draining.clone();
+    match id.as_str() {
+        PROXY_LOG_ID => {
+            let (history, feeds) = combined(&state, true, false);
+            return follow(&query, history, feeds, draining);
+        }
+        "upstream" => {
+            let (history, feeds) = combined(&state, false, true);
+            return follow(&query, history, feeds, draining);
+        }
+        _ => {}
+    }
+    let subscription = state.inner.router.resolve(&id).and_then(|model| {
         state
             .inner
-            .router
-            .resolve(&model)
-            .and_then(|id| hub.and_then(|hub| hub.subscribe(&id)))
-    };
+            .supervisor
+            .as_ref()
+            .and_then(|s| s.logs().subscribe(&model))
+    });
     match subscription {
         Some(sub) => {
-            let history = if query.with_history() {
-                sub.history
-            } else {
-                Vec::new()
+            let history = sub
+                .history
+                .into_iter()
+                .map(|l| (l, Source::Upstream))
+                .collect();
+            let feed = Feed {
+                live: sub.live,
+                source: Source::Upstream,
+                after: None,
             };
-            follow(history, sub.live, None, state.inner.draining.clone())
+            follow(&query, history, vec![feed], draining)
         }
-        // llama-swap's name for the combined upstream feed.
-        None if model == "upstream" => stream_all(State(state), Query(query)).await,
-        None => ApiError::ModelNotFound { model }.into_response(),
+        None => ApiError::UnknownLog { id }.into_response(),
     }
 }
 
-struct Follow {
-    live: broadcast::Receiver<LogLine>,
-    after: Option<u64>,
+/// The stream's state: the history not yet sent, then the live feeds.
+struct Following {
+    first: Option<String>,
+    feeds: Vec<Feed>,
     draining: CancellationToken,
 }
 
 fn follow(
-    history: Vec<LogLine>,
-    live: broadcast::Receiver<LogLine>,
-    after: Option<u64>,
+    query: &StreamQuery,
+    history: Vec<(LogLine, Source)>,
+    feeds: Vec<Feed>,
     draining: CancellationToken,
 ) -> Response {
-    let first: String = history.iter().map(render).collect();
-    let state = (
-        Some(first),
-        Follow {
-            live,
-            after,
-            draining,
-        },
-    );
-    let stream = futures_util::stream::unfold(state, |(first, mut f)| async move {
-        if let Some(text) = first.filter(|t| !t.is_empty()) {
-            return Some((
-                Ok::<_, std::convert::Infallible>(Bytes::from(text)),
-                (None, f),
-            ));
+    let first = query
+        .with_history()
+        .then(|| history.iter().map(|(l, s)| render(l, *s)).collect());
+    let state = Following {
+        first,
+        feeds,
+        draining,
+    };
+    let stream = futures_util::stream::unfold(state, |mut f| async move {
+        if let Some(text) = f.first.take().filter(|t: &String| !t.is_empty()) {
+            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(text)), f));
         }
         loop {
-            let received = tokio::select! {
+            let (index, received) = tokio::select! {
                 () = f.draining.cancelled() => return None,
-                received = f.live.recv() => received,
+                got = next_line(&mut f.feeds) => got?,
             };
+            let feed = &f.feeds[index];
             match received {
-                Ok(line) if f.after.is_some_and(|after| line.seq <= after) => {}
-                Ok(line) => return Some((Ok(Bytes::from(render(&line))), (None, f))),
+                Ok(line) if feed.after.is_some_and(|after| line.seq <= after) => {}
+                Ok(line) => {
+                    let text = render(&line, feed.source);
+                    return Some((Ok(Bytes::from(text)), f));
+                }
                 Err(RecvError::Lagged(n)) => {
                     let note = format!("--- {n} lines dropped: this reader fell behind ---\n");
-                    return Some((Ok(Bytes::from(note)), (None, f)));
+                    return Some((Ok(Bytes::from(note)), f));
                 }
-                Err(RecvError::Closed) => return None,
+                Err(RecvError::Closed) => {
+                    f.feeds.remove(index);
+                }
             }
         }
     });
     text_response(Body::from_stream(stream))
+}
+
+/// The next item of whichever feed has one; `None` when no feed is left.
+async fn next_line(feeds: &mut [Feed]) -> Option<(usize, Result<LogLine, RecvError>)> {
+    match feeds {
+        [] => None,
+        [only] => Some((0, only.live.recv().await)),
+        [first, second, ..] => Some(tokio::select! {
+            got = first.live.recv() => (0, got),
+            got = second.live.recv() => (1, got),
+        }),
+    }
 }

@@ -35,6 +35,9 @@ pub struct HttpOptions {
     /// Most bytes of request bodies read at once across all requests (503
     /// `server_overloaded` beyond). Default [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
     pub max_body_bytes_in_flight: usize,
+    /// The proxy's own log, served by `/logs` beside the upstreams' output
+    /// (default none: only upstream output).
+    pub proxy_log: Option<crate::logging::ProxyLog>,
 }
 
 impl Default for HttpOptions {
@@ -42,6 +45,7 @@ impl Default for HttpOptions {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+            proxy_log: None,
         }
     }
 }
@@ -58,6 +62,13 @@ impl HttpOptions {
     #[must_use]
     pub fn max_body_bytes_in_flight(mut self, bytes: usize) -> Self {
         self.max_body_bytes_in_flight = bytes;
+        self
+    }
+
+    /// Serves `log` as the proxy's log in `/logs`.
+    #[must_use]
+    pub fn proxy_log(mut self, log: crate::logging::ProxyLog) -> Self {
+        self.proxy_log = Some(log);
         self
     }
 }
@@ -106,6 +117,8 @@ pub(crate) struct Inner {
     pub(crate) max_body_bytes: usize,
     /// Limits on reading request bodies (size, deadline, shared budget).
     pub(crate) body_limits: BodyLimits,
+    /// The proxy's own log for `/logs`; `None` serves upstream output only.
+    pub(crate) proxy_log: Option<crate::logging::ProxyLog>,
     /// Cancelled when the server starts shutting down: waiting requests answer
     /// 503, log streams end, new requests are refused.
     pub(crate) draining: CancellationToken,
@@ -219,6 +232,7 @@ impl AppState {
                     timeout: config.request_body_timeout,
                     budget: Arc::new(BodyBudget::new(options.max_body_bytes_in_flight)),
                 },
+                proxy_log: options.proxy_log,
                 draining: CancellationToken::new(),
                 gate,
                 inflight: TaskTracker::new(),

@@ -44,8 +44,8 @@ impl LogStream {
 pub struct LogLine {
     /// The model whose process wrote it.
     pub model: Arc<str>,
-    /// Position in the hub-wide order of lines (increasing, starts at 0), which lets a
-    /// reader merge the per-model histories and skip lines it has already seen.
+    /// Position in the process-wide order of lines (increasing), which lets a
+    /// reader merge histories and skip lines it has already seen.
     pub seq: u64,
     /// The pipe it came from.
     pub stream: LogStream,
@@ -71,8 +71,11 @@ pub struct LogRing {
     lines: Mutex<VecDeque<LogLine>>,
     live: broadcast::Sender<LogLine>,
     hub_live: broadcast::Sender<LogLine>,
-    hub_seq: Arc<AtomicU64>,
 }
+
+/// The order of every log line in the process (all hubs, the proxy's log), so
+/// histories from different rings merge in the order they were written.
+static LOG_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl LogRing {
     /// The model this ring belongs to.
@@ -80,13 +83,31 @@ impl LogRing {
         &self.model
     }
 
+    /// A ring of its own (not part of a hub), e.g. for the proxy's log. Its
+    /// lines share the process-wide `seq` order with every hub's.
+    pub fn standalone(name: &str, capacity: usize) -> Self {
+        Self {
+            model: Arc::from(name),
+            capacity,
+            lines: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
+            live: broadcast::channel(LIVE_CAPACITY).0,
+            hub_live: broadcast::channel(1).0,
+        }
+    }
+
     /// Appends a line, evicting the oldest when full, and publishes it to live
-    /// subscribers and to the server's log.
+    /// subscribers and to the server's log (which prints it per `logToStdout`).
     pub fn push(&self, stream: LogStream, text: String) {
         tracing::info!(target: "upstream_output", model = %self.model, stream = stream.as_str(), "{text}");
+        self.record(stream, text);
+    }
+
+    /// Appends a line and publishes it to live subscribers, without echoing it
+    /// to the server's log.
+    pub fn record(&self, stream: LogStream, text: String) {
         let mut lines = self.lock();
         // Taken under the lock so that this ring's lines are in `seq` order.
-        let seq = self.hub_seq.fetch_add(1, Ordering::Relaxed);
+        let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
         let line = LogLine {
             model: Arc::clone(&self.model),
             seq,
@@ -126,7 +147,7 @@ impl LogRing {
 
     /// The `seq` the next pushed line will have at the earliest.
     pub fn next_seq(&self) -> u64 {
-        self.hub_seq.load(Ordering::Relaxed)
+        LOG_SEQ.load(Ordering::Relaxed)
     }
 
     /// History plus a receiver for what follows, taken atomically.
@@ -160,7 +181,6 @@ impl LogHub {
         S: Into<String>,
     {
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
-        let seq = Arc::new(AtomicU64::new(0));
         let rings = models
             .into_iter()
             .map(|m| {
@@ -171,7 +191,6 @@ impl LogHub {
                     lines: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
                     live: broadcast::channel(LIVE_CAPACITY).0,
                     hub_live: live.clone(),
-                    hub_seq: Arc::clone(&seq),
                 };
                 (model, Arc::new(ring))
             })

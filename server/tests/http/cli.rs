@@ -8,34 +8,48 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use crate::support::{LIMIT, config_yaml, free_port, model};
 
-/// A `llama-swap-server` process serving a config file on a free port.
+/// A `llama-swap-server` process; its log (stdout after the `listening on`
+/// line, and stderr) is read all the time, so it never blocks on a full pipe,
+/// and arrives here line by line.
 pub(crate) struct Server {
     child: Child,
-    base: String,
-    stderr: Lines<BufReader<ChildStderr>>,
+    /// The address from the `listening on` line.
+    pub(crate) base: String,
+    /// Log lines, `true` for stdout.
+    logs: mpsc::UnboundedReceiver<(bool, String)>,
     http: reqwest::Client,
+    _readers: JoinSet<()>,
 }
 
 impl Server {
+    /// Serves `config` on a free loopback port, with `extra` arguments.
     pub(crate) async fn start(config: &Path, extra: &[&str]) -> Self {
+        let config = config.to_str().unwrap();
+        let mut args = vec!["--config", config, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        Self::start_args(&args).await
+    }
+
+    /// Runs the binary with exactly `args`.
+    pub(crate) async fn start_args(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
-            .arg("--config")
-            .arg(config)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("RUST_LOG", "info")
+            .args(args)
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let first = tokio::time::timeout(LIMIT, BufReader::new(stdout).lines().next_line())
+        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = tokio::time::timeout(LIMIT, stdout.next_line())
             .await
             .unwrap()
             .unwrap()
@@ -44,12 +58,25 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_owned();
-        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (tx, logs) = mpsc::unbounded_channel();
+        let mut readers = JoinSet::new();
+        let out = tx.clone();
+        readers.spawn(async move {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let _ = out.send((true, line));
+            }
+        });
+        readers.spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                let _ = tx.send((false, line));
+            }
+        });
         Self {
             child,
             base,
-            stderr,
+            logs,
             http: reqwest::Client::new(),
+            _readers: readers,
         }
     }
 
@@ -62,21 +89,16 @@ impl Server {
             .unwrap();
     }
 
-    fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let pid = i32::try_from(self.child.id().unwrap()).unwrap();
         kill(Pid::from_raw(pid), signal).unwrap();
     }
 
-    /// Reads stderr until a line contains `needle`.
-    async fn wait_log(&mut self, needle: &str) -> String {
+    /// Reads the log until a line contains `needle`.
+    pub(crate) async fn wait_log(&mut self, needle: &str) -> String {
         tokio::time::timeout(LIMIT, async {
             loop {
-                let line = self
-                    .stderr
-                    .next_line()
-                    .await
-                    .unwrap()
-                    .expect("stderr closed");
+                let (_, line) = self.logs.recv().await.expect("the log ended");
                 if line.contains(needle) {
                     return line;
                 }
@@ -116,15 +138,28 @@ impl Server {
     }
 
     /// SIGTERM, then the exit status must be success.
-    pub(crate) async fn terminate(mut self) {
+    pub(crate) async fn terminate(self) {
+        self.terminate_with_output().await;
+    }
+
+    /// As [`terminate`](Self::terminate); returns the stdout lines not read yet.
+    pub(crate) async fn terminate_with_output(mut self) -> Vec<String> {
         self.signal(Signal::SIGTERM);
-        // Keep draining stderr so the child never blocks on a full pipe.
-        let drain = async { while let Ok(Some(_)) = self.stderr.next_line().await {} };
-        let (status, ()) =
-            tokio::time::timeout(LIMIT, async { tokio::join!(self.child.wait(), drain) })
-                .await
-                .expect("the server did not exit after SIGTERM");
+        let status = tokio::time::timeout(LIMIT, self.child.wait())
+            .await
+            .expect("the server did not exit after SIGTERM");
         assert!(status.unwrap().success(), "non-zero exit after SIGTERM");
+        // The readers end at the pipes' end of file, which follows the exit.
+        let mut stdout = Vec::new();
+        while let Some((is_stdout, line)) = tokio::time::timeout(LIMIT, self.logs.recv())
+            .await
+            .expect("the output did not end")
+        {
+            if is_stdout {
+                stdout.push(line);
+            }
+        }
+        stdout
     }
 }
 

@@ -4,99 +4,14 @@
 //! (and renewed by a reload).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::cli::Server;
 use crate::support::{LIMIT, config_yaml, free_port, model};
-
-/// The binary, started with `args`; its log (stdout after the first line,
-/// and stderr) arrives line by line.
-struct Launched {
-    child: Child,
-    /// The address from the `listening on` line.
-    base: String,
-    logs: mpsc::UnboundedReceiver<String>,
-    _readers: JoinSet<()>,
-}
-
-impl Launched {
-    async fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = tokio::time::timeout(LIMIT, stdout.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("no listening line");
-        let base = first
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_owned();
-        let (tx, logs) = mpsc::unbounded_channel();
-        let mut readers = JoinSet::new();
-        let out = tx.clone();
-        readers.spawn(async move {
-            while let Ok(Some(line)) = stdout.next_line().await {
-                let _ = out.send(line);
-            }
-        });
-        readers.spawn(async move {
-            let mut stderr = stderr;
-            while let Ok(Some(line)) = stderr.next_line().await {
-                let _ = tx.send(line);
-            }
-        });
-        Self {
-            child,
-            base,
-            logs,
-            _readers: readers,
-        }
-    }
-
-    /// Reads the log until a line contains `needle`.
-    async fn wait_log(&mut self, needle: &str) -> String {
-        tokio::time::timeout(LIMIT, async {
-            loop {
-                let line = self.logs.recv().await.expect("the log ended");
-                if line.contains(needle) {
-                    return line;
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no log line with {needle:?}"))
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = i32::try_from(self.child.id().unwrap()).unwrap();
-        kill(Pid::from_raw(pid), signal).unwrap();
-    }
-
-    async fn terminate(mut self) {
-        self.signal(Signal::SIGTERM);
-        let status = tokio::time::timeout(LIMIT, self.child.wait())
-            .await
-            .expect("no exit after SIGTERM")
-            .unwrap();
-        assert!(status.success(), "{status}");
-    }
-}
 
 async fn model_ids(base: &str) -> Vec<String> {
     let body: serde_json::Value = reqwest::get(format!("{base}/v1/models"))
@@ -130,7 +45,7 @@ async fn llama_swaps_own_launch_line_with_single_dash_flags_serves() {
     let file = file.to_str().unwrap();
     // As llama-swap's Docker entrypoint and systemd unit write it.
     let mut server =
-        Launched::start(&["-config", file, "-listen", "127.0.0.1:0", "-watch-config"]).await;
+        Server::start_args(&["-config", file, "-listen", "127.0.0.1:0", "-watch-config"]).await;
     assert!(
         server.base.starts_with("http://127.0.0.1:"),
         "{}",
@@ -141,7 +56,7 @@ async fn llama_swaps_own_launch_line_with_single_dash_flags_serves() {
     server.terminate().await;
 
     // `-flag=value` and `--flag value` are read the same way.
-    let server = Launched::start(&[&format!("-config={file}"), "--listen", "127.0.0.1:0"]).await;
+    let server = Server::start_args(&[&format!("-config={file}"), "--listen", "127.0.0.1:0"]).await;
     assert_eq!(model_ids(&server.base).await, ["a"]);
     server.terminate().await;
 }
@@ -152,7 +67,7 @@ async fn listen_colon_port_listens_on_every_interface() {
     let file = dir.path().join("config.yaml");
     write(&file, &models_file("a"));
     let port = free_port();
-    let mut server = Launched::start(&[
+    let mut server = Server::start_args(&[
         "-config",
         file.to_str().unwrap(),
         "-listen",
@@ -181,7 +96,7 @@ async fn config_dir_is_merged_after_config_and_watched_for_new_files() {
     let conf_d = dir.path().join("conf.d");
     std::fs::create_dir(&conf_d).unwrap();
     write(&conf_d.join("10-a.yaml"), &models_file("a"));
-    let server = Launched::start(&[
+    let server = Server::start_args(&[
         "-config",
         file.to_str().unwrap(),
         "-config-dir",
@@ -256,7 +171,7 @@ async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
     let file = dir.path().join("config.yaml");
     write(&file, &models_file("a"));
     let (cert, key, first) = certificate(dir.path());
-    let mut server = Launched::start(&[
+    let mut server = Server::start_args(&[
         "-config",
         file.to_str().unwrap(),
         "-listen",

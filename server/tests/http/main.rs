@@ -13,6 +13,7 @@ mod filters;
 mod launch;
 mod lifecycle;
 mod listings;
+mod logs;
 mod matrix;
 mod observability;
 mod openai_client;
