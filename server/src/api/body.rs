@@ -55,6 +55,7 @@ impl BodyBudget {
     }
 
     /// Bytes held by bodies being read now.
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }

@@ -20,7 +20,7 @@
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
-//! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines ([`events`]) |
+//! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`events.rs`) |
 //! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first ([`crate::activity::Finished`]) |
 //! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
 //! | `GET /ui`, `/ui/...`, `/favicon.ico` | the web UI, embedded; deep links like `/ui/queue` load the page; without authentication |
@@ -39,38 +39,37 @@
 //! one credential at most (400 `multiple_credentials`), and an address that
 //! keeps presenting wrong keys is answered 429 `too_many_auth_failures` for a
 //! while ([`auth_limit`]). Every response
-//! carries an `X-Request-Id` ([`request_id`]). Errors are
+//! carries an `X-Request-Id` (`request_id.rs`). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).
 //!
 //! # Loading state
 //!
 //! With `sendLoadingState`, a streaming chat request that has to wait is
-//! answered at once with `200 text/event-stream`; see [`loading`] for the frames.
+//! answered at once with `200 text/event-stream` whose frames are chat-completion
+//! chunks marked with a top-level `llamaswap` object (`loading.rs`; docs/DESIGN.md).
 
 mod activity;
-pub mod auth;
+mod auth;
 pub mod auth_limit;
-pub mod body;
+mod body;
 mod dispatch;
-pub mod error;
-pub mod events;
-pub mod extract;
+mod error;
+mod events;
+mod extract;
 mod info;
 mod layers;
-pub mod loading;
+mod loading;
 mod logs;
 mod metrics;
 mod names;
-pub mod request_id;
+mod request_id;
 mod routes;
 mod state;
 mod ui;
-pub mod upstream_path;
+mod upstream_path;
 
-pub use auth::ApiKeys;
+pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub(crate) use error::stream_error_frames;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
-pub use extract::RequestModel;
 pub use routes::app;
 pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};
-pub use upstream_path::{UpstreamTarget, split_upstream_path};
