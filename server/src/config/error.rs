@@ -498,6 +498,26 @@ pub enum Reason {
         /// The value found.
         got: String,
     },
+    /// A duration that is not Go's `<number><unit>...` (`30s`, `1m30s`).
+    #[error("must be a duration such as 30s or 1m30s, got {got:?}")]
+    InvalidDuration {
+        /// The value found.
+        got: String,
+    },
+    /// A duration below its minimum.
+    #[error("must be at least {min}, got {got}")]
+    TooShort {
+        /// The minimum, as written in a config.
+        min: &'static str,
+        /// The value found.
+        got: String,
+    },
+    /// `store.path` is not a place a file can be written (llama-swap's check).
+    #[error("{why}")]
+    StorePath {
+        /// What is wrong.
+        why: String,
+    },
     /// Two keys that exclude each other are both set.
     #[error("cannot be used together with {other}")]
     ConflictsWith {
@@ -551,6 +571,13 @@ pub enum WarningKind {
         got: String,
         /// What is used instead.
         used: &'static str,
+    },
+    /// A group member that is neither a model ID nor an alias; llama-swap
+    /// loads the group and never matches the name, this server skips it.
+    #[error("{name:?} is neither a model ID nor an alias; it is not a member")]
+    MemberNotAModel {
+        /// The name.
+        name: String,
     },
     /// A name under `hooks.on_startup.preload` that is neither a model ID nor
     /// an alias; llama-swap skips it, and so does this server.

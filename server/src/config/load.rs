@@ -1,6 +1,7 @@
 //! The top level of the document: global keys, then models, then what names models.
 
 use super::error::{KeyPath, Reason, WarningKind};
+use super::extras::{read_performance, read_store};
 use super::fields::{Diagnostics, Fields, secs};
 use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
@@ -10,7 +11,9 @@ use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
 use super::selectors::read_selectors;
 use super::transport::{UpstreamConfig, read_upstream};
-use super::types::{ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout};
+use super::types::{
+    ApiKey, Config, Hooks, LogLevel, LogTimeFormat, LogToStdout, PerformanceConfig,
+};
 use crate::scheduler::DEFAULT_UNLOAD_TIMEOUT;
 
 const DEFAULT_HEALTH_CHECK_TIMEOUT: i64 = 120;
@@ -20,14 +23,7 @@ const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
 const DEFAULT_START_PORT: u16 = 5800;
 
 /// Keys llama-swap has at the top level that this server does not implement yet.
-const UNSUPPORTED_TOP_LEVEL: &[&str] = &[
-    "metricsMaxInMemory",
-    "captureBuffer",
-    "store",
-    "ui",
-    "performance",
-    "peers",
-];
+const UNSUPPORTED_TOP_LEVEL: &[&str] = &["metricsMaxInMemory", "captureBuffer", "ui", "peers"];
 
 /// Every top-level key this server reads, and llama-swap's that it does not
 /// implement yet. Only these are macro-expanded: anything else (helper keys
@@ -169,6 +165,13 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         Some((node, path)) => read_upstream(node, &path, cx),
         None => UpstreamConfig::default(),
     };
+    let performance = match fields.take("performance") {
+        Some((node, path)) => read_performance(node, path, cx),
+        None => PerformanceConfig::default(),
+    };
+    if let Some((node, path)) = fields.take("store") {
+        read_store(node, path, cx);
+    }
     fields.unsupported(UNSUPPORTED_TOP_LEVEL);
 
     let models_node = fields.take("models");
@@ -252,6 +255,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         log_time_format,
         log_requests,
         request_body_limit,
+        performance,
         priority_rules,
         upstream,
     })

@@ -44,6 +44,7 @@
 mod capabilities;
 mod env;
 mod error;
+mod extras;
 mod fields;
 mod filters;
 mod load;
@@ -74,7 +75,7 @@ pub use transport::{CaCertificates, DEFAULT_IGNORE_PATH, IgnorePaths, UpstreamCo
 pub(crate) use types::constant_time_eq;
 pub use types::{
     ApiKey, Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, ModelConfig,
-    PriorityConfig, SchedulerConfig,
+    PerformanceConfig, PriorityConfig, SchedulerConfig,
 };
 
 /// A configuration that loaded, with what was ignored or adjusted on the way.

@@ -52,8 +52,9 @@ impl Resolver {
         self.aliases.get(name).map(String::as_str)
     }
 
-    /// Resolves a list of names, reporting unknown names and names that resolve to a
-    /// model already listed.
+    /// Resolves a list of group members. A name that is no model is skipped with a
+    /// warning (llama-swap loads such a group and never matches the name); one
+    /// that resolves to a model already listed is an error.
     fn resolve_list(
         &self,
         list: Vec<(String, KeyPath)>,
@@ -62,7 +63,7 @@ impl Resolver {
         let mut out: Vec<(String, KeyPath)> = Vec::with_capacity(list.len());
         for (name, path) in list {
             match self.resolve(&name) {
-                None => cx.error(path, Reason::UnknownModel { name }),
+                None => cx.warn(path, WarningKind::MemberNotAModel { name }),
                 Some(id) if out.iter().any(|(o, _)| o == id) => {
                     cx.error(path, Reason::Duplicate { item: name });
                 }

@@ -53,6 +53,8 @@ pub struct Config {
     pub log_time_format: Option<LogTimeFormat>,
     /// `logRequests` (default false).
     pub log_requests: bool,
+    /// `performance`: sampling of the system gauges on `/metrics`.
+    pub performance: PerformanceConfig,
     /// `requestBodyLimit` (this server's extension; default: the serve
     /// options', 32 MiB): the largest request body accepted, 413 beyond.
     pub request_body_limit: Option<usize>,
@@ -254,6 +256,25 @@ pub enum LogToStdout {
     Both,
     /// Nothing.
     None,
+}
+
+/// `performance`: how `/metrics` samples the system gauges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PerformanceConfig {
+    /// `disabled` (default false): no sampling; `/metrics` shows no system gauges.
+    pub disabled: bool,
+    /// `every` (default 5 s, at least 5 s): the sampling interval.
+    pub every: Duration,
+}
+
+impl Default for PerformanceConfig {
+    fn default() -> Self {
+        Self {
+            disabled: false,
+            every: Duration::from_secs(5),
+        }
+    }
 }
 
 /// `logTimeFormat`: the timestamp in front of each line of the proxy's log,

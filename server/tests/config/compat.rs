@@ -333,3 +333,19 @@ fn config_dir_errors_for_an_empty_dir_a_shared_file_and_nothing_given() {
     let loaded = Config::load_sources_with_env(Some(&file), Some(other.path()), &env).unwrap();
     assert_eq!(loaded.config.models.len(), 1);
 }
+
+#[test]
+fn a_group_member_that_is_not_a_model_is_a_warning() {
+    let yaml = "models:\n  a:\n    cmd: srv\n    proxy: http://127.0.0.1:9\nrouting:\n  router:\n    settings:\n      groups:\n        one:\n          members: [a, ghost]\n";
+    let loaded = load(yaml);
+    assert_eq!(loaded.config.groups[0].members, ["a"]);
+    assert_eq!(
+        warnings(&loaded),
+        [(
+            "routing.router.settings.groups.one.members[1]".to_owned(),
+            WarningKind::MemberNotAModel {
+                name: "ghost".into()
+            }
+        )]
+    );
+}

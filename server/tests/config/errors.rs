@@ -192,19 +192,6 @@ fn model_in_two_groups_is_refused_even_through_an_alias() {
 }
 
 #[test]
-fn group_member_that_is_not_a_model_is_refused() {
-    assert_eq!(
-        only_issue("group_member_not_a_model.yaml"),
-        (
-            "routing.router.settings.groups.one.members[1]".into(),
-            Reason::UnknownModel {
-                name: "ghost".into()
-            }
-        )
-    );
-}
-
-#[test]
 fn priority_for_an_unknown_model_is_refused() {
     assert_eq!(
         only_issue("priority_unknown_key.yaml"),

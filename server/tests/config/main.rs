@@ -8,6 +8,7 @@ mod cli;
 mod compat;
 mod errors;
 mod filters;
+mod llama_swap;
 mod load;
 mod mapping;
 mod matrix;
