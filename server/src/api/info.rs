@@ -180,6 +180,7 @@ pub(crate) async fn queue(State(state): State<AppState>) -> Json<Value> {
                 "effective_priority": e.effective_priority,
                 "aged": e.aged,
                 "position": e.position,
+                "reason": e.reason.as_str(),
                 "waited_ms": u64::try_from(e.waited.as_millis()).unwrap_or(u64::MAX),
             })
         })

@@ -230,6 +230,14 @@ pub enum Reason {
         /// The value found.
         got: i64,
     },
+    /// `parallel` is neither a positive integer nor `auto`.
+    #[error(
+        "must be a positive integer (the most requests forwarded to the upstream at once, as its --parallel slots) or auto, got {got}"
+    )]
+    InvalidParallel {
+        /// The value found.
+        got: String,
+    },
     /// A number outside its range.
     #[error("must be between {min} and {max}, got {got}")]
     OutOfRange {

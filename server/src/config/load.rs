@@ -202,6 +202,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         legacy_matrix: fields.take("matrix"),
     };
     let routing = read_routing(routing_keys, &resolver, cx);
+    super::parallel::check_parallel(&models, &routing.scheduler, cx);
     let selectors = match fields.take("selectors") {
         Some((node, path)) => {
             let matrix = routing.matrix.as_ref().map(|(_, compiled)| compiled);

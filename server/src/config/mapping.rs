@@ -25,6 +25,7 @@ impl Config {
                 unload_timeout: model.unload_timeout,
                 ttl: model.ttl,
                 max_queued: self.priority_rules.max_queued.get(&model.id).copied(),
+                parallel: model.parallel,
             })
             .collect();
         let groups = self

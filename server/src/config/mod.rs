@@ -53,6 +53,7 @@ mod mapping;
 mod matrix;
 mod model;
 mod node;
+mod parallel;
 mod priority;
 mod profiles;
 mod routing;

@@ -9,11 +9,12 @@ use super::fields::{Diagnostics, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
+use super::parallel::read_parallel;
 use super::transport::read_timeouts;
 use super::types::ModelConfig;
 use crate::filters::Filters;
 use crate::proxy::Timeouts;
-use crate::scheduler::DEFAULT_CONCURRENCY_LIMIT;
+use crate::scheduler::{DEFAULT_CONCURRENCY_LIMIT, Parallel};
 use crate::upstream::{CommandError, split_command};
 
 const DEFAULT_CHECK_ENDPOINT: &str = "/health";
@@ -33,6 +34,8 @@ pub(crate) struct ModelDefaults<'a> {
 pub(crate) struct ParsedModel {
     pub(crate) config: ModelConfig,
     pub(crate) alias_paths: Vec<KeyPath>,
+    /// Where `parallel` was written, when it was.
+    pub(crate) parallel_path: Option<KeyPath>,
 }
 
 /// Reads `models`. Models are handled in ID order, which is also the order `${PORT}`
@@ -230,6 +233,10 @@ fn read_model(
             Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         },
     };
+    let (parallel, parallel_path) = match fields.take("parallel") {
+        None => (Parallel::Unlimited, None),
+        Some((node, p)) => (read_parallel(node, &p, cx), Some(p)),
+    };
     let unlisted = optional_bool(&mut fields, "unlisted", cx).unwrap_or(false);
     let send_loading_state =
         optional_bool(&mut fields, "sendLoadingState", cx).unwrap_or(defaults.send_loading_state);
@@ -277,12 +284,14 @@ fn read_model(
             description,
             metadata,
             concurrency_limit,
+            parallel,
             send_loading_state,
             filters,
             timeouts,
             capabilities,
         },
         alias_paths,
+        parallel_path,
     })
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::selectors::SelectorStrategy;
 use super::types::{Config, ModelConfig, SchedulerConfig};
 use crate::policy::matrix::MatrixSettings;
+use crate::scheduler::Parallel;
 
 /// Renders a [`Config`] for people: the scheduler, global settings, every model
 /// with what was resolved for it, and the groups. API keys are counted, never shown.
@@ -239,6 +240,17 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
     }
     writeln!(f, "    ttl:         {}", ttl(model.ttl))?;
     writeln!(f, "    concurrency: {}", model.concurrency_limit)?;
+    match model.parallel {
+        Parallel::Unlimited => {}
+        Parallel::Limit(n) => writeln!(
+            f,
+            "    parallel:    {n} in flight at most (more wait in the ranked queue)"
+        )?,
+        Parallel::Auto => writeln!(
+            f,
+            "    parallel:    auto (the upstream's /props total_slots once ready)"
+        )?,
+    }
     writeln!(
         f,
         "    health:      {}",

@@ -176,6 +176,9 @@ pub struct ModelConfig {
     pub metadata: Option<serde_json::Value>,
     /// `concurrencyLimit` (default 10): admitted requests (queued, waiting, serving).
     pub concurrency_limit: usize,
+    /// `parallel` (this server's extension; default: no limit): most requests
+    /// forwarded to the upstream at once, the rest ranked in the queue.
+    pub parallel: crate::scheduler::Parallel,
     /// `sendLoadingState` (default: the global one).
     pub send_loading_state: bool,
     /// `filters` (`stripParams`, `setParams`, `setParamsByID`): applied to JSON

@@ -20,6 +20,8 @@
 //! | `llamaswap_priority_header_rejected_total` | counter | `reason` (invalid, duplicated) |
 //! | `llamaswap_priority_capped_total` | counter | |
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
+//! | `llamaswap_model_requests_in_flight` | gauge | `model` |
+//! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
 
 mod outcome;
 
@@ -84,6 +86,8 @@ pub struct Metrics {
     header_rejected: Family<L1, Counter>,
     capped: Counter,
     model_state: Family<L2, Gauge>,
+    model_in_flight: Family<L1, Gauge>,
+    model_slots: Family<L1, Gauge>,
 }
 
 impl Metrics {
@@ -175,6 +179,18 @@ impl Metrics {
             "1 for the state each configured model is in",
             model_state.clone(),
         );
+        let model_in_flight = Family::<L1, Gauge>::default();
+        registry.register(
+            "model_requests_in_flight",
+            "Requests forwarded to each model's upstream and not finished",
+            model_in_flight.clone(),
+        );
+        let model_slots = Family::<L1, Gauge>::default();
+        registry.register(
+            "model_parallel_slots",
+            "The parallel limit of models that have one: most requests in flight at once",
+            model_slots.clone(),
+        );
         let metrics = Self {
             registry,
             bands,
@@ -192,6 +208,8 @@ impl Metrics {
             header_rejected,
             capped,
             model_state,
+            model_in_flight,
+            model_slots,
         };
         metrics.zero_series();
         metrics
@@ -342,10 +360,24 @@ impl Metrics {
                 .set(waited.as_secs_f64());
         }
         for model in &self.models {
-            let current = running
-                .iter()
-                .find(|r| &r.model == model)
-                .map_or(ModelState::Stopped, |r| r.state);
+            let entry = running.iter().find(|r| &r.model == model);
+            let current = entry.map_or(ModelState::Stopped, |r| r.state);
+            let label = [("model", model.clone())];
+            self.model_in_flight
+                .get_or_create(&label)
+                .set(entry.map_or(0, |r| i64::try_from(r.in_flight).unwrap_or(i64::MAX)));
+            // Shown while the model is up and has a limit (an `auto` one has
+            // it once its upstream said, after each start).
+            match entry.and_then(|r| r.parallel) {
+                Some(slots) => {
+                    self.model_slots
+                        .get_or_create(&label)
+                        .set(i64::try_from(slots).unwrap_or(i64::MAX));
+                }
+                None => {
+                    self.model_slots.remove(&label);
+                }
+            }
             for (state, word) in [
                 (ModelState::Stopped, "stopped"),
                 (ModelState::Starting, "starting"),

@@ -16,6 +16,7 @@ fn entry(model: &str, priority: i32) -> QueueEntry {
         capped_priority: priority,
         effective_priority: priority,
         position: 1,
+        reason: crate::scheduler::WaitReason::Swap,
         aged: false,
         waited: Duration::from_millis(1500),
     }
@@ -93,6 +94,8 @@ fn model_state_gauge_marks_exactly_the_current_state() {
         &[RunningModel {
             model: "a".into(),
             state: ModelState::Ready,
+            in_flight: 0,
+            parallel: None,
         }],
     );
     let text = m.encode();
@@ -134,4 +137,39 @@ fn swaps_fence_and_headers_are_counted() {
     ] {
         assert!(text.contains(line), "missing {line}in\n{text}");
     }
+}
+
+#[test]
+fn in_flight_per_model_is_shown_against_its_parallel_limit() {
+    let m = metrics();
+    let ready = |in_flight, parallel| RunningModel {
+        model: "a".into(),
+        state: ModelState::Ready,
+        in_flight,
+        parallel,
+    };
+    m.observe_router(&[], &[ready(2, Some(2))]);
+    let text = m.encode();
+    for line in [
+        "llamaswap_model_requests_in_flight{model=\"a\"} 2\n",
+        "llamaswap_model_requests_in_flight{model=\"b\"} 0\n",
+        "llamaswap_model_parallel_slots{model=\"a\"} 2\n",
+    ] {
+        assert!(text.contains(line), "missing {line}in\n{text}");
+    }
+    // b has no limit; a without one (or stopped) shows none either.
+    assert!(
+        !text.contains("llamaswap_model_parallel_slots{model=\"b\"}"),
+        "{text}"
+    );
+    m.observe_router(&[], &[ready(1, None)]);
+    let text = m.encode();
+    assert!(
+        text.contains("llamaswap_model_requests_in_flight{model=\"a\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("llamaswap_model_parallel_slots{model=\"a\"}"),
+        "{text}"
+    );
 }

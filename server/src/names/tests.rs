@@ -39,6 +39,8 @@ fn running(states: &[(&str, ModelState)]) -> Vec<RunningModel> {
         .map(|(m, s)| RunningModel {
             model: (*m).to_owned(),
             state: *s,
+            in_flight: 0,
+            parallel: None,
         })
         .collect()
 }

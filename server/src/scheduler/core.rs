@@ -7,8 +7,9 @@ use std::time::Duration;
 use super::decide::Queued;
 use super::names::ModelNames;
 use super::{
-    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
-    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitStatus,
+    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, Parallel, QueueEntry, RequestId,
+    RouteError, RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick,
+    WaitReason, WaitStatus,
 };
 use crate::launcher::LaunchError;
 use crate::policy::matrix::Matrix;
@@ -71,6 +72,10 @@ pub(super) struct Model {
     pub(super) reserved: usize,
     /// Granted requests whose lease is not yet dropped.
     pub(super) in_flight: usize,
+    /// Most requests in flight at once (`parallel`); `None` = no limit.
+    pub(super) parallel: Option<usize>,
+    /// `parallel: auto`: the limit is the upstream's slot count, told after each start.
+    pub(super) auto_parallel: bool,
     /// Known ready (the last start succeeded and nothing stopped it since).
     pub(super) ready: bool,
     /// Stop operations (unload, TTL, shutdown) in progress.
@@ -173,6 +178,11 @@ impl Scheduler {
                 ttl: m.ttl,
                 reserved: 0,
                 in_flight: 0,
+                parallel: match m.parallel {
+                    Parallel::Limit(n) => Some(n.get()),
+                    Parallel::Unlimited | Parallel::Auto => None,
+                },
+                auto_parallel: m.parallel == Parallel::Auto,
                 ready: false,
                 stopping: 0,
                 swap: None,
@@ -358,6 +368,11 @@ impl Scheduler {
         if self.models[t].in_flight == 0 {
             self.drain(out);
             self.flush_positions(out);
+        } else if self.models[t].parallel.is_some() {
+            // The model still serves others, so nothing else can change: only
+            // its own waiters may take the freed slot.
+            self.refill(t, out);
+            self.flush_positions(out);
         }
     }
 
@@ -390,9 +405,7 @@ impl Scheduler {
                     if self.models[t].reserved == 0 {
                         self.models[t].idle_since = Some(now);
                     }
-                    for id in swap.waiters {
-                        self.grant(id, out);
-                    }
+                    self.grant_joined(t, swap.waiters, out);
                 }
                 Err(error) => {
                     self.models[t].ready = false;
@@ -421,6 +434,13 @@ impl Scheduler {
                     effective_priority: r.effective,
                     aged: r.aged,
                     position: i + 1,
+                    reason: if self.state_of(r.model) == ModelState::Ready
+                        && self.slots_full(r.model)
+                    {
+                        WaitReason::SlotsFull
+                    } else {
+                        WaitReason::Swap
+                    },
                     waited: now.saturating_since(r.arrived),
                 })
             })
@@ -435,6 +455,8 @@ impl Scheduler {
                 (state != ModelState::Stopped).then(|| RunningModel {
                     model: self.models[t].id.clone(),
                     state,
+                    in_flight: self.models[t].in_flight,
+                    parallel: self.models[t].parallel,
                 })
             })
             .collect()

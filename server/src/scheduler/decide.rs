@@ -24,11 +24,13 @@ impl Queued {
 
 /// What one request should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Decision {
+pub(super) enum Decision {
     /// A swap of its model is in flight: wait with it.
     Join,
     /// The model is ready and evicts nothing: serve now (unless fenced).
     Serve,
+    /// The model is ready but all of its `parallel` slots are taken: wait for one.
+    Full,
     /// Stop `evict`, then start the model.
     Start(Vec<usize>),
     /// Something it needs is busy; `evict` are the models it needs stopped.
@@ -61,7 +63,7 @@ impl Scheduler {
     }
 
     /// The decision tree for a request for model `t`, before the drain fence.
-    fn decide(&self, t: usize) -> Decision {
+    pub(super) fn decide(&self, t: usize) -> Decision {
         let m = &self.models[t];
         match &m.swap {
             Some(swap) if !swap.cancelled => return Decision::Join,
@@ -73,6 +75,9 @@ impl Scheduler {
         }
         let evict = self.evict_set(t);
         if m.ready && evict.is_empty() {
+            if self.slots_full(t) {
+                return Decision::Full;
+            }
             return Decision::Serve;
         }
         let blocked = evict
@@ -85,14 +90,14 @@ impl Scheduler {
         }
     }
 
-    fn fence_enabled(&self) -> bool {
+    pub(super) fn fence_enabled(&self) -> bool {
         matches!(self.kind, SchedulerKind::Fifo { drain_fence: true })
     }
 
     /// Highest rank of a queued request whose model cannot run alongside `t`: it
     /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started);
     /// or whose current decision needs `t` stopped (`needed_stopped`).
-    fn fence_level(&self, t: usize) -> Option<i32> {
+    pub(super) fn fence_level(&self, t: usize) -> Option<i32> {
         let conflicting = self.conflicted_by[t]
             .iter()
             .filter_map(|&u| {
@@ -129,6 +134,7 @@ impl Scheduler {
             }
             Decision::Serve => self.grant(id, out),
             Decision::Start(evict) => self.start_swap(t, evict, id, out),
+            Decision::Full => self.enqueue(id),
             Decision::Wait(evict) => {
                 self.enqueue(id);
                 self.note_needed(&evict, effective);
@@ -136,7 +142,7 @@ impl Scheduler {
         }
     }
 
-    fn note_fenced(&mut self, id: RequestId) {
+    pub(super) fn note_fenced(&mut self, id: RequestId) {
         if let Some(r) = self.requests.get_mut(&id)
             && !r.fenced
         {
@@ -339,6 +345,8 @@ impl Scheduler {
                     self.grant(q.id, out);
                     if first_in_flight {
                         cache.iter_mut().for_each(|c| *c = None);
+                    } else if self.slots_full(t) {
+                        cache[t] = Some(Decision::Full);
                     }
                     true
                 }
@@ -347,7 +355,7 @@ impl Scheduler {
                     cache.iter_mut().for_each(|c| *c = None);
                     true
                 }
-                Decision::Wait(_) => false,
+                Decision::Full | Decision::Wait(_) => false,
             };
             if !leaves && !stayed[t] {
                 stayed[t] = true;
@@ -402,7 +410,7 @@ impl Scheduler {
                 self.start_swap(head.model, evict, head.id, out);
             }
             // No swap runs and nothing is in flight, so a wait can only be a stop in progress.
-            Decision::Join | Decision::Wait(_) => {}
+            Decision::Join | Decision::Full | Decision::Wait(_) => {}
         }
     }
 

@@ -83,6 +83,7 @@ mod lifecycle;
 mod names;
 mod refusal;
 mod settings;
+mod slots;
 mod types;
 
 pub use self::core::Scheduler;
@@ -90,10 +91,10 @@ pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
 pub use names::ModelNames;
 pub use refusal::REFUSAL_GRACE;
 pub use settings::{
-    DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings,
+    DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings, Parallel,
     SchedulerKind, SchedulerSettings, SettingsError,
 };
 pub use types::{
     Admitted, Effect, ModelState, QueueEntry, RequestId, RunningModel, StopId, StopModel, Tick,
-    WaitStatus,
+    WaitReason, WaitStatus,
 };

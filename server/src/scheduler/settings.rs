@@ -3,6 +3,7 @@
 //! These structs are the contract between `crate::config` (which fills them from
 //! llama-swap's YAML) and the scheduler/router (which validate them at start).
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use crate::policy::matrix::{MatrixError, MatrixSettings};
@@ -74,6 +75,9 @@ pub struct ModelSettings {
     /// start) before more are refused with [`RouteError::QueueFull`](super::RouteError::QueueFull);
     /// `None` = no bound beyond the concurrency limit.
     pub max_queued: Option<usize>,
+    /// How many requests may be in flight to the upstream at once (`parallel`);
+    /// beyond that a request for the ready model waits in the ranked queue.
+    pub parallel: Parallel,
 }
 
 impl ModelSettings {
@@ -87,7 +91,36 @@ impl ModelSettings {
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             ttl: None,
             max_queued: None,
+            parallel: Parallel::Unlimited,
         }
+    }
+}
+
+/// How many requests a model's upstream is given at once (the per-model `parallel` key).
+///
+/// An upstream such as llama.cpp's `llama-server` has a fixed number of slots
+/// (`--parallel`) and queues everything beyond them in arrival order, where no
+/// priority applies. With a limit, the requests beyond it wait in this server's
+/// ranked queue instead, so an Elevated request overtakes queued Low work for the
+/// same model. Nothing already forwarded is ever preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Parallel {
+    /// No limit: a request for a ready model is forwarded at once (llama-swap's behaviour).
+    #[default]
+    Unlimited,
+    /// At most this many requests in flight to the upstream.
+    Limit(NonZeroUsize),
+    /// The upstream's own slot count, read once it is ready (llama-server's
+    /// `/props` `total_slots`, see [`Launcher::slots`](crate::launcher::Launcher::slots));
+    /// no limit until it is known or when the upstream does not say.
+    Auto,
+}
+
+impl Parallel {
+    /// A fixed limit of `n` (`None` for 0).
+    pub fn limit(n: usize) -> Option<Self> {
+        NonZeroUsize::new(n).map(Self::Limit)
     }
 }
 

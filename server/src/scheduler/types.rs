@@ -148,6 +148,32 @@ pub struct RunningModel {
     pub model: String,
     /// Its state (never [`ModelState::Stopped`]).
     pub state: ModelState,
+    /// Granted requests whose lease is still held (forwarded to the upstream).
+    pub in_flight: usize,
+    /// Most requests in flight at once (`parallel`); `None` = no limit (or `auto`
+    /// before the upstream said).
+    pub parallel: Option<usize>,
+}
+
+/// Why a queued request waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WaitReason {
+    /// Its model is ready but every one of its `parallel` slots is taken: it goes
+    /// when a response ends, highest waiter for the model first.
+    SlotsFull,
+    /// It needs a model started or stopped (its own, or one in the way), or the
+    /// drain fence holds it behind a higher waiter that does.
+    Swap,
+}
+
+impl WaitReason {
+    /// `"slots full"` or `"swap"`, as `/api/queue` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SlotsFull => "slots full",
+            Self::Swap => "swap",
+        }
+    }
 }
 
 /// One waiting request in the ranked queue, for `GET /api/queue`.
@@ -166,6 +192,8 @@ pub struct QueueEntry {
     pub effective_priority: i32,
     /// 1-based position in the queue.
     pub position: usize,
+    /// Why it waits, as of this snapshot.
+    pub reason: WaitReason,
     /// It waited `aging_after` and now ranks ahead of newer work; its
     /// priorities above stay what they were, for display and metrics.
     pub aged: bool,

@@ -13,6 +13,7 @@ mod load;
 mod mapping;
 mod matrix;
 mod messages;
+mod parallel;
 mod robustness;
 mod selectors;
 mod support;

@@ -6,6 +6,7 @@
 
 mod lifecycle;
 mod matrix;
+mod parallel;
 mod priority;
 mod props;
 mod refusal;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use llama_swap_server::launcher::LaunchError;
 use llama_swap_server::scheduler::{
-    Effect, ModelSettings, ModelState, RequestId, SchedulerKind, SchedulerSettings, StopId,
-    WaitStatus,
+    Effect, ModelSettings, ModelState, Parallel, RequestId, SchedulerKind, SchedulerSettings,
+    StopId, WaitStatus,
 };
 use proptest::prelude::*;
 
@@ -52,45 +52,56 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Scheduler kind and group layout.
+/// Scheduler kind, group layout and slot limits.
 fn setup() -> impl Strategy<Value = SchedulerSettings> {
-    (0..4usize, 0..4usize, 1..4usize, prop::bool::ANY).prop_map(|(kind, layout, limit, ttl)| {
-        let mut models: Vec<ModelSettings> = MODELS
-            .iter()
-            .map(|id| {
-                let mut m = ModelSettings::new(*id);
-                m.concurrency_limit = limit;
-                m
-            })
-            .collect();
-        if ttl {
-            models[0].ttl = Some(Duration::from_secs(30));
-        }
-        let kind = match kind {
-            0 | 1 => SchedulerKind::Fifo { drain_fence: true },
-            2 => SchedulerKind::Fifo { drain_fence: false },
-            _ => SchedulerKind::Serial,
-        };
-        if kind != SchedulerKind::Serial {
-            models[3].priority = Some(5);
-        }
-        let mut s = SchedulerSettings::new(models);
-        s.kind = kind;
-        s.groups = match layout {
-            0 => Vec::new(),
-            1 => vec![group("all", &MODELS, false, false, false)],
-            2 => vec![
-                group("g1", &["a", "b"], true, true, false),
-                group("g2", &["c"], true, false, false),
-                group("p", &["d"], true, false, true),
-            ],
-            _ => vec![
-                group("g1", &["a", "b"], true, false, false),
-                group("g2", &["c", "d"], true, true, false),
-            ],
-        };
-        s
-    })
+    (0..4usize, 0..4usize, 1..4usize, prop::bool::ANY, 0..3usize).prop_map(
+        |(kind, layout, limit, ttl, parallel)| {
+            let mut models: Vec<ModelSettings> = MODELS
+                .iter()
+                .map(|id| {
+                    let mut m = ModelSettings::new(*id);
+                    // Room for requests to wait for a slot.
+                    m.concurrency_limit = limit + 2;
+                    m
+                })
+                .collect();
+            // None; a: 1 slot; a: 1, b: 2 slots and c's count told by its upstream.
+            if parallel >= 1 {
+                models[0].parallel = Parallel::limit(1).unwrap();
+            }
+            if parallel >= 2 {
+                models[1].parallel = Parallel::limit(2).unwrap();
+                models[2].parallel = Parallel::Auto;
+            }
+            if ttl {
+                models[0].ttl = Some(Duration::from_secs(30));
+            }
+            let kind = match kind {
+                0 | 1 => SchedulerKind::Fifo { drain_fence: true },
+                2 => SchedulerKind::Fifo { drain_fence: false },
+                _ => SchedulerKind::Serial,
+            };
+            if kind != SchedulerKind::Serial {
+                models[3].priority = Some(5);
+            }
+            let mut s = SchedulerSettings::new(models);
+            s.kind = kind;
+            s.groups = match layout {
+                0 => Vec::new(),
+                1 => vec![group("all", &MODELS, false, false, false)],
+                2 => vec![
+                    group("g1", &["a", "b"], true, true, false),
+                    group("g2", &["c"], true, false, false),
+                    group("p", &["d"], true, false, true),
+                ],
+                _ => vec![
+                    group("g1", &["a", "b"], true, false, false),
+                    group("g2", &["c", "d"], true, true, false),
+                ],
+            };
+            s
+        },
+    )
 }
 
 struct World {
@@ -108,6 +119,8 @@ struct World {
     stops: Vec<StopId>,
     /// How much of the harness log has been checked.
     checked: usize,
+    /// The ranked queue after the last step.
+    queued_before: BTreeSet<RequestId>,
 }
 
 impl World {
@@ -123,6 +136,7 @@ impl World {
             swaps: Vec::new(),
             stops: Vec::new(),
             checked: 0,
+            queued_before: BTreeSet::new(),
         }
     }
 
@@ -180,6 +194,9 @@ impl World {
                 if !self.swaps.is_empty() {
                     let model = self.swaps.remove(k % self.swaps.len());
                     if ok {
+                        if self.h.s.wants_slots(&model) {
+                            self.h.s.set_slots(&model, Some(1));
+                        }
                         self.h.swap_ok(&model);
                     } else {
                         self.h.swap_err(
@@ -217,6 +234,28 @@ impl World {
     fn check_step(&mut self) {
         let new: Vec<Effect> = self.h.log[self.checked..].to_vec();
         self.checked = self.h.log.len();
+        // Who was in the ranked queue before this step.
+        let was_queued: BTreeSet<RequestId> = std::mem::take(&mut self.queued_before);
+        let queue_after = self.h.s.queue(self.h.now);
+        for effect in &new {
+            // A request released from the queue outranks every waiter for the same
+            // model that stays: (effective priority desc, arrival asc).
+            if let Effect::Grant { id, model } = effect
+                && was_queued.contains(id)
+            {
+                let (_, rank) = self.admitted[id];
+                for stays in queue_after.iter().filter(|e| &e.model == model) {
+                    assert!(
+                        (stays.effective_priority, std::cmp::Reverse(stays.id))
+                            < (rank, std::cmp::Reverse(*id)),
+                        "{id:?} ({rank}) left the queue of {model} before {:?} ({})",
+                        stays.id,
+                        stays.effective_priority
+                    );
+                }
+            }
+        }
+        self.queued_before = queue_after.iter().map(|e| e.id).collect();
         for effect in &new {
             match effect {
                 Effect::Grant { id, model } => {
@@ -294,6 +333,13 @@ impl World {
                 })
                 .count();
             assert_eq!(self.h.s.in_flight(m), serving + held, "in flight on {m}");
+            if let Some(limit) = self.h.s.parallel(m) {
+                let in_flight = serving + held;
+                assert!(
+                    in_flight <= limit,
+                    "{in_flight} requests in flight on {m}, over its parallel {limit}"
+                );
+            }
         }
         if self.serial {
             let serving = self.serving.len();
@@ -309,6 +355,9 @@ impl World {
         for _ in 0..1000 {
             if let Some(model) = self.swaps.first().cloned() {
                 self.swaps.remove(0);
+                if self.h.s.wants_slots(&model) {
+                    self.h.s.set_slots(&model, Some(1));
+                }
                 self.h.swap_ok(&model);
             } else if let Some(id) = self.stops.first().copied() {
                 self.stops.remove(0);
@@ -378,24 +427,58 @@ fn pick<T>(items: &[T], k: usize) -> Option<&T> {
     }
 }
 
+/// Slot limits under load: many requests per model, models that often stay up.
+fn busy_setup() -> impl Strategy<Value = SchedulerSettings> {
+    (prop::bool::ANY, prop::bool::ANY).prop_map(|(fence, together)| {
+        let mut models: Vec<ModelSettings> = MODELS
+            .iter()
+            .map(|id| {
+                let mut m = ModelSettings::new(*id);
+                m.concurrency_limit = 8;
+                m
+            })
+            .collect();
+        models[0].parallel = Parallel::limit(2).unwrap();
+        models[1].parallel = Parallel::limit(3).unwrap();
+        models[2].parallel = Parallel::Auto;
+        models[3].priority = Some(5);
+        let mut s = SchedulerSettings::new(models);
+        s.kind = SchedulerKind::Fifo { drain_fence: fence };
+        if together {
+            s.groups = vec![group("all", &MODELS, false, false, false)];
+        }
+        s
+    })
+}
+
+fn run_and_replay(settings: SchedulerSettings, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut world = World::new(settings.clone());
+    for op in ops {
+        world.step(op);
+    }
+    world.settle();
+    world.check_settled();
+
+    // Determinism: the same script gives the same effects.
+    let mut again = World::new(settings);
+    for op in ops {
+        again.step(op);
+    }
+    again.settle();
+    prop_assert_eq!(&world.h.log, &again.h.log);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn random_scripts_keep_the_scheduler_invariants(settings in setup(), ops in prop::collection::vec(op(), 1..120)) {
-        let mut world = World::new(settings.clone());
-        for op in &ops {
-            world.step(op);
-        }
-        world.settle();
-        world.check_settled();
+    fn random_scripts_on_slot_limited_models_keep_the_invariants(settings in busy_setup(), ops in prop::collection::vec(op(), 1..200)) {
+        run_and_replay(settings, &ops)?;
+    }
 
-        // Determinism: the same script gives the same effects.
-        let mut again = World::new(settings);
-        for op in &ops {
-            again.step(op);
-        }
-        again.settle();
-        prop_assert_eq!(&world.h.log, &again.h.log);
+    #[test]
+    fn random_scripts_keep_the_scheduler_invariants(settings in setup(), ops in prop::collection::vec(op(), 1..120)) {
+        run_and_replay(settings, &ops)?;
     }
 }
