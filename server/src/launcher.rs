@@ -33,6 +33,17 @@ pub trait Launcher: Send + Sync + 'static {
     ///
     /// Resolves once the process is gone. A model that is not running resolves at once.
     fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()>;
+
+    /// How many requests the ready upstream of `model` serves at once, if it
+    /// says (llama.cpp's `llama-server`: `total_slots` in `GET /props`).
+    ///
+    /// The router asks once after each start of a model configured with
+    /// `parallel: auto`, before granting anything. `None` (the default, for
+    /// launchers that cannot tell) means no limit.
+    fn slots(&self, model: &str) -> BoxFuture<'static, Option<usize>> {
+        let _ = model;
+        Box::pin(async { None })
+    }
 }
 
 /// Why a model could not be made ready.

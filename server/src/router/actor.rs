@@ -47,7 +47,8 @@ pub(super) enum Command {
 enum TaskDone {
     Swap {
         model: String,
-        result: Result<(), LaunchError>,
+        /// Ready, with the slot count the upstream reported when it was asked.
+        result: Result<Option<usize>, LaunchError>,
     },
     Stop {
         id: StopId,
@@ -232,7 +233,21 @@ impl Actor {
                 if let Some(metrics) = &self.metrics {
                     metrics.swap(&model, result.is_ok(), took);
                 }
-                self.scheduler.swap_done(now, &model, result, &mut out);
+                if let Ok(slots) = &result
+                    && self.scheduler.wants_slots(&model)
+                {
+                    match slots {
+                        Some(n) => {
+                            tracing::info!(%model, slots = n, "parallel: auto: the upstream serves {n} at once")
+                        }
+                        None => {
+                            tracing::warn!(%model, "parallel: auto: the upstream did not report its slots (GET /props total_slots); no limit")
+                        }
+                    }
+                    self.scheduler.set_slots(&model, *slots);
+                }
+                self.scheduler
+                    .swap_done(now, &model, result.map(|_| ()), &mut out);
             }
             TaskDone::Stop { id } => {
                 self.scheduler.stop_done(id, &mut out);
@@ -421,10 +436,16 @@ impl Actor {
         let launcher = Arc::clone(&self.launcher);
         let cancel = self.swaps_cancel.clone();
         let target = model.clone();
+        let ask_slots = self.scheduler.wants_slots(&model);
         let handle = self.tasks.spawn(async move {
             let work = async {
                 join_all(evict.iter().map(|m| launcher.stop(m, grace))).await;
-                launcher.ensure_ready(&target).await
+                launcher.ensure_ready(&target).await?;
+                Ok(if ask_slots {
+                    launcher.slots(&target).await
+                } else {
+                    None
+                })
             };
             let result = tokio::select! {
                 biased;

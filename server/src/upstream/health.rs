@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, Uri, header};
-use http_body_util::Empty;
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -170,6 +170,59 @@ impl HealthTarget {
             // With `connection: close` the connection can finish in the same poll that
             // hands over the response; the response future then still resolves.
             _ = &mut conn => response.await.ok().map(|r| r.status()),
+        }
+    }
+
+    /// Sends one GET and returns the status with the body when it is at most
+    /// `max_body` bytes, or `None` if no whole answer came within [`PROBE_TIMEOUT`].
+    pub async fn fetch(&self, max_body: usize) -> Option<(StatusCode, Bytes)> {
+        timeout(PROBE_TIMEOUT, self.fetch_unbounded(max_body))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn fetch_unbounded(&self, max_body: usize) -> Option<(StatusCode, Bytes)> {
+        let stream = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .ok()?;
+        let _ = stream.set_nodelay(true);
+        match &self.tls {
+            None => self.fetch_on(TokioIo::new(stream), max_body).await,
+            Some(tls) => {
+                let name = ServerName::try_from(self.host.clone()).ok()?;
+                let stream = tls.connector().connect(name, stream).await.ok()?;
+                self.fetch_on(TokioIo::new(stream), max_body).await
+            }
+        }
+    }
+
+    /// One GET on an open connection, reading the body.
+    async fn fetch_on<IO>(&self, io: IO, max_body: usize) -> Option<(StatusCode, Bytes)>
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.ok()?;
+        let request = Request::get(self.path.as_str())
+            .header(header::HOST, self.authority.as_str())
+            .body(Empty::<Bytes>::new())
+            .ok()?;
+        let exchange = async {
+            let response = sender.send_request(request).await.ok()?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), max_body)
+                .collect()
+                .await
+                .ok()?;
+            Some((status, body.to_bytes()))
+        };
+        tokio::pin!(conn, exchange);
+        // The connection must be driven while the body is read; if it ends first
+        // (`connection: close`), whatever it delivered is still read to the end.
+        tokio::select! {
+            biased;
+            answer = &mut exchange => answer,
+            _ = &mut conn => exchange.await,
         }
     }
 

@@ -9,6 +9,7 @@
 //! | `actor` | the per-model state machine (Stopped, Starting, Ready, Stopping) |
 //! | `logs` | bounded per-model output history with live subscription |
 //! | `port` | refusing to start a model on a port another process listens on |
+//! | `props` | a ready upstream's slot count (`GET /props` `total_slots`), for `parallel: auto` |
 //! | `spawn` | the shim and spawner thread that make upstreams die with the server |
 //! | `orphans` | markers, sweeping descendants, reclaiming a killed server's, reaping adopted ones |
 //!
@@ -46,6 +47,7 @@ mod logs;
 mod orphans;
 mod port;
 mod process;
+mod props;
 mod spawn;
 
 use std::collections::BTreeMap;
@@ -150,12 +152,16 @@ pub struct Supervisor {
     /// Ends the reaper of adopted orphans once every model is stopped.
     reaper: CancellationToken,
     shutdown_at: watch::Sender<Option<Instant>>,
+    /// TLS client for `https://` upstreams (`/props` of `parallel: auto`).
+    tls: Option<UpstreamTls>,
 }
 
 #[derive(Debug)]
 struct ModelHandle {
     requests: mpsc::Sender<Request>,
     status: watch::Receiver<ProcessStatus>,
+    /// Base URL of the upstream.
+    proxy: String,
 }
 
 /// Optional parts of a [`Supervisor`]; the default has none.
@@ -223,6 +229,7 @@ impl Supervisor {
             let Some(ring) = logs.ring(&model).cloned() else {
                 continue;
             };
+            let proxy = spec.proxy.clone();
             let (requests, requests_rx) = mpsc::channel(REQUEST_QUEUE);
             let (status, status_rx) = watch::channel(ProcessStatus {
                 state: ProcessState::Stopped,
@@ -244,6 +251,7 @@ impl Supervisor {
                 ModelHandle {
                     requests,
                     status: status_rx,
+                    proxy,
                 },
             );
         }
@@ -259,6 +267,7 @@ impl Supervisor {
             cancel,
             reaper,
             shutdown_at,
+            tls: options.tls,
         };
         (Arc::new(supervisor), events_rx)
     }
@@ -358,5 +367,11 @@ impl Launcher for Supervisor {
                 let _ = done_rx.await;
             }
         })
+    }
+
+    fn slots(&self, model: &str) -> BoxFuture<'static, Option<usize>> {
+        let proxy = self.models.get(model).map(|h| h.proxy.clone());
+        let tls = self.tls.clone();
+        Box::pin(async move { props::total_slots(&proxy?, tls.as_ref()).await })
     }
 }
