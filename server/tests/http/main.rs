@@ -18,6 +18,7 @@ mod matrix;
 mod observability;
 mod openai_client;
 mod orphans;
+mod parallel;
 mod priority;
 mod profiles;
 mod selectors;

@@ -13,6 +13,7 @@ mod refusal;
 mod router;
 mod router_matrix;
 mod router_metrics;
+mod router_parallel;
 mod router_refusal;
 mod scenarios;
 mod support;
