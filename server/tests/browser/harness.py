@@ -68,6 +68,8 @@ class Model:
     flags: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     port: int = field(default_factory=free_port)
+    # More YAML lines under the model (`parallel: 1`, ...).
+    yaml: list[str] = field(default_factory=list)
 
 
 class Server:
@@ -102,6 +104,7 @@ class Server:
             ]
             if m.aliases:
                 lines.append(f"    aliases: {json.dumps(m.aliases)}")
+            lines += [f"    {line}" for line in m.yaml]
         return "\n".join(lines) + "\n" + self.extra_yaml
 
     def start(self) -> "Server":

@@ -158,6 +158,41 @@ class Models(UiTest):
         self.assertEqual(self.server.json("GET", "/running")["running"], [])
 
 
+
+class SlotsFull(UiTest):
+    """A model with `parallel: 1` on a server of its own: a second request
+    waits in the queue for the busy model's slot, not for a swap."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.own = Server(
+            [Model("delta", "Delta (one slot)", "One request at a time", ["--gate-closed"], yaml=["parallel: 1"])]
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_a_request_for_a_busy_model_waits_for_its_slot(self):
+        page = self.open("queue")
+        held = self.server.in_background(self.server.chat, "delta", "held", None)
+        expect(page.locator('#running article[data-model="delta"] li')).to_have_count(1)
+        self.server.mock("delta", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        waiting = self.server.in_background(self.server.chat, "delta", "second", "10")
+        rows = page.locator("tr.queue-row")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("delta")
+        expect(rows.first.locator("td.reason")).to_have_text("slots full")
+        self.server.mock("delta", "POST", "/__mockswap/gate", {"open": True})
+        for call in (held, waiting):
+            status, _ = call.result()
+            self.assertEqual(status, 200)
+        expect(rows).to_have_count(0)
+
 class QueueAndActivity(UiTest):
     def test_a_held_request_then_low_and_elevated_ones_wait_in_the_queue_and_activity_lists_them(self):
         self.unload_all()
@@ -184,6 +219,9 @@ class QueueAndActivity(UiTest):
         expect(second.locator(".badge").first).to_have_class(re.compile(r"\bband-low\b"))
         expect(second).to_contain_text("-10 (Low)")
         expect(page.locator("#waiting-title")).to_contain_text("(2)")
+        # Both need alpha stopped before beta can start.
+        expect(first.locator("td.reason")).to_have_text("swap")
+        expect(second.locator("td.reason")).to_have_text("swap")
         self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
         for call in (held, low, elevated):
             status, _ = call.result()

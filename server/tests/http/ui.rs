@@ -214,6 +214,7 @@ async fn events_follow_a_swap_the_queue_and_finished_requests_live() {
     );
     assert_eq!(row["band"], "elevated");
     assert_eq!(row["aged"], false);
+    assert_eq!(row["reason"], "swap", "b waits for a to stop");
     assert!(row["waited_ms"].is_u64());
     // Sent with the same snapshot, just before the queue.
     let models = &events.latest["modelStatus"];

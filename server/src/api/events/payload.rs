@@ -193,6 +193,8 @@ pub(super) struct QueueRow {
     band: String,
     aged: bool,
     position: usize,
+    /// `"slots full"` or `"swap"` ([`crate::scheduler::WaitReason`]).
+    reason: &'static str,
     waited_ms: u64,
 }
 
@@ -205,12 +207,14 @@ impl QueueRow {
             self.effective_priority,
             self.capped_priority,
             self.aged,
+            self.reason,
         ) == (
             other.seq,
             other.position,
             other.effective_priority,
             other.capped_priority,
             other.aged,
+            other.reason,
         )
     }
 }
@@ -241,6 +245,7 @@ impl QueueEvent {
                     band: metrics.band(e.effective_priority),
                     aged: e.aged,
                     position: e.position,
+                    reason: e.reason.as_str(),
                     waited_ms: u64::try_from((e.waited + since).as_millis()).unwrap_or(u64::MAX),
                 })
                 .collect(),

@@ -1,8 +1,16 @@
 // Queue: every waiting request in rank order with its priorities, position,
-// wait and aged flag, and beside it the requests each model is serving.
+// what it waits for (a free slot of its model, or a swap), wait and aged flag,
+// and beside it the requests each model is serving.
 
 import { duration, h, replace, signed, tierName } from "../dom.js";
 import { bandClass, bandOf, realModels, state, subscribe } from "../store.js";
+
+// Why a request waits, in words for the cell's tooltip.
+function reasonHint(reason) {
+  if (reason === "slots full") return "its model is busy: every one of its parallel slots is taken";
+  if (reason === "swap") return "a model has to be started or stopped first";
+  return "";
+}
 
 export function mount(root) {
   const waitingCount = h("span", { class: "count" });
@@ -72,6 +80,11 @@ export function mount(root) {
             ),
           ),
           waited,
+          h(
+            "td",
+            { class: "reason", title: reasonHint(row.reason) },
+            row.reason || "",
+          ),
           h("td", {}, row.aged ? h("span", { class: "badge aged" }, "aged") : ""),
           h(
             "td",
@@ -103,6 +116,7 @@ export function mount(root) {
             h("th", { scope: "col" }, "Model"),
             h("th", { scope: "col" }, "Effective"),
             h("th", { class: "num", scope: "col" }, "Waited"),
+            h("th", { scope: "col" }, "Waiting for"),
             h("th", { scope: "col" }, "Aged"),
             h("th", { class: "num", scope: "col" }, "Requested"),
             h("th", { class: "num", scope: "col" }, "Capped"),
