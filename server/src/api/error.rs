@@ -50,6 +50,18 @@ pub enum ApiError {
         #[source]
         source: crate::filters::FilterError,
     },
+    /// A path parameter that does not decode (invalid UTF-8 after percent-decoding).
+    #[error("the request path is not valid: {reason}")]
+    InvalidPath {
+        /// What the decoder said.
+        reason: String,
+    },
+    /// A query string that does not decode into the endpoint's parameters.
+    #[error("the query string is not valid: {reason}")]
+    InvalidQuery {
+        /// What the decoder said.
+        reason: String,
+    },
     /// The model (or alias) is not configured.
     #[error("model '{model}' is not configured; GET /v1/models lists the models")]
     ModelNotFound {
@@ -284,6 +296,8 @@ impl ApiError {
         let (status, error_type, code) = match self {
             Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_json"),
             Self::ModelMissing => (StatusCode::BAD_REQUEST, INVALID, "model_missing"),
+            Self::InvalidPath { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_path"),
+            Self::InvalidQuery { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_query"),
             Self::DuplicateField { .. } => (StatusCode::BAD_REQUEST, INVALID, "duplicate_field"),
             Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, INVALID, "filter_failed"),
             Self::ModelNotFound { .. } => {

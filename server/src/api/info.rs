@@ -6,12 +6,13 @@ use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
+use super::params::PathParam;
 use super::state::{AppState, ModelEntry};
 use crate::router::ModelState;
 
@@ -207,7 +208,7 @@ pub(crate) async fn unload_all_text(State(state): State<AppState>) -> Response {
 /// `POST /api/models/unload/<model>`: stops one model (ID or alias).
 pub(crate) async fn unload_one(
     State(state): State<AppState>,
-    Path(model): Path<String>,
+    PathParam(model): PathParam,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
         return ApiError::ModelNotFound { model }.into_response();

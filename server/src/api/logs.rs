@@ -8,7 +8,7 @@
 //! output as `[model] line`.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -17,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
+use super::params::{PathParam, QueryParams};
 use super::state::AppState;
 use crate::logging::PROXY_LOG_ID;
 use crate::upstream::LogLine;
@@ -122,7 +123,7 @@ pub(crate) async fn history(State(state): State<AppState>, headers: HeaderMap) -
 /// `GET /logs/stream`: the combined log, live.
 pub(crate) async fn stream_all(
     State(state): State<AppState>,
-    Query(query): Query<StreamQuery>,
+    QueryParams(query): QueryParams<StreamQuery>,
 ) -> Response {
     let (history, feeds) = combined(&state, true, true);
     follow(&query, history, feeds, state.inner.draining.clone())
@@ -131,8 +132,8 @@ pub(crate) async fn stream_all(
 /// `GET /logs/stream/<id>`: `proxy`, `upstream`, or one model (ID or alias).
 pub(crate) async fn stream_one(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    Query(query): Query<StreamQuery>,
+    PathParam(id): PathParam,
+    QueryParams(query): QueryParams<StreamQuery>,
 ) -> Response {
     let draining = state.inner.draining.clone();
     match id.as_str() {

@@ -62,6 +62,7 @@ mod loading;
 mod logs;
 mod metrics;
 mod names;
+mod params;
 mod request_id;
 mod routes;
 mod state;

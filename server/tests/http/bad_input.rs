@@ -271,3 +271,30 @@ async fn serial_scheduler_rejects_nonzero_priority() {
     assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn undecodable_path_parameters_and_queries_answer_the_json_envelope() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    for request in [
+        h.http.post(h.url("/api/models/unload/%FF")),
+        h.http.get(h.url("/logs/stream/%FF%FE")),
+    ] {
+        let (status, body) = error_of(request.send().await.unwrap()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("invalid_path")),
+            "{body}"
+        );
+    }
+    let (status, body) = error_of(
+        h.http
+            .get(h.url("/logs/stream/a?no-history=1&no-history=2"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    h.shutdown().await;
+}
