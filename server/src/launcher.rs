@@ -64,6 +64,17 @@ pub enum LaunchError {
         /// What went wrong, with the command that was tried.
         reason: String,
     },
+    /// Another process already listens on the model's address, so whatever
+    /// answered there would not be this model.
+    #[error("cannot start {model}: {reason}")]
+    PortInUse {
+        /// The model ID.
+        model: String,
+        /// The port in use.
+        port: u16,
+        /// The address found bound, and what to do.
+        reason: String,
+    },
     /// The process exited before it became healthy.
     #[error("upstream for {model} exited while starting ({status}); last output:\n{last_output}")]
     ExitedDuringStart {
@@ -99,6 +110,7 @@ impl LaunchError {
         match self {
             Self::UnknownModel { model }
             | Self::SpawnFailed { model, .. }
+            | Self::PortInUse { model, .. }
             | Self::ExitedDuringStart { model, .. }
             | Self::HealthCheckTimeout { model, .. }
             | Self::Aborted { model } => Some(model),

@@ -526,7 +526,7 @@ fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str, &'static str) 
         LaunchError::UnknownModel { .. } => {
             (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error")
         }
-        LaunchError::SpawnFailed { .. } => (
+        LaunchError::SpawnFailed { .. } | LaunchError::PortInUse { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             SERVER,
             "model_start_failed",
@@ -540,6 +540,9 @@ fn launch_message(error: &LaunchError) -> String {
     match error {
         LaunchError::SpawnFailed { model, .. } => format!(
             "its command could not be run; fix `cmd` in the config (details in the server log for {model})"
+        ),
+        LaunchError::PortInUse { port, .. } => format!(
+            "port {port}, where it listens, is already taken by another process (one the server does not manage); free the port or give the model another one"
         ),
         LaunchError::ExitedDuringStart { model, status, .. } => format!(
             "the upstream process exited while starting ({status}); its output is at GET /logs/stream/{model}"

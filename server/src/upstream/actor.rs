@@ -123,10 +123,14 @@ impl ModelActor {
         };
         if let Err(busy) = port::ensure_free(&self.spec.proxy).await {
             tracing::error!(model, error = %busy, "cannot start upstream");
-            let reason = busy.to_string();
+            let (port, reason) = (busy.port, busy.to_string());
             answer(
                 &mut waiters,
-                &Err(LaunchError::SpawnFailed { model, reason }),
+                &Err(LaunchError::PortInUse {
+                    model,
+                    port,
+                    reason,
+                }),
             );
             return Flow::Continue;
         }

@@ -78,6 +78,23 @@ async fn command_that_cannot_run_is_503_model_start_failed() {
 }
 
 #[tokio::test]
+async fn a_model_whose_port_another_process_holds_is_503_naming_the_port() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let yaml = format!(
+        "models:\n  a:\n    cmd: sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
+    );
+    let h = Harness::start_yaml(&yaml).await;
+    let (status, body) = error_of(h.chat("a", None, false).send().await.unwrap()).await;
+    assert_eq!((status, code(&body)), (503, "model_start_failed"));
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("port {port}")), "{message}");
+    assert!(h.running().await.is_empty(), "nothing was started");
+    h.shutdown().await;
+    drop(taken);
+}
+
+#[tokio::test]
 async fn upstream_that_exits_while_starting_is_502_model_start_failed() {
     // mockswap refuses an unknown flag and exits before it is healthy.
     let h = Harness::start(&[model("a", "--no-such-flag")], "").await;

@@ -445,7 +445,7 @@ async fn a_process_that_is_not_listening_is_not_ready_because_something_else_ans
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, LaunchError::SpawnFailed { reason, .. } if reason.contains(&format!("port {port}"))),
+        matches!(&err, LaunchError::PortInUse { port: p, reason, .. } if *p == port && reason.contains(&format!("port {port}"))),
         "{err:?}"
     );
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);

@@ -158,9 +158,15 @@ async fn a_port_another_server_listens_on_is_a_start_error_naming_the_port() {
     let err = within("start failure", sup.ensure_ready("m"))
         .await
         .unwrap_err();
-    let LaunchError::SpawnFailed { model, reason } = &err else {
-        panic!("expected SpawnFailed, got {err:?}");
+    let LaunchError::PortInUse {
+        model,
+        port: in_use,
+        reason,
+    } = &err
+    else {
+        panic!("expected PortInUse, got {err:?}");
     };
+    assert_eq!(*in_use, port);
     assert_eq!(model, "m");
     assert!(
         reason.contains(&format!("port {port} is already in use")),
