@@ -118,3 +118,18 @@ fn check_config_summary_shows_the_parallel_limit() {
     let none = load("ttl: 0", "").unwrap();
     assert!(!none.config.summary().to_string().contains("parallel:"));
 }
+
+#[test]
+fn the_readme_parallel_example_loads_with_a_limit_and_auto() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = &readme[readme
+        .find("### Priority for the same model: `parallel`")
+        .expect("the README section")..];
+    let start = section.find("```yaml\n").unwrap() + "```yaml\n".len();
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let loaded = Config::from_yaml_str("README.md", yaml, &|_: &str| None).unwrap();
+    assert_eq!(parallel_of(&loaded, "qwen"), Parallel::limit(2).unwrap());
+    assert_eq!(parallel_of(&loaded, "gemma"), Parallel::Auto);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+}
