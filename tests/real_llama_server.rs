@@ -15,6 +15,7 @@ use llama_swap_client::{
     StreamEvent,
 };
 use llama_swap_server::config::Config;
+use llama_swap_server::scheduler::Parallel;
 use llama_swap_suite::harness::{LIMIT, Stack, finish, models_of};
 use tokio::task::JoinHandle;
 
@@ -67,6 +68,16 @@ fn llama_server_example_config_has_two_models_in_one_exclusive_group() {
     assert_eq!(config.resolve("chat"), Some("gemma-chat"));
     assert_eq!(config.priority("gemma-chat"), Some(5));
     assert_eq!(config.priority("gemma-batch"), None);
+    // gemma-chat's one llama-server slot (--parallel 1) is known to the proxy.
+    assert!(config.models[1].cmd.contains("--parallel 1"));
+    assert_eq!(
+        config.model("gemma-chat").unwrap().parallel,
+        Parallel::limit(1).unwrap()
+    );
+    assert_eq!(
+        config.model("gemma-batch").unwrap().parallel,
+        Parallel::Unlimited
+    );
 }
 
 /// The two variables, when both name files.
@@ -188,5 +199,72 @@ async fn real_llama_server_swap_and_priority_or_skip() {
     finish("the elevated call", elevated).await.unwrap();
     finish("the low call", low).await.unwrap();
     assert_eq!(stack.running().await, ["gemma-batch"]);
+
+    same_model_priority(&stack, client).await;
     stack.shutdown().await;
+}
+
+/// `parallel: 1` on gemma-chat: while a long generation holds its one slot, a
+/// Low and then an Elevated call for the same model wait in the proxy's queue
+/// ("slots full"), and the Elevated one reaches llama-server first.
+async fn same_model_priority(stack: &Stack, client: &Client) {
+    let long = ChatRequest::new(
+        "gemma-chat",
+        vec![ChatMessage::user("Count from one to two hundred in words.")],
+    )
+    .temperature(0.0)
+    .max_tokens(120)
+    .extra("ignore_eos", true);
+    let mut stream = client
+        .chat_stream(&long, &CallOptions::new())
+        .await
+        .unwrap();
+    loop {
+        match tokio::time::timeout(LIMIT * 10, stream.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(StreamEvent::Chunk(_))) => break,
+            Some(Ok(_proxy_status)) => {}
+            other => panic!("the stream ended before its first chunk: {other:?}"),
+        }
+    }
+    let low = spawn_ask(client, "gemma-chat", Priority::Low);
+    stack.wait_queue_len(1).await;
+    let elevated = spawn_ask(client, "gemma-chat", Priority::Elevated);
+    let queue = stack.wait_queue_len(2).await;
+    let seen: Vec<(i64, &str)> = queue
+        .iter()
+        .map(|w| (w.requested_priority, w.reason.as_str()))
+        .collect();
+    // The floor of 5 lifts Low to 5; Elevated ranks 10 and goes first.
+    assert_eq!(seen, [(10, "slots full"), (-10, "slots full")]);
+    assert_eq!(stack.running().await, ["gemma-chat"]);
+
+    while let Some(event) = tokio::time::timeout(LIMIT, stream.next()).await.unwrap() {
+        event.unwrap();
+    }
+    finish("the elevated call", elevated).await.unwrap();
+    finish("the low call", low).await.unwrap();
+    // One slot, so they ran one after the other: the Elevated one finished first.
+    let activity: serde_json::Value = reqwest::get(format!(
+        "{}/api/activity?model=gemma-chat",
+        stack.base_url()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let finished = |priority: i64| {
+        activity["activity"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["requested_priority"] == priority)
+            .and_then(|row| row["id"].as_u64())
+            .unwrap_or_else(|| panic!("no finished call at {priority}: {activity}"))
+    };
+    assert!(finished(10) < finished(-10), "{activity}");
+    assert!(stack.queue().await.is_empty());
 }

@@ -115,6 +115,9 @@ pub struct Waiter {
     pub effective_priority: i64,
     /// 1-based place in the queue.
     pub position: u64,
+    /// What it waits for: `"slots full"` (its model's `parallel` slots are
+    /// taken) or `"swap"`.
+    pub reason: String,
 }
 
 impl Waiter {
@@ -134,6 +137,10 @@ impl Waiter {
             position: entry["position"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("queue entry without position: {entry}")),
+            reason: entry["reason"]
+                .as_str()
+                .unwrap_or_else(|| panic!("queue entry without reason: {entry}"))
+                .to_owned(),
         }
     }
 }
