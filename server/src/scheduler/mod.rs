@@ -28,6 +28,8 @@
 //! 7. **fast path**: the model is ready, evicts nothing and is not being stopped → serve
 //!    now, unless a queued request of strictly higher rank needs this model
 //!    stopped (the *drain fence*, [`SchedulerKind::Fifo`] `drain_fence`), then queue;
+//!    and unless the model has a slot limit ([`Parallel`], `parallel: N`) and N
+//!    requests are in flight on it: then queue ("slots full", see `slots.rs`);
 //! 8. the model or a model it must evict is being started or stopped → queue;
 //! 9. a model it must evict has requests in flight → queue (**no preemption**: a
 //!    request being served is never cut short, whatever waits);
@@ -42,7 +44,8 @@
 //! ones by arrival (its priorities stay as they were, for display); see `aging.rs`
 //! for the bound this gives. Whenever something may have freed (a start ended, a
 //! model's last request ended, a stop ended, a waiter left, a waiter aged), the
-//! queue is walked in order and steps 6-10 are applied to each entry against the
+//! queue is walked in order (a response that frees one of a model's slots while
+//! it still serves others lets only that model's waiters take it) and steps 6-10 are applied to each entry against the
 //! evolving state; entries that still cannot go keep their relative order, and the
 //! fence of the walk is built from the entries that stay. Positions (1-based) are
 //! reported only when they change, and can go up.
