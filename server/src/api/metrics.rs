@@ -1,6 +1,8 @@
 //! `GET /metrics`: every metric of [`crate::metrics`] in the OpenMetrics text
 //! format. Queue and model-state gauges are refreshed from the router on each
-//! scrape; counters and histograms are recorded where things happen.
+//! scrape; counters and histograms are recorded where things happen; the host
+//! gauges llama-swap serves (CPU, memory, swap, load, network, GPU) are
+//! sampled at most once per `performance.every`.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +18,13 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let metrics = &state.inner.metrics;
     metrics.observe_router(&queue, &running);
     metrics.set_in_progress(state.inner.inflight.len());
-    let mut response = metrics.encode().into_response();
+    let mut text = metrics.encode();
+    if let Some(system) = &state.inner.system {
+        // OpenMetrics ends with `# EOF`; the host gauges go before it.
+        let end = text.rfind("# EOF").unwrap_or(text.len());
+        text.insert_str(end, &system.encode().await);
+    }
+    let mut response = text.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));

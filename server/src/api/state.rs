@@ -128,6 +128,8 @@ pub(crate) struct Inner {
     pub(crate) inflight: TaskTracker,
     /// What `/metrics` shows; shared with the router actor.
     pub(crate) metrics: Arc<Metrics>,
+    /// The host gauges of `/metrics`; `None` with `performance.disabled`.
+    pub(crate) system: Option<crate::metrics::SystemSampler>,
     /// Caps on `X-Priority`.
     pub(crate) trust: Trust,
     /// Profiles (which one is active) and selectors.
@@ -237,6 +239,8 @@ impl AppState {
                 gate,
                 inflight: TaskTracker::new(),
                 metrics,
+                system: (!config.performance.disabled)
+                    .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
                 trust: config.trust(),
                 names: crate::names::Names::new(config),
                 activity: Arc::new(Activity::default()),

@@ -22,8 +22,17 @@
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
 //! | `llamaswap_model_requests_in_flight` | gauge | `model` |
 //! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
+//!
+//! Beside these, [`SystemSampler`] renders the host gauges llama-swap serves
+//! (and its Grafana dashboard reads) under llama-swap's names:
+//! `llamaswap_cpu_util_percent{core}`, `llamaswap_memory_{total,used,free}_bytes`,
+//! `llamaswap_swap_{total,used}_bytes`, `llamaswap_load_average{interval}`,
+//! `llamaswap_network_bytes_total{interface,direction}`, the
+//! `llamaswap_gpu_*{id,name,uuid}` gauges where a GPU can be read, and
+//! `llamaswap_gpu_available`.
 
 mod outcome;
+mod system;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -36,6 +45,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use outcome::RequestOutcome;
+pub use system::SystemSampler;
 
 use crate::priority::{Bands, HeaderPriority};
 use crate::scheduler::{ModelState, QueueEntry, RunningModel};

@@ -10,6 +10,7 @@ mod cli;
 mod credentials;
 mod errors;
 mod filters;
+mod host_metrics;
 mod launch;
 mod lifecycle;
 mod listings;
