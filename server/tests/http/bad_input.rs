@@ -183,6 +183,35 @@ async fn oversized_body_is_refused_with_413() {
 }
 
 #[tokio::test]
+async fn the_request_body_limit_key_in_the_config_refuses_bigger_bodies_with_413() {
+    let h = Harness::start(&[model("a", "")], "requestBodyLimit: 1KiB\n").await;
+    let big = json!({"model": "a", "prompt": "x".repeat(4096)});
+    let response = h
+        .http
+        .post(h.url("/v1/completions"))
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = error_of(response).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (413, Some("body_too_large"))
+    );
+    // Under the limit the same route serves.
+    let small = json!({"model": "a", "prompt": "hi"});
+    let response = h
+        .http
+        .post(h.url("/v1/completions"))
+        .json(&small)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn api_keys_are_required_checked_and_not_forwarded() {
     let h = Harness::start(&[model("a", "")], "apiKeys:\n  - sk-test-key\n").await;
     let response = h.chat("a", None, false).send().await.unwrap();
