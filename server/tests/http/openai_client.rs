@@ -246,3 +246,26 @@ async fn a_model_that_fails_to_start_raises_api_error_in_the_openai_loop() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_shutdown_while_queued_raises_api_error_in_the_openai_loop() {
+    if !openai_available() {
+        return;
+    }
+    let mut h = Harness::start(&[model("a", "--gate-closed"), loading_model("b", "")], "").await;
+    let busy = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let mut client = PythonClient::start(&h.base, "b");
+    // The 200 and a queued frame are out: the error can only come in-stream.
+    client.read_until(|r| is_status(r, "queued")).await;
+    h.begin_shutdown();
+    let reports = client.rest().await;
+    let error = &reports.last().unwrap()["api_error"];
+    assert_eq!(error["class"], "APIError", "{reports:?}");
+    assert_eq!(error["body"]["code"], "shutting_down", "{reports:?}");
+    // The in-flight request may finish, then the server stops.
+    h.open_gate("a").await;
+    let (status, _) = tokio::time::timeout(LIMIT, busy).await.unwrap().unwrap();
+    assert_eq!(status, 200);
+    h.shutdown().await;
+}
