@@ -17,7 +17,9 @@ use std::time::{Duration, SystemTime};
 use clap::Parser;
 use llama_swap_server::config::{Config, ConfigError, Loaded, source_files};
 use llama_swap_server::logging::{self, LogSettings};
-use llama_swap_server::serve::{ListenAddr, TlsFiles, error_chain};
+use llama_swap_server::serve::{
+    ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
+};
 use llama_swap_server::{HttpOptions, ServeOptions, serve_reloading};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -388,6 +390,7 @@ async fn reload_source(
             None
         }
     };
+    let mut loader = ConfigLoader::new();
     let mut ticks = tokio::time::interval(WATCH_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -420,8 +423,19 @@ async fn reload_source(
                 ),
             }
         }
-        match sources.load() {
-            Ok(loaded) => {
+        // Off the runtime and bounded: a source that never finishes reading
+        // must not hold a worker or keep SIGTERM from ending the server.
+        let reading = sources.clone();
+        let loaded = tokio::select! {
+            () = stop.cancelled() => return,
+            loaded = loader.load(DEFAULT_LOAD_LIMIT, move || reading.load()) => loaded,
+        };
+        match loaded {
+            Err(stalled) => tracing::error!(
+                "reload failed, the running configuration is kept: {}",
+                error_chain(&stalled)
+            ),
+            Ok(Ok(loaded)) => {
                 for warning in &loaded.warnings {
                     tracing::warn!("{}: {warning}", sources.describe());
                 }
@@ -432,7 +446,7 @@ async fn reload_source(
                     return;
                 }
             }
-            Err(err) => tracing::error!(
+            Ok(Err(err)) => tracing::error!(
                 "reload failed, the running configuration is kept: {}",
                 error_chain(&err)
             ),

@@ -33,6 +33,7 @@
 
 mod instance;
 pub mod listen;
+mod offload;
 mod tls;
 
 use std::future::Future;
@@ -53,6 +54,7 @@ use crate::config::Config;
 use crate::scheduler::SettingsError;
 use instance::Instance;
 pub use listen::{ListenAddr, ListenError};
+pub use offload::{ConfigLoader, DEFAULT_LOAD_LIMIT, LoadStalled};
 pub use tls::{TlsError, TlsFiles};
 
 /// How long a client may take to finish the TLS handshake.

@@ -268,3 +268,31 @@ async fn watch_config_reloads_when_the_file_changes() {
     server.terminate().await;
     assert!(mockswaps_on(&[pa, pb]).is_empty());
 }
+
+#[tokio::test]
+async fn a_reload_whose_file_never_finishes_reading_stalls_neither_serving_nor_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let pa = free_port();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), pa)])).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    assert_eq!(server.chat("a").await, 200);
+
+    // Opening a FIFO with no writer blocks until one comes: a read that never ends.
+    std::fs::remove_file(&file).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    server.signal(Signal::SIGHUP);
+    server.wait_log("SIGHUP: reloading").await;
+    assert_eq!(server.chat("a").await, 200);
+    assert_eq!(server.model_ids().await, vec!["a"]);
+
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&[pa]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
