@@ -210,3 +210,65 @@ async fn output_to_a_terminal_colours_the_level() {
     let seen = seen.expect("no coloured line within the limit").unwrap();
     assert!(seen.contains("\u{1b}[32mINFO\u{1b}[0m"), "{seen:?}");
 }
+
+/// What `/logs` holds and what reaches stdout (after a failed preload, a
+/// chat and a polled `/health`) for a `logLevel` value.
+async fn proxy_lines_at(log_level: &str) -> (String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let mut yaml = config_yaml(&[(model("a", ""), free_port())]);
+    // A preloaded model that cannot start gives a warning at run time.
+    yaml.push_str("  broken:\n    cmd: /bin/false\n    proxy: http://127.0.0.1:9\n");
+    yaml.push_str(&format!(
+        "logToStdout: proxy\nlogLevel: {log_level}\nhooks:\n  on_startup:\n    preload: [broken]\n"
+    ));
+    std::fs::write(&file, yaml).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    let mut stdout = vec![server.wait_log("preload failed").await];
+    assert_eq!(server.chat("a").await, 200);
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/health", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let history = http
+        .get(format!("{}/logs", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    stdout.extend(server.terminate_with_output().await);
+    (history, stdout)
+}
+
+#[tokio::test]
+async fn log_level_sets_which_proxy_lines_are_kept_and_printed() {
+    let (history, stdout) = proxy_lines_at("warn").await;
+    let printed = stdout.join("\n");
+    for text in [&history, &printed] {
+        assert!(
+            text.contains("[WARN] preload failed"),
+            "the warning is kept: {text}"
+        );
+        assert!(
+            !text.contains("[INFO] ") && !text.contains("[DEBUG] "),
+            "below warn is dropped: {text}"
+        );
+    }
+
+    let (history, stdout) = proxy_lines_at("debug").await;
+    let printed = stdout.join("\n");
+    for text in [&history, &printed] {
+        // The polled /health is logged at debug level only.
+        assert!(
+            text.lines()
+                .any(|l| l.contains("[DEBUG] request") && l.contains("path=/health")),
+            "{text}"
+        );
+        assert!(text.contains("[INFO] request"), "{text}");
+    }
+}
