@@ -81,6 +81,9 @@ pub struct Finished {
     /// Generation speed: the upstream's own figure (llama.cpp `timings`), else
     /// generated tokens over the time from the grant to the end of the body.
     pub tokens_per_second: Option<f64>,
+    /// The selector that chose the model, when the request named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
 }
 
 /// A request holding its model right now, for the `inflight` event.

@@ -63,6 +63,11 @@ impl Tracked {
         }
     }
 
+    /// A selector chose its model (llama-swap's `selector` metadata).
+    pub fn selector(&mut self, selector: String) {
+        self.row.selector = Some(selector);
+    }
+
     /// The router admitted it as `seq`, ranking it at `effective`.
     pub fn admitted(&mut self, seq: u64, effective: i32) {
         self.row.seq = Some(seq);

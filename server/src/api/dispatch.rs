@@ -60,6 +60,8 @@ enum Prepared {
         loading: bool,
         /// A selector's hold on the chosen target, kept until the response ends.
         hold: Option<Reservation>,
+        /// The selector that chose the model, for the activity record.
+        selector: Option<String>,
     },
     /// Not a model request after all (a redirect): answered as is.
     Answer(Response),
@@ -117,6 +119,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         outbound,
         loading,
         hold: renamed.hold,
+        selector: renamed.selector,
     })
 }
 
@@ -178,6 +181,7 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         outbound,
         loading,
         hold: None,
+        selector: None,
     })
 }
 
@@ -213,7 +217,8 @@ impl Call {
                 outbound,
                 loading,
                 hold,
-            }) => match self.serve(state, model, outbound, loading).await {
+                selector,
+            }) => match self.serve(state, model, outbound, loading, selector).await {
                 Ok(response) => hold_until_body_ends(response, hold),
                 Err(error) => error.into_response(),
             },
@@ -240,6 +245,7 @@ impl Call {
         model: Arc<ModelEntry>,
         outbound: Outbound,
         loading: bool,
+        selector: Option<String>,
     ) -> Result<Response, ApiError> {
         let Self {
             priority,
@@ -248,6 +254,9 @@ impl Call {
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
         let mut tracked = begin_activity(&state, &model.id, &outbound, priority);
+        if let Some(selector) = selector {
+            tracked.selector(selector);
+        }
         if let Err(error) = wait_for_gate(&state).await {
             outcome.rejected(error.kind().code);
             tracked.failed(error.status(), error.kind().code);

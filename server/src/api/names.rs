@@ -28,6 +28,8 @@ pub(crate) struct Renamed {
     pub(crate) changed: bool,
     /// A spillover selector's hold on its target, to keep until the response ends.
     pub(crate) hold: Option<Reservation>,
+    /// The selector that chose the name, if one did.
+    pub(crate) selector: Option<String>,
 }
 
 /// The renaming step of body, form and query requests: the active profile's pin,
@@ -59,6 +61,7 @@ pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed,
             changed: pinned != requested,
             name: pinned.to_owned(),
             hold: None,
+            selector: None,
         }),
         Some(Ok(pick)) => {
             tracing::debug!(selector = pinned, target = %pick.target, model = %pick.model, "selector chose");
@@ -66,6 +69,7 @@ pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed,
                 name: pick.target,
                 changed: true,
                 hold: pick.reservation,
+                selector: Some(pinned.to_owned()),
             })
         }
         Some(Err(error)) => Err(ApiError::SelectorUnavailable {

@@ -214,3 +214,33 @@ selectors:
     assert!(row("hidden").is_none());
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn activity_records_name_the_selector_that_chose_the_model() {
+    let h = Harness::start(
+        &[model("a", ""), model("b", "")],
+        "selectors:\n  public: { strategy: pin, targets: [b] }\n",
+    )
+    .await;
+    assert_eq!(status(&h, "public").await, 200);
+    assert_eq!(status(&h, "a").await, 200);
+    let body: Value = h
+        .wait_for(|h| async move {
+            let body: Value = h
+                .http
+                .get(h.url("/api/activity"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (body["activity"].as_array()?.len() == 2).then_some(body)
+        })
+        .await;
+    let rows = body["activity"].as_array().unwrap();
+    let by_model = |m: &str| rows.iter().find(|r| r["model"] == m).unwrap();
+    assert_eq!(by_model("b")["selector"], "public");
+    assert!(by_model("a").get("selector").is_none());
+    h.shutdown().await;
+}
