@@ -161,6 +161,27 @@ fn invalid_selectors_are_refused_with_the_key_and_reason() {
 }
 
 #[test]
+fn a_selector_id_that_is_a_set_params_by_id_name_is_refused_as_an_alias_collision() {
+    let yaml = "
+models:
+  a:
+    cmd: srv --port ${PORT}
+    filters: { setParamsByID: { variant: { thinking: true } } }
+selectors:
+  variant: { strategy: pin, targets: [a] }
+";
+    let err = match Config::from_yaml_str("config.yaml", yaml, &|_| None) {
+        Ok(loaded) => panic!("should fail, loaded {:#?}", loaded.config),
+        Err(err) => err,
+    };
+    let issues = err.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert_eq!(issues[0].path.to_string(), "selectors.variant");
+    let reason = issues[0].reason.to_string();
+    assert!(reason.contains("an alias of model \"a\""), "{reason}");
+}
+
+#[test]
 fn spillover_targets_may_share_a_non_swapping_group_with_any_spillover() {
     let Loaded { config, .. } = load(
         "

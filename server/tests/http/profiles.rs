@@ -250,3 +250,27 @@ async fn the_model_list_shows_the_active_profiles_pins_that_shadow_nothing() {
     assert_eq!(public["object"], "model");
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn model_management_names_the_configured_model_not_the_pin() {
+    let h = Harness::start(
+        &[model("a", ""), model("b", "")],
+        &format!("groups:\n  both: {{ swap: false, members: [a, b] }}\n{PROFILES}"),
+    )
+    .await;
+    for m in ["a", "b"] {
+        assert_eq!(h.chat(m, None, false).send().await.unwrap().status(), 200);
+    }
+    assert_eq!(h.running().await, ["a", "b"]);
+    // coding pins `a` to `b`: requests for a go to b, but unloading a unloads a.
+    put_active(&h, r#"{"name":"coding"}"#).await;
+    let response = h
+        .http
+        .post(h.url("/api/models/unload/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(h.running().await, ["b"]);
+    h.shutdown().await;
+}

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Harness, LIMIT, model};
+use crate::support::{Harness, LIMIT, ModelSpec, model};
 
 async fn received(h: &Harness, model: &str) -> Vec<String> {
     h.journal(model)
@@ -242,5 +242,40 @@ async fn activity_records_name_the_selector_that_chose_the_model() {
     let by_model = |m: &str| rows.iter().find(|r| r["model"] == m).unwrap();
     assert_eq!(by_model("b")["selector"], "public");
     assert!(by_model("a").get("selector").is_none());
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_selector_or_pin_naming_a_set_params_by_id_name_sends_that_name_with_its_params() {
+    let hot = ModelSpec {
+        id: "a",
+        args: "--models a,a:hot",
+        yaml: r#"filters: {setParamsByID: {"a:hot": {temperature: 1.5}}}"#,
+    };
+    let h = Harness::start(
+        &[hot],
+        "
+selectors:
+  public: { strategy: pin, targets: ['a:hot'] }
+profiles:
+  coding: { pins: { llm-code: 'a:hot' } }
+",
+    )
+    .await;
+    assert_eq!(status(&h, "public").await, 200);
+    h.http
+        .put(h.url("/api/profiles/active"))
+        .json(&json!({"name": "coding"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(&h, "llm-code").await, 200);
+    let journal = h.journal("a").await.unwrap();
+    assert_eq!(journal.len(), 2);
+    for forwarded in &journal {
+        // The filters see the name after the renaming step, as llama-swap's do.
+        assert_eq!(forwarded["model"], "a:hot");
+        assert_eq!(forwarded["json"]["temperature"], json!(1.5));
+    }
     h.shutdown().await;
 }

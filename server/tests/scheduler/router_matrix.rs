@@ -1,5 +1,6 @@
 //! The router actor with the matrix policy, on a paused clock with a launcher the
-//! test drives: set mates load in parallel, the fence holds under the matrix, and
+//! test drives: set mates load in parallel, a model that cannot run beside a
+//! starting one waits for it and then evicts it, the fence holds under the matrix, and
 //! each real swap logs one INFO line naming the set, the evicted models and the cost.
 
 use std::sync::{Arc, Mutex};
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
 use llama_swap_server::policy::matrix::{MatrixSet, MatrixSettings};
-use llama_swap_server::router::{Router, RouterHandle, WaitStatus};
+use llama_swap_server::router::{ModelState, Router, RouterHandle, WaitStatus};
 use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
@@ -141,6 +142,43 @@ async fn the_fence_holds_low_requests_for_a_model_an_elevated_waiter_must_stop()
     assert_eq!(model, "a");
     done.send(Ok(())).unwrap();
     drop(timeout(BOUND, late_low.granted()).await.unwrap().unwrap());
+    shut_down(router, calls).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_that_cannot_run_beside_one_still_starting_waits_then_evicts_it() {
+    let (router, mut calls) = spawn(settings(&["a", "b"], &[("s_a", "a"), ("s_b", "b")], &[]));
+    let first = router.submit(submit("a", 0)).await.unwrap();
+    let (model, done) = expect_ready(&mut calls).await;
+    assert_eq!(model, "a");
+
+    // a is only starting, yet it counts as running: b neither starts beside it
+    // nor cancels its start.
+    let second = router.submit(submit("b", 0)).await.unwrap();
+    assert!(matches!(
+        *second.status().borrow(),
+        WaitStatus::Queued { position: 1 }
+    ));
+    let running: Vec<(String, ModelState)> = router
+        .running()
+        .await
+        .into_iter()
+        .map(|r| (r.model, r.state))
+        .collect();
+    assert_eq!(running, [("a".to_owned(), ModelState::Starting)]);
+
+    done.send(Ok(())).unwrap();
+    let lease = timeout(BOUND, first.granted()).await.unwrap().unwrap();
+    assert!(
+        matches!(*second.status().borrow(), WaitStatus::Queued { .. }),
+        "a serves: it is not evicted under its request"
+    );
+    drop(lease);
+    expect_stop(&mut calls, "a").await;
+    let (model, done) = expect_ready(&mut calls).await;
+    assert_eq!(model, "b");
+    done.send(Ok(())).unwrap();
+    drop(timeout(BOUND, second.granted()).await.unwrap().unwrap());
     shut_down(router, calls).await;
 }
 
