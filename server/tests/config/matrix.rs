@@ -2,7 +2,7 @@
 //! `routing.router.settings.matrix`, or the legacy top-level `matrix`.
 
 use llama_swap_server::config::{Config, ConfigError, Loaded, Reason, WarningKind};
-use llama_swap_server::policy::matrix::{MatrixError, MatrixSet, SyntaxError};
+use llama_swap_server::policy::matrix::{Matrix, MatrixError, MatrixSet, SyntaxError};
 
 const MODELS: &str = "
 models:
@@ -349,4 +349,58 @@ fn unknown_keys_inside_the_matrix_warn() {
     assert!(warnings.iter().any(|w| {
         w.path.to_string() == "matrix.evict_cost" && w.kind == WarningKind::UnknownKey
     }));
+}
+
+#[test]
+fn the_readme_matrix_selectors_and_profiles_example_loads_and_decides_as_it_says() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = &readme[readme
+        .find("### Which models run together: the matrix router, selectors and profiles")
+        .expect("the README section")..];
+    let start = section.find("```yaml\n").unwrap() + "```yaml\n".len();
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let Loaded { config, warnings } = Config::from_yaml_str("README.md", yaml, &|_| None).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+
+    let ids: Vec<String> = config.models.iter().map(|m| m.id.clone()).collect();
+    let settings = config.matrix.as_ref().expect("the matrix router");
+    let matrix = Matrix::new(&ids, settings, |name| {
+        ids.iter().find(|id| *id == name).cloned()
+    })
+    .unwrap();
+    // The README's log line: llama70b fits only in `all`, alone.
+    let choice = matrix.choose("llama70b", &["gemma", "embed"]);
+    assert_eq!(choice.evict, ["embed", "gemma"]);
+    assert_eq!(
+        (choice.set, choice.expr, choice.cost),
+        (Some("all"), Some("+small | big"), 2)
+    );
+    // qwen beside gemma: `both` costs nothing, so nothing stops.
+    assert!(matrix.evict_for("qwen", &["gemma"]).is_empty());
+
+    let selectors: Vec<(&str, &str)> = config
+        .selectors
+        .iter()
+        .map(|s| (s.id.as_str(), s.strategy.as_str()))
+        .collect();
+    assert_eq!(
+        selectors,
+        [
+            ("assistant", "warm"),
+            ("batch", "spillover"),
+            ("writer", "pin")
+        ]
+    );
+    assert_eq!(config.selectors[1].spillover, 4);
+    let coding = &config.profiles[0];
+    assert_eq!(coding.name, "coding");
+    assert_eq!(
+        coding.pin("chat").and_then(|p| p.target.as_deref()),
+        Some("qwen")
+    );
+    assert_eq!(
+        coding.pin("llama70b").map(|p| p.target.as_deref()),
+        Some(None)
+    );
 }
