@@ -42,6 +42,7 @@
 //! ```
 
 mod capabilities;
+mod compat;
 mod env;
 mod error;
 mod extras;
@@ -66,6 +67,7 @@ mod types;
 use std::path::Path;
 
 pub use capabilities::Capabilities;
+pub use compat::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID};
 pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 pub use macros::EnvLookup;
 pub use profiles::{Pin, ProfileConfig};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::capabilities::read_capabilities;
+use super::compat::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, read_ignore_websockets};
 use super::error::{KeyPath, Reason, WarningKind};
 use super::fields::{Diagnostics, Fields, secs};
 use super::filters::{expand_by_id_keys, read_filters};
@@ -230,8 +231,26 @@ fn read_model(
         None => DEFAULT_CONCURRENCY_LIMIT,
         Some((node, p)) => match cx.seconds(node, &p) {
             Some(0) | None => DEFAULT_CONCURRENCY_LIMIT,
-            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Some(n) => {
+                let limit = usize::try_from(n).unwrap_or(usize::MAX);
+                if id == COMFYUI_MODEL_ID && limit < COMFYUI_MIN_CONCURRENCY {
+                    cx.warn(
+                        p,
+                        WarningKind::Raised {
+                            got: i64::try_from(n).unwrap_or(i64::MAX),
+                            used: COMFYUI_MIN_CONCURRENCY as i64,
+                        },
+                    );
+                }
+                limit
+            }
         },
+    };
+    // ComfyUI's page sends many requests at once (llama-swap's floor).
+    let concurrency_limit = if id == COMFYUI_MODEL_ID {
+        concurrency_limit.max(COMFYUI_MIN_CONCURRENCY)
+    } else {
+        concurrency_limit
     };
     let (parallel, parallel_path) = match fields.take("parallel") {
         None => (Parallel::Unlimited, None),
@@ -263,7 +282,7 @@ fn read_model(
     let capabilities = fields
         .take("capabilities")
         .and_then(|(node, p)| read_capabilities(node, &p, cx));
-    fields.unsupported(&["compat"]);
+    let ignore_websockets = read_ignore_websockets(id, fields.take("compat"), cx);
     fields.finish(cx);
 
     Some(ParsedModel {
@@ -289,6 +308,7 @@ fn read_model(
             filters,
             timeouts,
             capabilities,
+            ignore_websockets,
         },
         alias_paths,
         parallel_path,

@@ -259,5 +259,11 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
     if model.unlisted {
         writeln!(f, "    unlisted:    true")?;
     }
+    if model.ignore_websockets {
+        writeln!(
+            f,
+            "    websockets:  ignored (never start the model, not counted as in flight)"
+        )?;
+    }
     super::transport::write_model_extras(f, model)
 }

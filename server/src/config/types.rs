@@ -190,6 +190,11 @@ pub struct ModelConfig {
     pub timeouts: crate::proxy::Timeouts,
     /// `capabilities` (none when absent or empty): rendered into `/v1/models`.
     pub capabilities: Option<super::capabilities::Capabilities>,
+    /// `compat.ignoreWebsockets` (default false; always true for
+    /// [`COMFYUI_MODEL_ID`](super::COMFYUI_MODEL_ID)): websocket upgrades bypass
+    /// the scheduler. They never start the model (409 while it is not ready),
+    /// are not counted as in flight, and do not keep it from being stopped.
+    pub ignore_websockets: bool,
 }
 
 /// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).

@@ -19,3 +19,4 @@ mod selectors;
 mod support;
 mod transport;
 mod trust;
+mod websockets;
