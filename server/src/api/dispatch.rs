@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::{Method, header};
+use hyper::upgrade::OnUpgrade;
 use percent_encoding::percent_decode_str;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
@@ -25,6 +26,7 @@ use super::names::{hold_until_body_ends, rename, rename_upstream};
 use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
+use super::websockets::{self, take_websocket};
 use crate::activity::Tracked;
 use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
@@ -51,7 +53,7 @@ pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Re
 }
 
 /// What a model endpoint found in a request before scheduling it.
-enum Prepared {
+pub(super) enum Prepared {
     /// A request for `model`, ready to be sent once granted.
     Forward {
         model: Arc<ModelEntry>,
@@ -62,6 +64,8 @@ enum Prepared {
         hold: Option<Reservation>,
         /// The selector that chose the model, for the activity record.
         selector: Option<String>,
+        /// The client's side of a websocket handshake.
+        upgrade: Option<OnUpgrade>,
     },
     /// Not a model request after all (a redirect): answered as is.
     Answer(Response),
@@ -70,13 +74,14 @@ enum Prepared {
 async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
     refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = read_body(&parts.headers, body, &state.inner.body_limits).await?;
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
+    let upgrade = take_websocket(&mut parts);
     let renamed = rename(state, &found.name).await?;
     let model = lookup(state, &renamed.name)?;
     // A pinned or selected name goes upstream in place of the client's.
@@ -102,7 +107,10 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         bytes
     };
     let path = forward_path(parts.uri.path());
-    let loading = model.send_loading_state && found.stream && path.starts_with(CHAT_COMPLETIONS);
+    let loading = model.send_loading_state
+        && found.stream
+        && upgrade.is_none()
+        && path.starts_with(CHAT_COMPLETIONS);
     let path_and_query = with_query(path, parts.uri.query());
     // Credentials were checked and removed by the auth layer.
     let headers = parts.headers;
@@ -113,6 +121,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         body: OutboundBody::Buffered(bytes),
         client_ip,
         body_limit: state.inner.max_body_bytes,
+        websocket: upgrade.is_some(),
     };
     Ok(Prepared::Forward {
         model,
@@ -120,6 +129,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         loading,
         hold: renamed.hold,
         selector: renamed.selector,
+        upgrade,
     })
 }
 
@@ -127,45 +137,66 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
     refuse_when_draining(state)?;
     let client_ip = client_ip(&request);
     let (parts, body) = request.into_parts();
-    let path = parts.uri.path();
-    let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
-    let tail = tail.as_ref();
-    let router = &state.inner.router;
-    let target = split_upstream_path(tail, |name| router.resolve(name)).ok_or_else(|| {
-        ApiError::ModelNotFound {
-            model: tail.split('/').next().unwrap_or_default().to_owned(),
+    let (model, rest) = {
+        let path = parts.uri.path();
+        let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
+        let tail = tail.as_ref();
+        let router = &state.inner.router;
+        let target = split_upstream_path(tail, |name| router.resolve(name)).ok_or_else(|| {
+            ApiError::ModelNotFound {
+                model: tail.split('/').next().unwrap_or_default().to_owned(),
+            }
+        })?;
+        if target.rest.is_empty() {
+            // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
+            let location = with_query(&format!("/upstream/{}/", target.prefix), parts.uri.query());
+            let redirect = Redirect::permanent(&location).into_response();
+            return Ok(Prepared::Answer(with_status_for_method(
+                redirect,
+                &parts.method,
+            )));
         }
-    })?;
-    if target.rest.is_empty() {
-        // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
-        let location = with_query(&format!("/upstream/{}/", target.prefix), parts.uri.query());
-        let redirect = Redirect::permanent(&location).into_response();
-        return Ok(Prepared::Answer(with_status_for_method(
-            redirect,
-            &parts.method,
-        )));
-    }
-    let model = lookup(state, &target.model)?;
-    // Static assets a browser asks for must not start (or swap in) a model.
-    if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
-        && state.inner.ignore_paths.matches(&rest)
-        && !model_ready(state, &model.id).await
-    {
-        return Err(ApiError::NotLoaded {
-            model: model.id.clone(),
-            why: NotLoadedReason::IgnoredPath,
-        });
-    }
+        let model = lookup(state, &target.model)?;
+        // Static assets a browser asks for must not start (or swap in) a model.
+        if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
+            && state.inner.ignore_paths.matches(&rest)
+            && !model_ready(state, &model.id).await
+        {
+            return Err(ApiError::NotLoaded {
+                model: model.id.clone(),
+                why: NotLoadedReason::IgnoredPath,
+            });
+        }
+        (model, target.rest.to_owned())
+    };
+    passthrough(state, parts, body, model, &rest, client_ip)
+}
+
+/// A request forwarded with its path after the model's prefix (`rest`, still
+/// percent-encoded as the client sent it) and its body streamed through
+/// unread: `/upstream/<model>/...` and `/comfyui/...`.
+pub(super) fn passthrough(
+    state: &AppState,
+    mut parts: http::request::Parts,
+    body: Body,
+    model: Arc<ModelEntry>,
+    rest: &str,
+    client_ip: Option<std::net::IpAddr>,
+) -> Result<Prepared, ApiError> {
     let limits = &state.inner.body_limits;
     let limit = limits.max_bytes;
     if declared_length(&parts.headers).is_some_and(|len| len > limit) {
         return Err(ApiError::BodyTooLarge { limit });
     }
+    let upgrade = take_websocket(&mut parts);
     let stream = parts.uri.query().is_some_and(|q| {
         form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "stream" && v == "true")
     });
-    let loading = model.send_loading_state && stream && target.rest.starts_with(CHAT_COMPLETIONS);
-    let path_and_query = with_query(target.rest, parts.uri.query());
+    let loading = model.send_loading_state
+        && stream
+        && upgrade.is_none()
+        && rest.starts_with(CHAT_COMPLETIONS);
+    let path_and_query = with_query(rest, parts.uri.query());
     // Credentials were checked and removed by the auth layer.
     let headers = parts.headers;
     let outbound = Outbound {
@@ -175,6 +206,7 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         body: OutboundBody::Streaming(Body::new(GuardedBody::new(body, limits))),
         client_ip,
         body_limit: state.inner.max_body_bytes,
+        websocket: upgrade.is_some(),
     };
     Ok(Prepared::Forward {
         model,
@@ -182,12 +214,13 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         loading,
         hold: None,
         selector: None,
+        upgrade,
     })
 }
 
 /// One model request from its arrival: its priority, parsed once, and the
 /// record of how it ends.
-struct Call {
+pub(super) struct Call {
     priority: Priority,
     outcome: RequestOutcome,
 }
@@ -195,7 +228,7 @@ struct Call {
 impl Call {
     /// Parses `X-Priority` (counting a bad one), applies the trust caps of the
     /// API key the auth layer found, and starts the outcome record.
-    fn begin(state: &AppState, request: &Request) -> Self {
+    pub(super) fn begin(state: &AppState, request: &Request) -> Self {
         let header = HeaderPriority::from_headers(request.headers());
         if header.is_malformed() {
             tracing::debug!(?header, "malformed X-Priority served at 0");
@@ -210,16 +243,44 @@ impl Call {
 
     /// Serves what the endpoint prepared; a request refused before scheduling
     /// (bad input, unknown model) or answered without a model is recorded so.
-    async fn run(self, state: AppState, prepared: Result<Prepared, ApiError>) -> Response {
+    pub(super) async fn run(
+        self,
+        state: AppState,
+        prepared: Result<Prepared, ApiError>,
+    ) -> Response {
         match prepared {
+            Ok(Prepared::Forward {
+                model,
+                outbound,
+                upgrade: Some(client),
+                ..
+            }) if model.ignore_websockets => {
+                websockets::serve_ignored(state, model, outbound, client, self.outcome).await
+            }
             Ok(Prepared::Forward {
                 model,
                 outbound,
                 loading,
                 hold,
                 selector,
-            }) => match self.serve(state, model, outbound, loading, selector).await {
-                Ok(response) => hold_until_body_ends(response, hold),
+                upgrade,
+            }) => match self
+                .serve(
+                    state.clone(),
+                    Arc::clone(&model),
+                    outbound,
+                    loading,
+                    selector,
+                )
+                .await
+            {
+                Ok(response) => {
+                    let response = hold_until_body_ends(response, hold);
+                    match upgrade {
+                        Some(client) => websockets::open(&state, &model, response, client),
+                        None => response,
+                    }
+                }
                 Err(error) => error.into_response(),
             },
             Ok(Prepared::Answer(response)) => {
@@ -453,7 +514,7 @@ fn describe(status: &WaitStatus) -> Option<Progress> {
     }
 }
 
-fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
+pub(super) fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
     if state.inner.draining.is_cancelled() {
         Err(ApiError::ShuttingDown)
     } else {
@@ -472,7 +533,7 @@ fn lookup(state: &AppState, name: &str) -> Result<Arc<ModelEntry>, ApiError> {
         })
 }
 
-fn client_ip(request: &Request) -> Option<std::net::IpAddr> {
+pub(super) fn client_ip(request: &Request) -> Option<std::net::IpAddr> {
     request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -492,7 +553,7 @@ fn forward_path(path: &str) -> &str {
     }
 }
 
-fn with_query(path: &str, query: Option<&str>) -> String {
+pub(super) fn with_query(path: &str, query: Option<&str>) -> String {
     match query {
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
@@ -500,7 +561,7 @@ fn with_query(path: &str, query: Option<&str>) -> String {
 }
 
 /// 301 for GET/HEAD, 308 for other methods (so the method and body are kept).
-fn with_status_for_method(mut response: Response, method: &Method) -> Response {
+pub(super) fn with_status_for_method(mut response: Response, method: &Method) -> Response {
     *response.status_mut() = if matches!(*method, Method::GET | Method::HEAD) {
         http::StatusCode::MOVED_PERMANENTLY
     } else {

@@ -13,6 +13,7 @@
 //! | `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/messages[/count_tokens]`, `/v1/rerank`, `/v1/reranking`, `/rerank`, `/reranking`, `/infill`, `/completion`, `/v1/audio/speech`, `/v1/audio/transcriptions`, `/v1/images/generations`, `/v1/images/edits`, `/sdapi/v1/txt2img`, `/sdapi/v1/img2img`, `/audioapi/v1/tasks/run`, `/v/...` | model from the JSON body, the multipart or url-encoded form, or `?model=`; scheduled, then proxied (`/v` and `/audioapi` prefixes are stripped) |
 //! | `GET /props`, `/sdapi/v1/loras`, `GET/POST /v1/audio/voices` | model from `?model=` (or the body) |
 //! | any method `/upstream/<model>/<path>` | the longest model ID or alias prefix of the path; body streamed unread; `/upstream/<model>` redirects to `/upstream/<model>/` |
+//! | any method `/comfyui/<path>` | the model `comfyui_auto` (404 when not configured), prefix stripped; only `/comfyui/` may start it (409 `model_not_loaded` for other paths while it is not ready); `/comfyui` redirects to `/comfyui/` |
 //! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`), then selectors (`type: selector`, `strategy`, `targets`) and the active profile's pins (`type: profile`); echoes `Origin` |
 //! | `GET /api/profiles`, `PUT /api/profiles/active` | the profiles and the active one; `{"name": "<profile>"}` or `{"name": null}` switches (400 malformed, 404 unknown) |
 //! | `GET /running` | `{"running":[{"model","state","cmd","proxy","ttl","name","description"}]}` |
@@ -42,6 +43,13 @@
 //! carries an `X-Request-Id` (`request_id.rs`). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).
 //!
+//! # Websockets
+//!
+//! A websocket handshake on a model route (`/upstream/...`, `/comfyui/...`,
+//! `GET /props?model=...`) is proxied both ways and holds its model like a
+//! request until the socket closes, unless the model sets
+//! `compat.ignoreWebsockets` (`api/websockets.rs`).
+//!
 //! # Loading state
 //!
 //! With `sendLoadingState`, a streaming chat request that has to wait is
@@ -52,6 +60,7 @@ mod activity;
 mod auth;
 pub mod auth_limit;
 mod body;
+mod comfyui;
 mod dispatch;
 mod error;
 mod events;
@@ -68,6 +77,7 @@ mod routes;
 mod state;
 mod ui;
 mod upstream_path;
+mod websockets;
 
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub(crate) use error::stream_error_frames;

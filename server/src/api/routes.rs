@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::activity;
 use super::auth::ApiKeys;
+use super::comfyui;
 use super::dispatch::{model_endpoint, upstream_endpoint};
 use super::error::ApiError;
 use super::events;
@@ -81,6 +82,9 @@ pub fn app(state: AppState) -> Router {
             ),
         )
         .route("/upstream/{*path}", any(upstream_endpoint))
+        .route("/comfyui", any(comfyui::redirect))
+        .route("/comfyui/", any(comfyui::endpoint))
+        .route("/comfyui/{*path}", any(comfyui::endpoint))
         .route("/v1/models", only(GET, get(info::models)))
         .route("/models", only(GET, get(info::models)))
         .route("/running", only(GET, get(info::running)))

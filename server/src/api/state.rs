@@ -90,6 +90,8 @@ pub(crate) struct ModelEntry {
     pub(crate) ttl: Option<Duration>,
     pub(crate) filters: crate::filters::Filters,
     pub(crate) capabilities: Option<crate::config::Capabilities>,
+    /// `compat.ignoreWebsockets`: websockets bypass the scheduler.
+    pub(crate) ignore_websockets: bool,
     /// The upstream client with this model's `timeouts` (shared by models
     /// with the same ones).
     pub(crate) client: Proxy,
@@ -124,7 +126,8 @@ pub(crate) struct Inner {
     pub(crate) draining: CancellationToken,
     /// Requests wait for `true` before they are scheduled; `None` = always open.
     pub(crate) gate: Option<watch::Receiver<bool>>,
-    /// One token per model-dispatched request, held until its response body ends.
+    /// One token per model-dispatched request, held until its response body
+    /// ends; also the owner of the websocket pipes.
     pub(crate) inflight: TaskTracker,
     /// What `/metrics` shows; shared with the router actor.
     pub(crate) metrics: Arc<Metrics>,
@@ -213,6 +216,7 @@ impl AppState {
                     ttl: m.ttl,
                     filters: m.filters.clone(),
                     capabilities: m.capabilities.clone(),
+                    ignore_websockets: m.ignore_websockets,
                     client: client_for(&m.timeouts),
                 };
                 (m.id.clone(), Arc::new(entry))

@@ -15,6 +15,7 @@ mod headers;
 mod request_body;
 mod timeouts;
 mod tls;
+mod upgrade;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use error::{ProxyError, RequestBodyError, StreamErrorFrames};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 pub use timeouts::Timeouts;
 pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
+pub use upgrade::{is_websocket_upgrade, splice};
 
 /// A request on its way to an upstream.
 #[derive(Debug)]
@@ -54,6 +56,11 @@ pub struct Outbound {
     /// The limit a [`OutboundBody::Streaming`] body is cut at, reported as 413
     /// when the upstream request fails because of it.
     pub body_limit: usize,
+    /// A websocket handshake ([`is_websocket_upgrade`]) whose client side the
+    /// caller holds: the upstream is asked for the upgrade (without a body),
+    /// and its `101` is returned for [`splice`]. When false, `Connection` and
+    /// `Upgrade` are dropped like every hop-by-hop header.
+    pub websocket: bool,
 }
 
 /// The body of an [`Outbound`] request.
@@ -211,6 +218,7 @@ impl Proxy {
                 body: OutboundBody::Buffered(bytes.clone()),
                 client_ip: outbound.client_ip,
                 body_limit: outbound.body_limit,
+                websocket: outbound.websocket,
             }),
             OutboundBody::Streaming(_) => None,
         };
@@ -219,12 +227,20 @@ impl Proxy {
         if let Some(ip) = outbound.client_ip {
             append_forwarded_for(&mut headers, ip);
         }
-        let body = match outbound.body {
-            OutboundBody::Buffered(bytes) => {
-                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-                Body::from(bytes)
+        let websocket = outbound.websocket;
+        let body = if websocket {
+            // A handshake has no body (RFC 6455 section 4.1).
+            upgrade::ask_for_websocket(&mut headers);
+            headers.remove(header::CONTENT_LENGTH);
+            Body::empty()
+        } else {
+            match outbound.body {
+                OutboundBody::Buffered(bytes) => {
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                    Body::from(bytes)
+                }
+                OutboundBody::Streaming(body) => body,
             }
-            OutboundBody::Streaming(body) => body,
         };
         let latch = match self.timeouts.expect_continue {
             Some(wait) if expects_continue(&headers) => {
@@ -325,7 +341,20 @@ impl Proxy {
         };
 
         let (mut parts, incoming) = response.into_parts();
+        let switched = upgrade::switched_to_websocket(parts.status, &parts.headers);
+        if parts.status == StatusCode::SWITCHING_PROTOCOLS && !(websocket && switched) {
+            tracing::warn!(%model, upgrade = ?parts.headers.get(header::UPGRADE), "upstream switched protocols without being asked to, or to another protocol than websocket");
+            return Err(SendError {
+                error: ProxyError::Unreachable {
+                    model: model.to_owned(),
+                },
+                unsent: None,
+            });
+        }
         remove_hop_by_hop(&mut parts.headers);
+        if switched {
+            upgrade::ask_for_websocket(&mut parts.headers);
+        }
         let sse = is_event_stream(&parts.headers);
         if sse {
             // An error frame may be appended, and intermediaries must not buffer.

@@ -126,6 +126,7 @@ fn outbound(method: Method, path: &str, headers: HeaderMap, body: OutboundBody) 
         body,
         client_ip: Some("10.0.0.7".parse().unwrap()),
         body_limit: 1024,
+        websocket: false,
     }
 }
 

@@ -22,6 +22,7 @@ fn outbound(method: Method, headers: HeaderMap, body: OutboundBody) -> Outbound 
         body,
         client_ip: None,
         body_limit: 1 << 20,
+        websocket: false,
     }
 }
 
@@ -325,5 +326,126 @@ async fn an_https_upstream_whose_certificate_is_not_trusted_is_unreachable() {
         matches!(result, Err(ProxyError::Unreachable { .. })),
         "{result:?}"
     );
+    server.abort();
+}
+
+/// An upstream that reports each request head on `heads` and answers `reply`.
+async fn answering(
+    reply: &'static str,
+) -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    JoinHandle<()>,
+) {
+    let (tx, heads) = tokio::sync::mpsc::unbounded_channel();
+    let (base, server) = raw_upstream(move |mut stream| {
+        let tx = tx.clone();
+        async move {
+            let (head, _) = read_head(&mut stream).await;
+            let _ = tx.send(head.to_ascii_lowercase());
+            stream.write_all(reply.as_bytes()).await.unwrap();
+            // Stays open, as an upgraded connection would.
+            let mut rest = Vec::new();
+            let _ = stream.read_to_end(&mut rest).await;
+        }
+    })
+    .await;
+    (base, heads, server)
+}
+
+fn handshake_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONNECTION,
+        HeaderValue::from_static("keep-alive, Upgrade"),
+    );
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(
+        "sec-websocket-key",
+        HeaderValue::from_static("dGhlIHNhbXBsZQ=="),
+    );
+    headers.insert("sec-websocket-version", HeaderValue::from_static("13"));
+    headers.insert("x-priority", HeaderValue::from_static("10"));
+    headers
+}
+
+const SWITCHED: &str = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+
+#[tokio::test]
+async fn a_websocket_handshake_asks_the_upstream_for_the_upgrade_without_a_body() {
+    let (base, mut heads, server) = answering(SWITCHED).await;
+    let mut outbound = outbound(
+        Method::GET,
+        handshake_headers(),
+        OutboundBody::Buffered(Bytes::from_static(b"not for a handshake")),
+    );
+    outbound.websocket = true;
+    let response = tokio::time::timeout(
+        LIMIT,
+        Proxy::new(crate::api::stream_error_frames).send("m", &base, outbound, ()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let head = heads.recv().await.unwrap();
+    assert!(head.contains("\r\nconnection: upgrade\r\n"), "{head}");
+    assert!(head.contains("\r\nupgrade: websocket\r\n"), "{head}");
+    assert!(
+        head.contains("\r\nsec-websocket-key: dghlihnhbxbszq==\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nsec-websocket-version: 13\r\n"), "{head}");
+    assert!(!head.contains("content-length"), "{head}");
+    assert!(!head.contains("keep-alive"), "{head}");
+    assert!(!head.contains("x-priority"), "{head}");
+
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    let headers = response.headers();
+    assert_eq!(headers[header::UPGRADE], "websocket");
+    assert_eq!(headers[header::CONNECTION], "upgrade");
+    assert_eq!(
+        headers["sec-websocket-accept"],
+        "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    );
+    assert!(
+        response
+            .extensions()
+            .get::<hyper::upgrade::OnUpgrade>()
+            .is_some(),
+        "the upstream's upgraded connection is not in the response"
+    );
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_switch_of_protocols_not_asked_for_or_not_to_websocket_is_a_bad_gateway() {
+    let (base, _heads, server) = answering(SWITCHED).await;
+    let plain = outbound(
+        Method::GET,
+        handshake_headers(),
+        OutboundBody::Buffered(Bytes::new()),
+    );
+    let failed = Proxy::new(crate::api::stream_error_frames)
+        .send("m", &base, plain, ())
+        .await
+        .unwrap_err();
+    assert_eq!(failed.error, ProxyError::Unreachable { model: "m".into() });
+    server.abort();
+
+    let (base, _heads, server) = answering(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+    )
+    .await;
+    let mut asked = outbound(
+        Method::GET,
+        handshake_headers(),
+        OutboundBody::Buffered(Bytes::new()),
+    );
+    asked.websocket = true;
+    let failed = Proxy::new(crate::api::stream_error_frames)
+        .send("m", &base, asked, ())
+        .await
+        .unwrap_err();
+    assert_eq!(failed.error, ProxyError::Unreachable { model: "m".into() });
     server.abort();
 }

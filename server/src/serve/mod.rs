@@ -303,7 +303,9 @@ async fn serve_io<I>(
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .serve_connection(TokioIo::new(io), service);
+        .serve_connection(TokioIo::new(io), service)
+        // Websockets: the connection is handed to the proxy's pipe after a 101.
+        .with_upgrades();
     tokio::pin!(conn);
     let result = tokio::select! {
         result = conn.as_mut() => result,

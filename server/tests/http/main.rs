@@ -29,3 +29,4 @@ mod tls_upstream;
 mod transport;
 mod trust;
 mod ui;
+mod websockets;
