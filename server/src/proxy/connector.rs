@@ -49,6 +49,13 @@ pub struct TransportTimeout {
 #[error("https:// upstream but no TLS client is set up")]
 pub(crate) struct NoTls;
 
+/// The TLS handshake with an upstream failed (its certificate does not
+/// verify, or it does not speak TLS): the upstream is there, so sending the
+/// request again would fail the same way.
+#[derive(Debug, thiserror::Error)]
+#[error("the TLS handshake failed: {0}")]
+pub(crate) struct TlsFailed(#[source] pub(crate) BoxError);
+
 /// The connector of one upstream client.
 #[derive(Clone, Debug)]
 pub(crate) struct UpstreamConnector {
@@ -98,17 +105,20 @@ impl tower::Service<Uri> for UpstreamConnector {
                 return Ok(UpstreamStream::Plain(tcp));
             }
             let tls = tls.ok_or(NoTls)?;
-            let name = ServerName::try_from(host.unwrap_or_default())?;
+            let name = ServerName::try_from(host.unwrap_or_default())
+                .map_err(|error| TlsFailed(error.into()))?;
             let handshake = tls.connector().connect(name, tcp.into_inner());
-            let stream = match timeouts.tls_handshake {
-                Some(limit) => tokio::time::timeout(limit, handshake).await.map_err(|_| {
-                    TransportTimeout {
-                        phase: TimeoutPhase::TlsHandshake,
-                        after: limit,
-                    }
-                })??,
-                None => handshake.await?,
-            };
+            let handshaken =
+                match timeouts.tls_handshake {
+                    Some(limit) => tokio::time::timeout(limit, handshake).await.map_err(|_| {
+                        TransportTimeout {
+                            phase: TimeoutPhase::TlsHandshake,
+                            after: limit,
+                        }
+                    })?,
+                    None => handshake.await,
+                };
+            let stream = handshaken.map_err(|error| TlsFailed(error.into()))?;
             Ok(UpstreamStream::Tls(Box::new(TokioIo::new(stream))))
         })
     }

@@ -28,7 +28,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Notify;
 
-use connector::{NoTls, UpstreamConnector};
+use connector::{NoTls, TlsFailed, UpstreamConnector};
 use request_body::{ContinueLatch, ExpectGate, SentSignal};
 
 pub use body::{BoxError, LeasedBody};
@@ -319,7 +319,7 @@ impl Proxy {
                 }
                 let detail = error_chain(&error);
                 tracing::warn!(%model, error = %detail, "upstream request failed");
-                let unsent = if error.is_connect() {
+                let unsent = if refused_before_sending(&error) {
                     replay.map(|outbound| (outbound, lease))
                 } else {
                     None
@@ -368,6 +368,16 @@ impl Proxy {
         let body = LeasedBody::new(incoming, lease, model.to_owned(), sse);
         Ok(Response::from_parts(parts, Body::new(body)))
     }
+}
+
+/// True when no connection could be made because the upstream is not there
+/// (refused or reset): it may have exited an instant ago, and the request can
+/// wait for it to start again. A handshake that failed or a timeout that ran
+/// out reached a running upstream, which would fail a replay the same way.
+fn refused_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
+    error.is_connect()
+        && find_cause::<TlsFailed>(error).is_none()
+        && find_cause::<TransportTimeout>(error).is_none()
 }
 
 /// True when the request failed because its streamed body exceeded the limit.

@@ -127,7 +127,7 @@ async fn a_hung_upstream_hits_the_response_header_timeout_with_an_empty_streamed
 }
 
 #[tokio::test]
-async fn a_server_that_never_speaks_tls_hits_the_handshake_timeout() {
+async fn a_server_that_never_speaks_tls_hits_the_handshake_timeout_and_is_not_replayed() {
     let (base, server) = raw_upstream(|stream| async move {
         let _held = stream;
         std::future::pending::<()>().await;
@@ -142,9 +142,9 @@ async fn a_server_that_never_speaks_tls_hits_the_handshake_timeout() {
             .tls(Some(tls)),
     );
     let body = OutboundBody::Buffered(Bytes::new());
-    let result = tokio::time::timeout(
+    let failed = tokio::time::timeout(
         LIMIT,
-        proxy.forward(
+        proxy.send(
             "m",
             &base,
             outbound(Method::GET, HeaderMap::new(), body),
@@ -152,16 +152,22 @@ async fn a_server_that_never_speaks_tls_hits_the_handshake_timeout() {
         ),
     )
     .await
-    .expect("the handshake hung past its timeout");
+    .expect("the handshake hung past its timeout")
+    .unwrap_err();
     assert!(
         matches!(
-            result,
-            Err(ProxyError::Timeout {
+            failed.error,
+            ProxyError::Timeout {
                 phase: TimeoutPhase::TlsHandshake,
                 ..
-            })
+            }
         ),
-        "{result:?}"
+        "{:?}",
+        failed.error
+    );
+    assert!(
+        failed.unsent.is_none(),
+        "a timed-out handshake was handed back for a replay"
     );
     server.abort();
 }
@@ -308,12 +314,12 @@ async fn an_https_upstream_is_reached_when_its_certificate_is_trusted() {
 }
 
 #[tokio::test]
-async fn an_https_upstream_whose_certificate_is_not_trusted_is_unreachable() {
+async fn an_https_upstream_whose_certificate_is_not_trusted_is_unreachable_and_not_replayed() {
     let (base, _der, server) = tls_upstream().await;
     let body = OutboundBody::Buffered(Bytes::new());
-    let result = tokio::time::timeout(
+    let failed = tokio::time::timeout(
         LIMIT,
-        tls_proxy(&[]).forward(
+        tls_proxy(&[]).send(
             "m",
             &base,
             outbound(Method::GET, HeaderMap::new(), body),
@@ -321,10 +327,14 @@ async fn an_https_upstream_whose_certificate_is_not_trusted_is_unreachable() {
         ),
     )
     .await
-    .unwrap();
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(failed.error, ProxyError::Unreachable { model: "m".into() });
+    // The upstream is there: waiting for it to exit and start again would
+    // only delay the same failure.
     assert!(
-        matches!(result, Err(ProxyError::Unreachable { .. })),
-        "{result:?}"
+        failed.unsent.is_none(),
+        "a failed TLS handshake was handed back for a replay"
     );
     server.abort();
 }
