@@ -1,4 +1,4 @@
-//! Reliability soak (DESIGN section 8): the real `llama-swap-server` binary with real
+//! Reliability soak (docs/DESIGN.md section 8): the real `llama-swap-server` binary with real
 //! `mockswap` upstream processes under a seeded mix of models, priorities, streaming and
 //! client disconnects (while queued, mid-swap, mid-stream), one upstream that crashes
 //! every few requests, a priority-order phase, and a shutdown with work in flight.

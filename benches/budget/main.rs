@@ -1,4 +1,4 @@
-//! The performance budget (DESIGN section 7) measured beside its references.
+//! The performance budget (docs/DESIGN.md section 7) measured beside its references.
 //!
 //! Run through `scripts/bench` (release build, nginx installed, the scheduler's
 //! criterion bench first), or directly:

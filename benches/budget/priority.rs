@@ -4,7 +4,7 @@
 //! Upstreams are mockswaps that answer after `SERVICE` and load in `LOAD`; one swap
 //! group, so every model change is a swap.
 //!
-//! Oracles (reference/priority.md section 5, DESIGN section 7): without preemption an
+//! Oracles (docs/DESIGN.md sections 2.2 and 7): without preemption an
 //! elevated request first in line waits for the residual of the running work it must
 //! outlast plus one swap; the budget allows 50 ms more. "One swap" is measured on the
 //! same server just before the trace (a swap between two idle models, minus service).

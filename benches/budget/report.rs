@@ -250,7 +250,7 @@ pub fn write_markdown(
     let _ = writeln!(out, "# Benchmarks\n");
     let _ = writeln!(
         out,
-        "Figures of the performance budget (DESIGN section 7) beside their targets and the \
+        "Figures of the performance budget (docs/DESIGN.md section 7) beside their targets and the \
          references measured in the same run. This file is rewritten by `scripts/bench`; \
          the notes at the end are kept from `benches/budget/NOTES.md`.\n"
     );

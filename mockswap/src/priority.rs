@@ -1,6 +1,6 @@
 //! The `X-Priority` header as a request sent it.
 //!
-//! The proxy parses the header leniently (DESIGN section 2): ASCII whitespace trimmed,
+//! The proxy parses the header leniently (docs/DESIGN.md section 2): ASCII whitespace trimmed,
 //! an optional sign, a signed 32-bit decimal; anything else counts as 0. A test double
 //! must not lose *why* a value counts as 0, so [`PriorityHeader`] keeps the raw values
 //! and tells "absent", "0", "garbage" and "two values" apart.
@@ -92,7 +92,7 @@ pub struct PriorityJson {
 }
 
 impl PriorityJson {
-    /// Builds the view of DESIGN section 5 from a request's headers: `raw` holds every
+    /// Builds the view of docs/DESIGN.md section 5 from a request's headers: `raw` holds every
     /// `X-Priority` line exactly as sent (lossily decoded), even when the value is valid.
     pub fn from_headers(headers: &HeaderMap) -> Self {
         let parsed = PriorityHeader::from_headers(headers);

@@ -1,4 +1,4 @@
-//! Scheduler cost with a deep queue (DESIGN section 7 budget: with 10 000 waiting,
+//! Scheduler cost with a deep queue (docs/DESIGN.md section 7 budget: with 10 000 waiting,
 //! admitting one more ≤ 50 µs median; draining all after one swap ≤ 20 ms).
 //!
 //! Run: `cargo bench -p llama-swap-server --bench scheduler`.

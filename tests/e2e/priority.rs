@@ -1,4 +1,4 @@
-//! The five priority behaviours of DESIGN section 2, made through the SDK's
+//! The five priority behaviours of docs/DESIGN.md section 2, made through the SDK's
 //! `Priority` against the real server, plus `Normal` and retries.
 
 use std::time::Duration;

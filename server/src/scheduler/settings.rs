@@ -131,7 +131,7 @@ pub enum SchedulerKind {
     /// Priority queue: (effective priority desc, arrival asc), llama-swap's `fifo`.
     Fifo {
         /// Make fast-path requests for a ready model queue while a strictly higher
-        /// waiting request needs that model stopped (DESIGN section 2).
+        /// waiting request needs that model stopped (docs/DESIGN.md section 2).
         drain_fence: bool,
     },
     /// One request at a time overall, strict arrival order, no priorities.

@@ -3,7 +3,7 @@
 //! llama-swap waits 250 ms and then probes once a second, so a model that is ready
 //! is noticed up to a second late. Here the first probe goes out at once and the
 //! interval grows from 10 ms to 40 ms, so a ready upstream is noticed within tens
-//! of milliseconds however long it took to load (DESIGN's budget: ready → first
+//! of milliseconds however long it took to load (docs/DESIGN.md section 7: ready → first
 //! request forwarded ≤ 50 ms median). A multi-minute load costs 25 loopback probes
 //! a second, each a connect and a tiny GET that a loading llama-server answers 503.
 //!

@@ -1,4 +1,4 @@
-//! The five priority behaviours of DESIGN section 2, and the drain fence, over
+//! The five priority behaviours of docs/DESIGN.md section 2, and the drain fence, over
 //! HTTP with real upstream processes.
 //!
 //! Every model's mockswap starts with its gate closed, so a request that reaches

@@ -1,4 +1,4 @@
-//! Priority semantics (DESIGN section 2): the five behaviours, the drain fence,
+//! Priority semantics (docs/DESIGN.md section 2): the five behaviours, the drain fence,
 //! queue positions and the serial scheduler, against the pure scheduler.
 
 use std::time::Duration;
