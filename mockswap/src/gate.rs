@@ -9,7 +9,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -21,8 +20,7 @@ enum Msg {
         priority: i32,
         reply: oneshot::Sender<Permit>,
     },
-    /// The open flag changed; release what it allows.
-    OpenChanged,
+    SetOpen(bool),
     Done,
     /// The request stopped waiting (its client went away).
     Cancel(u64),
@@ -65,7 +63,7 @@ impl std::fmt::Debug for Msg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Arrive { seq, priority, .. } => write!(f, "Arrive({seq}, {priority})"),
-            Self::OpenChanged => f.write_str("OpenChanged"),
+            Self::SetOpen(open) => write!(f, "SetOpen({open})"),
             Self::Done => f.write_str("Done"),
             Self::Cancel(seq) => write!(f, "Cancel({seq})"),
             Self::Refresh => f.write_str("Refresh"),
@@ -82,10 +80,6 @@ pub(crate) struct Gate {
     /// The held requests' seqs in release order, kept up to date only while someone
     /// watches it (a loading-state stream showing its queue position).
     order: Arc<watch::Sender<Arc<Vec<u64>>>>,
-    /// Whether the gate is open. Shared with the actor rather than sent to it, so that
-    /// whoever opens or closes the gate sees the new state at once (an admin `reset`
-    /// answering 200 must not be followed by a `GET gate` saying "closed").
-    open: Arc<AtomicBool>,
 }
 
 /// What the gate looks like from outside.
@@ -108,23 +102,9 @@ impl Gate {
         let (tx, rx) = mpsc::unbounded_channel();
         let (state_tx, state) = watch::channel(GateState { open, held: 0 });
         let order = Arc::new(watch::Sender::new(Arc::new(Vec::new())));
-        let open = Arc::new(AtomicBool::new(open));
         let actor_tx = tx.clone();
-        let actor_open = Arc::clone(&open);
-        tracker.spawn(run(
-            rx,
-            actor_tx,
-            state_tx,
-            Arc::clone(&order),
-            actor_open,
-            stop,
-        ));
-        Self {
-            tx,
-            state,
-            order,
-            open,
-        }
+        tracker.spawn(run(rx, actor_tx, state_tx, Arc::clone(&order), open, stop));
+        Self { tx, state, order }
     }
 
     /// Waits for the gate to let the request through. `None` when the mock is stopping.
@@ -158,15 +138,11 @@ impl Gate {
     }
 
     pub(crate) fn set_open(&self, open: bool) {
-        self.open.store(open, Ordering::SeqCst);
-        let _ = self.tx.send(Msg::OpenChanged);
+        let _ = self.tx.send(Msg::SetOpen(open));
     }
 
     pub(crate) fn state(&self) -> GateState {
-        GateState {
-            open: self.open.load(Ordering::SeqCst),
-            held: self.state.borrow().held,
-        }
+        *self.state.borrow()
     }
 
     /// The held requests' seqs in release order, updated on every change while the
@@ -190,7 +166,7 @@ async fn run(
     tx: mpsc::UnboundedSender<Msg>,
     state: watch::Sender<GateState>,
     order: Arc<watch::Sender<Arc<Vec<u64>>>>,
-    open_flag: Arc<AtomicBool>,
+    mut open: bool,
     stop: CancellationToken,
 ) {
     let mut waiting: BinaryHeap<(Waiter, u64)> = BinaryHeap::new();
@@ -206,7 +182,6 @@ async fn run(
                 None => return,
             },
         };
-        let open = open_flag.load(Ordering::SeqCst);
         match msg {
             Msg::Arrive {
                 seq,
@@ -228,7 +203,8 @@ async fn run(
                     replies.insert(seq, reply);
                 }
             }
-            Msg::OpenChanged | Msg::Refresh => {}
+            Msg::SetOpen(now_open) => open = now_open,
+            Msg::Refresh => {}
             Msg::Done => releasing = false,
             // The heap entry stays; it is skipped when popped, as its reply is gone.
             Msg::Cancel(seq) => {

@@ -2,36 +2,71 @@
 //!
 //! It reads llama-swap's `config.yaml`, starts the upstream model server a request
 //! names, stops the ones in the way, and ranks the requests that must wait by
-//! priority (`X-Priority` header, floored by the model's configured priority).
+//! priority: the `X-Priority` header, capped by the operator's trust rules and
+//! floored by the model's configured priority. What it promises is in
+//! `docs/DESIGN.md`; how a request travels through these modules is in
+//! `docs/ARCHITECTURE.md`.
+//!
+//! # Serving a configuration
+//!
+//! ```
+//! use llama_swap_server::config::Config;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // llama-swap's YAML; `Config::load("config.yaml")` reads it from a file.
+//! let yaml = "models:\n  qwen:\n    cmd: llama-server --port ${PORT} -m qwen.gguf\n";
+//! let loaded = Config::from_yaml_str("config.yaml", yaml, &|name| std::env::var(name).ok())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(llama_swap_server::serve(listener, loaded.config, async {
+//!     let _ = stopped.await;
+//! }));
+//!
+//! // Nothing is started until a request names a model.
+//! let health = reqwest::get(format!("http://{addr}/health")).await?.text().await?;
+//! assert_eq!(health, "OK");
+//!
+//! // Shutdown drains the requests in flight and stops every upstream.
+//! let _ = stop.send(());
+//! server.await??;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Map of the crate
 //!
+//! From the request's side down: each module imports only modules below it
+//! (unit tests aside), so the pure parts at the bottom know nothing of the
+//! HTTP layer, processes or the actor.
+//!
 //! | module | owns |
 //! |---|---|
-//! | [`config`] | llama-swap YAML: parsing, macros, validation, resolved models |
-//! | [`scheduler`] | the pure state machine: queue, reservations, swaps, decisions |
-//! | [`names`] | profile pins and selectors: the names a request may use beyond models |
-//! | [`policy`] | eviction policy: which running models must stop to run another |
-//! | [`router`] | the actor that owns the scheduler and turns decisions into effects |
-//! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
-//! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
-//! | [`launcher`] | the contract between the router and whatever runs upstream processes |
-//! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
-//! | [`activity`] | requests in flight and the ring of finished ones, with usage read from responses |
-//! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
-//! | [`api`] | the HTTP surface: model extraction, auth, error envelopes, handlers |
-//! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
-//! | [`proxy`] | the streaming reverse proxy; the response body owns the lease |
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
+//! | [`api`] | the HTTP surface: routes, auth, model extraction, error envelopes, the loading stream, the UI and its event stream, handlers |
+//! | `names` | profile pins and selectors: the names a request may use beyond models |
+//! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
+//! | [`router`] | the actor that owns the scheduler and turns its decisions into effects; tickets and leases |
+//! | `activity` | requests in flight and the ring of finished ones, with usage read from responses |
+//! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
+//! | [`config`] | llama-swap YAML: parsing, macros, validation, the resolved configuration |
+//! | [`scheduler`] | the pure state machine: queue, reservations, slots, swaps, the decision tree |
+//! | [`upstream`] | one supervisor per model: spawn, health check, stop, logs |
+//! | [`proxy`] | the streaming reverse proxy: transport timeouts, TLS, the body that owns the lease |
+//! | [`launcher`] | the contract between the router and whatever runs upstream processes |
+//! | [`policy`] | eviction policies (groups, matrix): which models must stop for another to run |
+//! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
+//! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 
-pub mod activity;
+pub(crate) mod activity;
 pub mod api;
 pub mod config;
 pub mod filters;
 pub mod launcher;
 pub mod logging;
 pub mod metrics;
-pub mod names;
+pub(crate) mod names;
 pub mod policy;
 pub mod priority;
 pub mod proxy;

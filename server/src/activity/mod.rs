@@ -32,7 +32,7 @@ use crate::priority::Priority;
 
 pub use meter::MeteredBody;
 pub use tracked::Tracked;
-pub use usage::{MAX_LINE, Usage, UsageScanner};
+pub use usage::{Usage, UsageScanner};
 
 /// Finished requests kept by default (llama-swap's `metricsMaxInMemory`).
 pub const DEFAULT_CAPACITY: usize = 1000;

@@ -33,13 +33,6 @@ pub struct Usage {
     pub prompt_per_second: Option<f64>,
 }
 
-impl Usage {
-    /// True when nothing was reported.
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
 #[derive(Deserialize)]
 struct UsageJson {
     prompt_tokens: Option<u64>,
@@ -273,7 +266,7 @@ mod tests {
             b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n",
             b"data: [DONE]\n\n",
         ]);
-        assert!(usage.is_empty());
+        assert_eq!(usage, Usage::default());
     }
 
     #[test]
@@ -291,7 +284,7 @@ mod tests {
             b"data: {\"usage\": {\"prompt_tokens\": \"many\"}}\n",
             b"{\"usage\" 5}\n",
         ]);
-        assert!(usage.is_empty());
+        assert_eq!(usage, Usage::default());
     }
 
     #[test]

@@ -499,10 +499,6 @@ impl From<ProxyError> for ApiError {
             ProxyError::BadUpstreamUrl { .. } => Self::Internal {
                 what: "the model's proxy URL is not a usable http:// or https:// URL",
             },
-            #[allow(unreachable_patterns)]
-            _ => Self::Internal {
-                what: "unexpected proxy failure",
-            },
         }
     }
 }
@@ -568,8 +564,6 @@ fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String
         TimeoutPhase::Connect => "did not accept a connection",
         TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
         TimeoutPhase::ResponseHeader => "sent no response headers",
-        #[allow(unreachable_patterns)]
-        _ => "did not answer",
     };
     format!(
         "{what} within {} s ({phase}); raise that timeout in the model's config if it is too short, or check GET /logs/stream",

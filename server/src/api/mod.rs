@@ -17,12 +17,12 @@
 //! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`), then selectors (`type: selector`, `strategy`, `targets`) and the active profile's pins (`type: profile`); echoes `Origin` |
 //! | `GET /api/profiles`, `PUT /api/profiles/active` | the profiles and the active one; `{"name": "<profile>"}` or `{"name": null}` switches (400 malformed, 404 unknown) |
 //! | `GET /running` | `{"running":[{"model","state","cmd","proxy","ttl","name","description"}]}` |
-//! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","waited_ms"}]}` in position order |
+//! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","reason","waited_ms"}]}` in position order; `reason` is `"slots full"` (its model's `parallel` slots are taken) or `"swap"` |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
 //! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`events.rs`) |
-//! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first ([`crate::activity::Finished`]) |
+//! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first (`activity::Finished`) |
 //! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
 //! | `GET /ui`, `/ui/...`, `/favicon.ico` | the web UI, embedded; deep links like `/ui/queue` load the page; without authentication |
 //! | `GET /health`, `/wol-health` | `OK`, without authentication |
@@ -30,7 +30,7 @@
 //! | `OPTIONS *` | CORS preflight, without authentication |
 //!
 //! Before the model is looked up, the name goes through the active profile's
-//! pins and then selectors ([`crate::names`]); on `/upstream` only the pins
+//! pins and then selectors (`names`); on `/upstream` only the pins
 //! apply, by longest prefix.
 //!
 //! `X-Priority` is read on both request paths ([`crate::priority`]) and never
@@ -79,6 +79,7 @@ mod ui;
 mod upstream_path;
 mod websockets;
 
+pub use crate::names::SelectError;
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub(crate) use error::stream_error_frames;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, ProfileConfig, SelectorConfig};
 
-pub use selectors::{Pick, Reservation};
+pub use selectors::Reservation;
 
 /// What the active profile does to a requested name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! llama-swap's profile and selector behaviours (`server/profiles_test.go`,
 //! `server/selector_test.go`), on the pure part.
 
+use super::selectors::Pick;
 use super::*;
 use crate::router::{ModelState, RunningModel};
 

@@ -52,6 +52,11 @@
 //!
 //! The `serial` scheduler keeps one request in flight overall, in arrival order.
 //!
+//! A granted request whose upstream refused its connection (it crashed an instant
+//! ago) is handed back ([`Scheduler::refused`]): it keeps its identity, priority and
+//! aging clock, waits for the exit of the instance that refused it (at most
+//! [`REFUSAL_GRACE`]) and goes back into the queue where it ranked (`refusal.rs`).
+//!
 //! Unload and shutdown fail the waiters of the models concerned and stop them; a
 //! model being stopped is never started until the stop ends. A ready model with a
 //! `ttl` and no admitted request is stopped after `ttl` ([`Scheduler::tick`]). A
