@@ -121,7 +121,9 @@ impl ModelActor {
                 }
             }
         };
-        if let Err(busy) = port::ensure_free(&self.spec.proxy).await {
+        if let Err(busy) =
+            port::ensure_free_for(&self.spec.proxy, &self.spec.cmd, &self.spec.env).await
+        {
             tracing::error!(model, error = %busy, "cannot start upstream");
             let (port, reason) = (busy.port, busy.to_string());
             answer(

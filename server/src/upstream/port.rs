@@ -6,6 +6,12 @@
 //! the supervisor does not manage. Before spawning, the supervisor binds the
 //! model's address itself for an instant; a local address that cannot be bound
 //! because it is in use is a start error naming the port.
+//!
+//! Only a command that is given the port (in its command line or environment,
+//! as `${PORT}` expands, `--port 5800`, `-p 5800:8080`) is expected to bind it.
+//! A command that does not mention it attaches to an upstream that runs on its
+//! own (a placeholder such as `sleep infinity` beside a server managed
+//! elsewhere): that port is meant to be taken already, and is not checked.
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::Duration;
@@ -48,6 +54,31 @@ pub(crate) async fn ensure_free(proxy: &str) -> Result<(), PortInUse> {
         }
     }
     Ok(())
+}
+
+/// As [`ensure_free`], when the model's command is given the port of its
+/// proxy address in its command line or environment (see the module notes).
+pub(crate) async fn ensure_free_for(
+    proxy: &str,
+    cmd: &str,
+    env: &[(String, String)],
+) -> Result<(), PortInUse> {
+    let Some((_, port)) = host_and_port(proxy) else {
+        return Ok(());
+    };
+    let given = mentions_port(cmd, port) || env.iter().any(|(_, value)| mentions_port(value, port));
+    if given {
+        ensure_free(proxy).await
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether `text` contains `port` as a whole number (not part of a longer one).
+fn mentions_port(text: &str, port: u16) -> bool {
+    text.split(|c: char| !c.is_ascii_digit()).any(|digits| {
+        digits.parse::<u32>().ok() == Some(u32::from(port)) && !digits.starts_with('0')
+    })
 }
 
 fn host_and_port(proxy: &str) -> Option<(String, u16)> {
@@ -132,6 +163,33 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_port_is_mentioned_only_as_a_whole_number() {
+        assert!(mentions_port("llama-server --port 5800 -m x.gguf", 5800));
+        assert!(mentions_port("docker run -p 5800:8080 image", 5800));
+        assert!(mentions_port("--host=127.0.0.1:5800", 5800));
+        assert!(!mentions_port("docker start -a model", 5800));
+        assert!(!mentions_port("llama-server --port 15800", 5800));
+        assert!(!mentions_port("llama-server --port 58001", 5800));
+        assert!(!mentions_port("llama-server --port 05800", 5800));
+    }
+
+    #[tokio::test]
+    async fn a_command_not_given_its_port_attaches_and_the_port_is_not_checked() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let proxy = format!("http://127.0.0.1:{port}");
+        ensure_free_for(&proxy, "sleep infinity", &[])
+            .await
+            .unwrap();
+        let err = ensure_free_for(&proxy, &format!("llama-server --port {port}"), &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.port, port);
+        let env = [("PORT".to_owned(), port.to_string())];
+        assert!(ensure_free_for(&proxy, "my-server", &env).await.is_err());
     }
 
     #[tokio::test]

@@ -82,7 +82,7 @@ async fn a_model_whose_port_another_process_holds_is_503_naming_the_port() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let yaml = format!(
-        "models:\n  a:\n    cmd: sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
+        "models:\n  a:\n    cmd: env PORT={port} sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
     );
     let h = Harness::start_yaml(&yaml).await;
     let (status, body) = error_of(h.chat("a", None, false).send().await.unwrap()).await;

@@ -437,7 +437,12 @@ async fn a_process_that_is_not_listening_is_not_ready_because_something_else_ans
     // The model's own process never listens; a foreign server on its port answers
     // the health check. Before the port check this was "ready".
     let (port, server) = always_healthy().await;
-    let mut s = spec("m", "sh -c 'echo spawned; exec sleep 300'");
+    // The command is given the port (as `--port ${PORT}` would give it), so it
+    // is expected to bind it.
+    let mut s = spec(
+        "m",
+        &format!("sh -c 'echo spawned for port {port}; exec sleep 300'"),
+    );
     s.proxy = format!("http://127.0.0.1:{port}");
     s.check_endpoint = Some("/health".into());
     let (sup, _events) = Supervisor::new(vec![s], 100);
@@ -488,4 +493,19 @@ async fn concurrent_starts_share_one_process() {
     let pid = sup.status("m").unwrap().pid.unwrap();
     sup.shutdown(Duration::from_secs(5)).await;
     wait_gone(pid).await;
+}
+
+#[tokio::test]
+async fn a_command_not_given_its_port_attaches_to_the_server_already_listening_there() {
+    // `cmd` is a placeholder beside an upstream managed elsewhere: the port is
+    // meant to be taken, so it is not refused.
+    let (port, server) = always_healthy().await;
+    let mut s = spec("m", "sleep 300");
+    s.proxy = format!("http://127.0.0.1:{port}");
+    s.check_endpoint = Some("/health".into());
+    let (sup, _events) = Supervisor::new(vec![s], 100);
+    within("attached", sup.ensure_ready("m")).await.unwrap();
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::Ready);
+    sup.shutdown(Duration::from_secs(5)).await;
+    server.abort();
 }
