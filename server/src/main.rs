@@ -9,13 +9,14 @@
 //! command line.
 
 use std::ffi::OsString;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{Config, ConfigError, Loaded, source_files};
+use llama_swap_server::config::{Config, ConfigError, Loaded, SelfProxy, source_files};
 use llama_swap_server::logging::{self, LogSettings};
 use llama_swap_server::serve::{
     ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
@@ -229,6 +230,20 @@ fn main() -> ExitCode {
     };
     print_warnings(&sources.describe(), &loaded);
     if cli.check_config {
+        // Checked against -listen only when it is given (llama-swap's own
+        // configs often use port 8080, the default); serving always checks
+        // the bound address, and each reload.
+        let loops = if cli.listen.is_some() {
+            self_proxies(&loaded.config, &listen)
+        } else {
+            Vec::new()
+        };
+        if !loops.is_empty() {
+            for model in &loops {
+                eprintln!("error: {model}");
+            }
+            return ExitCode::from(EXIT_INVALID);
+        }
         println!(
             "configuration OK: {} ({} warning{})",
             sources.describe(),
@@ -345,6 +360,27 @@ async fn run(
             ExitCode::from(EXIT_INVALID)
         }
     }
+}
+
+/// The models whose upstream is the address `listen` stands for (none known
+/// for port 0 or a name that does not resolve).
+fn self_proxies(config: &Config, listen: &ListenAddr) -> Vec<SelfProxy> {
+    let addrs: Vec<SocketAddr> = match listen {
+        ListenAddr::AllInterfaces { port } => vec![SocketAddr::from(([0, 0, 0, 0], *port))],
+        ListenAddr::Host { host, port } => (host.as_str(), *port)
+            .to_socket_addrs()
+            .map(Iterator::collect)
+            .unwrap_or_default(),
+    };
+    let mut found: Vec<SelfProxy> = Vec::new();
+    for addr in addrs.into_iter().filter(|a| a.port() != 0) {
+        for model in config.self_proxies(addr) {
+            if !found.iter().any(|f| f.model == model.model) {
+                found.push(model);
+            }
+        }
+    }
+    found
 }
 
 /// Resolves on ctrl-c (SIGINT) or SIGTERM.

@@ -139,6 +139,14 @@ pub enum ApiError {
         "the request carries more than one credential; send exactly one `Authorization` or `x-api-key` header"
     )]
     MultipleCredentials,
+    /// The request already passed through this server: a model's upstream
+    /// (directly or through other proxies) is this server itself.
+    #[error(
+        "the request came back to this server through a model's upstream (its `{}` header \
+         names this server); the model's proxy address is this server's own: give it another port",
+        crate::proxy::VIA_HEADER
+    )]
+    ProxyLoop,
     /// The client address made too many failed API-key attempts.
     #[error(
         "too many failed API-key attempts from this address; retry after {} s",
@@ -335,6 +343,7 @@ impl ApiError {
                 "invalid_api_key",
             ),
             Self::MultipleCredentials => (StatusCode::BAD_REQUEST, INVALID, "multiple_credentials"),
+            Self::ProxyLoop => (StatusCode::LOOP_DETECTED, SERVER, "proxy_loop"),
             Self::TooManyAuthFailures { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",

@@ -1,9 +1,24 @@
-//! Layers in front of every endpoint: CORS preflight and the access log.
+//! Layers in front of every endpoint: CORS preflight, the loop check and the
+//! access log.
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
+
+/// Refuses (508 `proxy_loop`) a request this server itself sent to an
+/// upstream: the upstream address leads back here, and serving it would send
+/// it upstream again, without end.
+pub(crate) async fn refuse_loops(request: Request, next: Next) -> Response {
+    if crate::proxy::came_through_here(request.headers()) {
+        tracing::warn!(
+            path = request.uri().path(),
+            "a request came back to this server through a model's upstream; refused"
+        );
+        return super::ApiError::ProxyLoop.into_response();
+    }
+    next.run(request).await
+}
 
 /// Headers a browser may send when the preflight does not name any.
 const DEFAULT_ALLOWED_HEADERS: &str =

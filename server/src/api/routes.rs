@@ -119,9 +119,11 @@ pub fn app(state: AppState) -> Router {
         .route("/ui/{*path}", only(GET, get(ui::file)))
         .route("/favicon.ico", only(GET, get(ui::favicon)))
         .fallback(not_found);
-    // The last layer added runs first: request id, log, then preflight, then auth.
+    // The last layer added runs first: request id, log, preflight, the loop
+    // check, then auth.
     router
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn(layers::refuse_loops))
         .layer(middleware::from_fn(layers::preflight))
         .layer(middleware::from_fn(layers::access_log))
         .layer(middleware::from_fn(request_id::request_id))

@@ -37,10 +37,14 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// Prepares a client's request headers for the upstream: hop-by-hop headers,
 /// `Host` (the connector sets the upstream's) and `X-Priority` (a scheduling
 /// hint for this proxy, not for the model server) are removed.
+///
+/// This server's mark is added to the [`VIA_HEADER`](super::VIA_HEADER) list,
+/// so a request that comes back through a model's upstream is recognised.
 pub fn request_headers_for_upstream(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::HOST);
     headers.remove(PRIORITY_HEADER);
+    super::hops::add_own_hop(headers);
 }
 
 #[cfg(test)]
@@ -79,7 +83,9 @@ mod tests {
         headers.insert(header::HOST, HeaderValue::from_static("proxy:8080"));
         headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
         request_headers_for_upstream(&mut headers);
-        assert_eq!(headers.len(), 1);
+        // Accept, and this server's loop mark (added, not forwarded).
+        assert_eq!(headers.len(), 2);
         assert!(headers.contains_key(header::ACCEPT));
+        assert!(headers.contains_key(crate::proxy::VIA_HEADER));
     }
 }

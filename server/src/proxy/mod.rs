@@ -12,6 +12,7 @@ mod body;
 mod connector;
 mod error;
 mod headers;
+mod hops;
 mod request_body;
 mod timeouts;
 mod tls;
@@ -35,7 +36,8 @@ pub use body::{BoxError, LeasedBody};
 pub use connector::{TimeoutPhase, TransportTimeout};
 pub use error::{ProxyError, RequestBodyError, StreamErrorFrames};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
-pub use timeouts::Timeouts;
+pub use hops::{VIA_HEADER, came_through_here};
+pub use timeouts::{DEFAULT_RESPONSE_HEADER, Timeouts};
 pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
 pub use upgrade::{is_websocket_upgrade, splice};
 

@@ -126,6 +126,27 @@ pub enum ServeError {
     /// The TLS client for `https://` upstreams could not be set up.
     #[error("the TLS client for https:// upstreams cannot be set up")]
     Tls(#[from] crate::proxy::TlsSetupError),
+    /// Models whose upstream is the server's own listen address.
+    #[error("{}", self_proxy_lines(.0))]
+    SelfProxy(Vec<crate::config::SelfProxy>),
+}
+
+fn self_proxy_lines(models: &[crate::config::SelfProxy]) -> String {
+    let lines: Vec<String> = models.iter().map(ToString::to_string).collect();
+    lines.join("\n")
+}
+
+/// Refuses `config` when a model's upstream is the address `listener` is bound to.
+fn refuse_self_proxies(config: &Config, listener: &TcpListener) -> Result<(), ServeError> {
+    let Ok(listen) = listener.local_addr() else {
+        return Ok(());
+    };
+    let loops = config.self_proxies(listen);
+    if loops.is_empty() {
+        Ok(())
+    } else {
+        Err(ServeError::SelfProxy(loops))
+    }
 }
 
 /// Serves `config` on `listener` until `shutdown` resolves, with default options.
@@ -161,8 +182,8 @@ pub async fn serve_with(
 ///
 /// # Errors
 ///
-/// [`ServeError`] when the first configuration cannot be scheduled (a bad
-/// reload is logged and ignored).
+/// [`ServeError`] when the first configuration cannot be scheduled or a
+/// model's upstream is the listen address (a bad reload is logged and ignored).
 pub async fn serve_reloading(
     listener: TcpListener,
     config: Config,
@@ -170,6 +191,7 @@ pub async fn serve_reloading(
     mut reloads: mpsc::Receiver<Config>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    refuse_self_proxies(&config, &listener)?;
     let mut current = Instance::start(&config, &options, None)?;
     let (app_tx, app_rx) = watch::channel(app(current.state.clone()));
     let stop = CancellationToken::new();
@@ -202,7 +224,9 @@ pub async fn serve_reloading(
             reload = reloads.recv(), if reloads_open => match reload {
                 Some(config) => {
                     let (gate_tx, gate_rx) = watch::channel(false);
-                    match Instance::start(&config, &options, Some(gate_rx)) {
+                    let started = refuse_self_proxies(&config, &listener)
+                        .and_then(|()| Instance::start(&config, &options, Some(gate_rx)));
+                    match started {
                         Ok(next) => {
                             let old = std::mem::replace(&mut current, next);
                             drop(app_tx.send_replace(app(current.state.clone())));

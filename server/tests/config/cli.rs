@@ -170,3 +170,58 @@ fn neither_config_nor_config_dir_is_a_command_line_error() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--config-dir"), "{stderr}");
 }
+
+/// `--check-config` of `yaml` with extra arguments.
+fn check_yaml(yaml: &str, extra: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    server()
+        .arg("--config")
+        .arg(&file)
+        .arg("--check-config")
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn check_config_refuses_a_model_whose_proxy_is_the_listen_address_naming_it() {
+    let yaml = "models:\n  fine:\n    cmd: llama-server --port 9001\n    proxy: http://127.0.0.1:9001\n  \
+                looper:\n    cmd: llama-server --port 9000\n    proxy: http://localhost:9000\n";
+    let out = check_yaml(yaml, &["--listen", "127.0.0.1:9000"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: model looper: proxy http://localhost:9000 is this server's own listen address (127.0.0.1:9000)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("model fine"), "{stderr}");
+
+    // Another listen address (as a changed -listen gives) is fine, and `:PORT`
+    // (every interface) includes loopback.
+    let out = check_yaml(yaml, &["--listen", "127.0.0.1:9002"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = check_yaml(yaml, &["-listen", ":9001"]);
+    assert!(
+        text(&out.stderr).contains("error: model fine:"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn check_config_names_start_port_when_the_looping_port_was_allocated() {
+    let yaml = "startPort: 8080\nmodels:\n  m:\n    cmd: llama-server --port ${PORT}\n";
+    // Without -listen, --check-config does not know where the server will listen.
+    let out = check_yaml(yaml, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = check_yaml(yaml, &["-listen", ":8080"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: model m: proxy http://localhost:8080"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("allocated from startPort 8080"), "{stderr}");
+}

@@ -296,3 +296,53 @@ async fn a_reload_whose_file_never_finishes_reading_stalls_neither_serving_nor_s
         "orphan upstream after SIGTERM"
     );
 }
+
+#[tokio::test]
+async fn a_model_whose_proxy_is_the_listen_address_is_refused_at_start_and_on_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let port = free_port();
+    let looping = format!(
+        "models:\n  looper:\n    cmd: llama-server --port {port}\n    proxy: http://127.0.0.1:{port}\n"
+    );
+    std::fs::write(&file, &looping).unwrap();
+    let out = tokio::time::timeout(
+        LIMIT,
+        Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
+            .arg("--config")
+            .arg(&file)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .output(),
+    )
+    .await
+    .expect("the server did not exit")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("model looper: proxy"), "{stderr}");
+
+    // Served on another port, then reloaded with a model on the bound port.
+    let pa = free_port();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), pa)])).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    // Served (so the SIGHUP handler is installed), then reloaded.
+    assert_eq!(server.chat("a").await, 200);
+    let bound = server.base.rsplit(':').next().unwrap().to_owned();
+    std::fs::write(
+        &file,
+        format!(
+            "models:\n  looper:\n    cmd: llama-server --port {bound}\n    proxy: http://localhost:{bound}\n"
+        ),
+    )
+    .unwrap();
+    server.signal(Signal::SIGHUP);
+    let line = server.wait_log("reload refused").await;
+    assert!(line.contains("model looper"), "{line}");
+    assert_eq!(server.model_ids().await, vec!["a"]);
+    assert_eq!(server.chat("a").await, 200);
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&[pa]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}

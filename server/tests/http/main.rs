@@ -15,6 +15,7 @@ mod launch;
 mod lifecycle;
 mod listings;
 mod logs;
+mod loops;
 mod matrix;
 mod observability;
 mod openai_client;
