@@ -2,9 +2,15 @@
 
 use std::time::Duration;
 
+/// The `responseHeader` timeout of a model that sets none: 30 minutes, longer
+/// than any non-streaming generation should take, so that an upstream that
+/// never answers frees its request's slot (504) instead of holding it forever.
+pub const DEFAULT_RESPONSE_HEADER: Duration = Duration::from_secs(30 * 60);
+
 /// The transport timeouts of one upstream. `None` disables a timeout (a `0` in
 /// the config). The defaults are llama-swap's, which are Go's
-/// `http.DefaultTransport`'s.
+/// `http.DefaultTransport`'s, except `responseHeader`
+/// ([`DEFAULT_RESPONSE_HEADER`] where llama-swap has none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Timeouts {
@@ -13,10 +19,10 @@ pub struct Timeouts {
     /// `keepalive` (default 30 s): the TCP keep-alive interval of upstream
     /// connections; `None` leaves keep-alive probes off.
     pub keepalive: Option<Duration>,
-    /// `responseHeader` (default none): from the request being fully sent to
-    /// the upstream's response headers. Long generations that stream are not
-    /// affected once headers arrive; a non-streaming request must answer in
-    /// time, so keep it generous.
+    /// `responseHeader` (default [`DEFAULT_RESPONSE_HEADER`], 30 min; llama-swap
+    /// has none): from the request being fully sent to the upstream's response
+    /// headers. Long generations that stream are not affected once headers
+    /// arrive; a non-streaming request must answer in time, so keep it generous.
     pub response_header: Option<Duration>,
     /// `tlsHandshake` (default 10 s): the TLS handshake of an `https://` upstream.
     pub tls_handshake: Option<Duration>,
@@ -33,7 +39,7 @@ impl Default for Timeouts {
         Self {
             connect: Some(Duration::from_secs(30)),
             keepalive: Some(Duration::from_secs(30)),
-            response_header: None,
+            response_header: Some(DEFAULT_RESPONSE_HEADER),
             tls_handshake: Some(Duration::from_secs(10)),
             expect_continue: Some(Duration::from_secs(1)),
             idle_conn: Some(Duration::from_secs(90)),

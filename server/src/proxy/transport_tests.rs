@@ -97,6 +97,31 @@ async fn a_hung_upstream_hits_the_response_header_timeout_with_a_buffered_body()
     server.abort();
 }
 
+#[tokio::test(start_paused = true)]
+async fn without_a_response_header_setting_a_hung_upstream_is_cut_at_the_generous_default() {
+    let (base, server) = raw_upstream(hang).await;
+    // Only the response-header timer runs (the paused clock would otherwise
+    // also expire the connect timer while the loopback connect is pending).
+    let proxy = with_timeouts(Timeouts::default().connect(None));
+    let body = OutboundBody::Buffered(Bytes::from_static(b"{\"model\":\"m\"}"));
+    let result = proxy
+        .forward(
+            "m",
+            &base,
+            outbound(Method::POST, HeaderMap::new(), body),
+            (),
+        )
+        .await;
+    match result {
+        Err(ProxyError::Timeout { phase, after, .. }) => {
+            assert_eq!(phase, TimeoutPhase::ResponseHeader);
+            assert_eq!(after, crate::proxy::DEFAULT_RESPONSE_HEADER);
+        }
+        other => panic!("expected the default responseHeader timeout, got {other:?}"),
+    }
+    server.abort();
+}
+
 #[tokio::test]
 async fn a_hung_upstream_hits_the_response_header_timeout_with_an_empty_streamed_body() {
     let (base, server) = raw_upstream(hang).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use llama_swap_server::config::{
     Config, ConfigError, DEFAULT_IGNORE_PATH, Loaded, Reason, WarningKind,
 };
-use llama_swap_server::proxy::Timeouts;
+use llama_swap_server::proxy::{DEFAULT_RESPONSE_HEADER, Timeouts};
 
 fn load(yaml: &str) -> Loaded {
     Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
@@ -29,7 +29,7 @@ const MODEL: &str = "models:\n  a:\n    cmd: srv --port ${PORT}\n";
 #[test]
 fn timeouts_default_to_llama_swaps_and_zero_disables_one() {
     let Loaded { config, warnings } = load(&format!(
-        "{MODEL}    timeouts:\n      connect: 5\n      responseHeader: 600\n      idleConn: 0\n  b:\n    cmd: srv --port ${{PORT}}\n"
+        "{MODEL}    timeouts:\n      connect: 5\n      responseHeader: 600\n      idleConn: 0\n  b:\n    cmd: srv --port ${{PORT}}\n  c:\n    cmd: srv --port ${{PORT}}\n    timeouts: {{responseHeader: 0}}\n"
     ));
     assert!(warnings.is_empty(), "{warnings:?}");
     let a = config.model("a").unwrap().timeouts;
@@ -42,7 +42,11 @@ fn timeouts_default_to_llama_swaps_and_zero_disables_one() {
     let b = config.model("b").unwrap().timeouts;
     assert_eq!(b, Timeouts::default());
     assert_eq!(b.connect, Some(Duration::from_secs(30)));
-    assert_eq!(b.response_header, None);
+    // Unlike llama-swap, a hung upstream frees its slot eventually by default.
+    assert_eq!(b.response_header, Some(DEFAULT_RESPONSE_HEADER));
+    assert_eq!(b.response_header, Some(Duration::from_secs(1800)));
+    let c = config.model("c").unwrap().timeouts;
+    assert_eq!(c.response_header, None, "0 disables it");
     assert_eq!(b.idle_conn, Some(Duration::from_secs(90)));
 }
 
