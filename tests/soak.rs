@@ -1,7 +1,8 @@
 //! Reliability soak (docs/DESIGN.md section 8): the real `llama-swap-server` binary with real
 //! `mockswap` upstream processes under a seeded mix of models, priorities, streaming and
 //! client disconnects (while queued, mid-swap, mid-stream), one upstream that crashes
-//! every few requests, a priority-order phase, and a shutdown with work in flight.
+//! every few requests, a priority-order phase, clients trickling bodies they never
+//! finish, a reload with requests in flight, and a shutdown with work in flight.
 //!
 //! Asserted: every request resolves within a generous bound; no server error; the queue
 //! is empty and nothing is left in flight afterwards; requests are served in priority
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -80,6 +81,11 @@ fn upstream_ports(count: u16) -> u16 {
     panic!("no {count} consecutive free ports in 20000..32000");
 }
 
+/// The model the reload phase adds.
+const ADDED: &str = "delta";
+/// `requestBodyTimeout` of the soak's server, short so the slow-body phase is quick.
+const BODY_TIMEOUT_SECS: u64 = 2;
+
 fn config(bin: &Path, dir: &Path) -> String {
     let mock = bin.join("mockswap");
     let entry = |name: &str, args: &str| {
@@ -89,7 +95,7 @@ fn config(bin: &Path, dir: &Path) -> String {
         )
     };
     let mut yaml = format!(
-        "healthCheckTimeout: 30\nstartPort: {}\n\
+        "healthCheckTimeout: 30\nrequestBodyTimeout: {BODY_TIMEOUT_SECS}\nstartPort: {}\n\
          routing:\n  scheduler:\n    settings:\n      fifo:\n        priority:\n          p1: -5\n          p4: 5\n\
          models:\n",
         upstream_ports(16)
@@ -115,6 +121,15 @@ fn config(bin: &Path, dir: &Path) -> String {
         dir.join(GHOST_TRACE).display()
     ));
     yaml
+}
+
+/// `config` with one more model, as the reload phase writes it (the ports of the
+/// others stay: `${PORT}` numbers models in order and the new one comes last).
+fn config_with(base: &str, bin: &Path, model: &str) -> String {
+    format!(
+        "{base}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
+        bin.join("mockswap").display()
+    )
 }
 
 /// The server process, its address, and the marker its children inherit.
@@ -504,6 +519,175 @@ async fn mixed_phase(client: &reqwest::Client, server: &Arc<Server>, requests: u
     eprintln!("mixed phase: {requests} requests, outcomes (crashy:status) {tally:?}");
 }
 
+/// The slow-body phase: clients that declare a 1 MB body and trickle a few bytes of
+/// it are answered 408 at `requestBodyTimeout` and closed, while ordinary requests
+/// sent meanwhile are served.
+async fn slow_body_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mut StdRng) {
+    const SLOW: usize = 16;
+    let mut slow = JoinSet::new();
+    for _ in 0..SLOW {
+        let addr = server.addr;
+        slow.spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nhost: soak\r\n\
+                      content-type: application/json\r\ncontent-length: 1048576\r\n\r\n{",
+                )
+                .await
+                .unwrap();
+            // The client's pace, not a synchronisation: a byte every 100 ms for
+            // half the timeout, then silence (bytes the server has not read when
+            // it closes would turn its close into a reset that loses the answer).
+            let trickle = Duration::from_secs(BODY_TIMEOUT_SECS) / 2;
+            let started = Instant::now();
+            while started.elapsed() < trickle {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if stream.write_all(b" ").await.is_err() {
+                    break;
+                }
+            }
+            let mut answer = Vec::new();
+            let read = tokio::time::timeout(REQUEST_BOUND, stream.read_to_end(&mut answer)).await;
+            (read.is_ok(), String::from_utf8_lossy(&answer).into_owned())
+        });
+    }
+    let mut ordinary = JoinSet::new();
+    for _ in 0..20 {
+        let spec = Spec {
+            model: STABLE[rng.random_range(0..STABLE.len())],
+            cut: Cut::Never,
+            ..spec(rng)
+        };
+        let (client, server) = (client.clone(), Arc::clone(server));
+        ordinary.spawn(async move { (spec.clone(), send(client, server, spec).await) });
+    }
+    while let Some(joined) = ordinary.join_next().await {
+        let (spec, outcome) = joined.unwrap();
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Answered {
+                    status: 200,
+                    complete: true
+                }
+            ),
+            "request beside the slow bodies {spec:?}: {outcome:?}\n{}",
+            server.log()
+        );
+    }
+    while let Some(joined) = slow.join_next().await {
+        let (closed, answer) = joined.unwrap();
+        assert!(closed, "a slow body's connection was not closed");
+        assert!(
+            answer.starts_with("HTTP/1.1 408") && answer.contains("request_timeout"),
+            "a slow body was answered {answer:?}"
+        );
+    }
+    eprintln!(
+        "slow-body phase: {SLOW} trickling bodies answered 408, 20 requests beside them served"
+    );
+}
+
+/// The reload phase: SIGHUP with a configuration that adds a model, while requests
+/// are in flight. Every request resolves (those queued at the switch may be refused
+/// with 503 and the crashing upstream may fail), and the new model is then served.
+async fn reload_phase(
+    client: &reqwest::Client,
+    server: &Arc<Server>,
+    bin: &Path,
+    rng: &mut StdRng,
+) {
+    let path = server.dir.path().join("config.yaml");
+    let base = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, config_with(&base, bin, ADDED)).unwrap();
+    let mut set = JoinSet::new();
+    for _ in 0..40 {
+        let spec = Spec {
+            cut: Cut::Never,
+            ..spec(rng)
+        };
+        let (client, server) = (client.clone(), Arc::clone(server));
+        set.spawn(async move { (spec.clone(), send(client, server, spec).await) });
+    }
+    // Once the server holds some of them (bounded: they may all finish first).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while busy_lines(client, server).await.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    while let Some(joined) = set.join_next().await {
+        let (spec, outcome) = joined.unwrap();
+        let crashy = spec.model == CRASHY;
+        let acceptable = match &outcome {
+            Outcome::Answered {
+                status: 200,
+                complete,
+            } => *complete || crashy,
+            Outcome::Answered { status: 503, .. } => true,
+            Outcome::Answered { status: 502, .. } | Outcome::Transport(_) => crashy,
+            _ => false,
+        };
+        assert!(
+            acceptable,
+            "request across the reload {spec:?}: {outcome:?}\n{}",
+            server.log()
+        );
+        if let Outcome::Answered { status, .. } = outcome {
+            *tally.entry(format!("{crashy}:{status}")).or_default() += 1;
+        }
+    }
+    // The new configuration is in force: the added model is listed and served.
+    let deadline = Instant::now() + REQUEST_BOUND;
+    loop {
+        let models: serde_json::Value = client
+            .get(server.url("/v1/models"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let listed = models["data"]
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|m| m["id"] == ADDED));
+        if listed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ADDED} never listed after the reload:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let outcome = send(
+        client.clone(),
+        Arc::clone(server),
+        Spec {
+            model: ADDED,
+            header: Header::Absent,
+            stream: false,
+            cut: Cut::Never,
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Answered {
+                status: 200,
+                complete: true
+            }
+        ),
+        "the added model after the reload: {outcome:?}\n{}",
+        server.log()
+    );
+    eprintln!("reload phase: 40 requests across a reload, outcomes (crashy:status) {tally:?}");
+}
+
 /// The priority phase: `hold` is busy (its upstream's gate is closed), requests for
 /// p1..p4 queue one by one with known arrival order; once the gate opens they must be
 /// served model by model in (effective priority, first arrival) order.
@@ -698,6 +882,8 @@ async fn soak_every_request_resolves_in_priority_order_and_nothing_is_left_behin
     for _ in 0..requests.div_ceil(300) {
         priority_phase(&client, &server, &mut rng).await;
     }
+    slow_body_phase(&client, &server, &mut rng).await;
+    reload_phase(&client, &server, &bin, &mut rng).await;
 
     let queue = queue_drained(&client, &server).await;
     assert!(
