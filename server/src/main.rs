@@ -22,7 +22,7 @@ use llama_swap_server::serve::{
     ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
 };
 use llama_swap_server::{HttpOptions, ServeOptions, serve_reloading};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -289,6 +289,7 @@ async fn run(
     loaded_version: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
 ) -> ExitCode {
     llama_swap_server::upstream::guard_server_process().await;
+    let signals = register_signals();
     let listener = match listen.bind().await {
         Ok(listener) => listener,
         Err(err) => {
@@ -342,13 +343,21 @@ async fn run(
     let (reloads_tx, reloads) = mpsc::channel(1);
     let stop_reloads = CancellationToken::new();
     let reloader = tokio::spawn(reload_source(
+        signals.hangup,
         sources,
         watch,
         loaded_version,
         reloads_tx,
         stop_reloads.clone(),
     ));
-    let result = serve_reloading(listener, config, options, reloads, shutdown_signal()).await;
+    let result = serve_reloading(
+        listener,
+        config,
+        options,
+        reloads,
+        shutdown_signal(signals.terminate, signals.interrupt),
+    )
+    .await;
     stop_reloads.cancel();
     if let Err(err) = reloader.await {
         tracing::warn!(%err, "the reload task failed");
@@ -383,27 +392,43 @@ fn self_proxies(config: &Config, listen: &ListenAddr) -> Vec<SelfProxy> {
     found
 }
 
-/// Resolves on ctrl-c (SIGINT) or SIGTERM.
-async fn shutdown_signal() {
-    let terminate = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(err) => {
-                tracing::warn!(%err, "SIGTERM cannot be handled; use ctrl-c");
-                std::future::pending::<()>().await;
-            }
+/// The signals the server acts on, registered before it prints its address:
+/// a signal sent as soon as the address is known must not meet the default
+/// action, which ends the process (SIGHUP) or skips the graceful shutdown.
+struct Signals {
+    hangup: Option<Signal>,
+    terminate: Option<Signal>,
+    interrupt: Option<Signal>,
+}
+
+fn register_signals() -> Signals {
+    let register = |kind: SignalKind, name: &str, instead: &str| match signal(kind) {
+        Ok(registered) => Some(registered),
+        Err(err) => {
+            tracing::warn!(%err, "{name} cannot be handled; {instead}");
+            None
         }
     };
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => {
-            if let Err(err) = result {
-                tracing::warn!(%err, "ctrl-c cannot be handled");
-                std::future::pending::<()>().await;
+    Signals {
+        hangup: register(SignalKind::hangup(), "SIGHUP", "reload with --watch-config"),
+        terminate: register(SignalKind::terminate(), "SIGTERM", "use ctrl-c"),
+        interrupt: register(SignalKind::interrupt(), "SIGINT", "use SIGTERM"),
+    }
+}
+
+/// Resolves on SIGINT (ctrl-c) or SIGTERM.
+async fn shutdown_signal(terminate: Option<Signal>, interrupt: Option<Signal>) {
+    async fn received(signal: Option<Signal>) {
+        match signal {
+            Some(mut signal) => {
+                signal.recv().await;
             }
+            None => std::future::pending::<()>().await,
         }
-        () = terminate => {}
+    }
+    tokio::select! {
+        () = received(interrupt) => {}
+        () = received(terminate) => {}
     }
     tracing::info!("shutdown requested");
 }
@@ -413,19 +438,13 @@ async fn shutdown_signal() {
 /// configuration that loads to the server. A configuration that does not load
 /// is reported and the running one kept; so is a certificate.
 async fn reload_source(
+    mut hangup: Option<Signal>,
     sources: Sources,
     watch: bool,
     mut seen: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
     reloads: mpsc::Sender<Config>,
     stop: CancellationToken,
 ) {
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(hangup) => Some(hangup),
-        Err(err) => {
-            tracing::warn!(%err, "SIGHUP cannot be handled; reload with --watch-config");
-            None
-        }
-    };
     let mut loader = ConfigLoader::new();
     let mut ticks = tokio::time::interval(WATCH_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

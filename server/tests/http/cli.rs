@@ -346,3 +346,23 @@ async fn a_model_whose_proxy_is_the_listen_address_is_refused_at_start_and_on_re
         "orphan upstream after SIGTERM"
     );
 }
+
+#[tokio::test]
+async fn a_signal_sent_as_soon_as_the_address_is_printed_is_handled_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let pa = free_port();
+    std::fs::write(&file, config_yaml(&[(model("a", ""), pa)])).unwrap();
+    // SIGHUP's default action would end the process: it must reload instead.
+    let mut server = Server::start(&file, &[]).await;
+    server.signal(Signal::SIGHUP);
+    server.wait_log("configuration reloaded").await;
+    assert_eq!(server.chat("a").await, 200);
+    server.terminate().await;
+    // SIGTERM at once is the graceful shutdown (exit 0), not death by signal.
+    Server::start(&file, &[]).await.terminate().await;
+    assert!(
+        mockswaps_on(&[pa]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
