@@ -23,6 +23,10 @@
 //! behind — a slow browser never slows the proxy. A comment line every
 //! [`KEEPALIVE`] keeps idle connections open. The stream ends when the server
 //! drains (shutdown or reload); the page reconnects.
+//!
+//! To show more of a model or a waiting request (a slot limit, a peer's
+//! share), add a field to `ModelRow` or `QueuePlace` in [`payload`]: the
+//! diffing compares whole rows, so nothing else needs to change.
 
 pub(crate) mod payload;
 

@@ -65,7 +65,11 @@ impl SnapshotCache {
 /// A model as the `modelStatus` event shows it (llama-swap's fields, plus
 /// its kind, how many requests wait for it and hold it, and a selector's
 /// strategy and targets).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+///
+/// The event is sent again whenever any row differs from the last one sent,
+/// so a field added here (with `..ModelRow::default()` filling it for the
+/// kinds of row that lack it) needs no other change to be diffed and sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(super) struct ModelRow {
     id: String,
     /// `model` or `selector`.
@@ -111,12 +115,10 @@ pub(super) fn model_rows(
         description: m.description.clone().unwrap_or_default(),
         state: state_name(states.get(m.id.as_str()).copied()),
         unlisted: m.unlisted,
-        peer_id: String::new(),
         aliases: m.aliases.clone(),
         waiting: waiting.get(m.id.as_str()).copied().unwrap_or_default(),
         in_flight: holding.get(m.id.as_str()).copied().unwrap_or_default(),
-        strategy: None,
-        targets: Vec::new(),
+        ..ModelRow::default()
     });
     // A selector is as warm as its warmest target.
     let selectors = state.inner.names.selectors().map(|s| {
@@ -136,12 +138,9 @@ pub(super) fn model_rows(
             description: s.description.clone().unwrap_or_default(),
             state: state_name(warmest),
             unlisted: s.unlisted,
-            peer_id: String::new(),
-            aliases: Vec::new(),
-            waiting: 0,
-            in_flight: 0,
             strategy: Some(s.strategy.as_str()),
             targets: s.targets.clone(),
+            ..ModelRow::default()
         }
     });
     models.chain(selectors).collect()
@@ -182,9 +181,20 @@ fn state_name(state: Option<ModelState>) -> &'static str {
     }
 }
 
-/// One waiting request, for the `queue` event.
+/// One waiting request, for the `queue` event: where it stands, and how long
+/// it has waited.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(super) struct QueueRow {
+    #[serde(flatten)]
+    place: QueuePlace,
+    waited_ms: u64,
+}
+
+/// Everything about a waiting request but its wait (which grows all the
+/// time): a `queue` event is sent again only when one of these changes, so a
+/// field added here is diffed (and sent) with no other change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct QueuePlace {
     seq: u64,
     model: String,
     requested_priority: i32,
@@ -195,28 +205,6 @@ pub(super) struct QueueRow {
     position: usize,
     /// `"slots full"` or `"swap"` ([`crate::scheduler::WaitReason`]).
     reason: &'static str,
-    waited_ms: u64,
-}
-
-impl QueueRow {
-    /// Equal apart from the wait, which grows all the time.
-    pub(super) fn same_place(&self, other: &Self) -> bool {
-        (
-            self.seq,
-            self.position,
-            self.effective_priority,
-            self.capped_priority,
-            self.aged,
-            self.reason,
-        ) == (
-            other.seq,
-            other.position,
-            other.effective_priority,
-            other.capped_priority,
-            other.aged,
-            other.reason,
-        )
-    }
 }
 
 /// The `queue` event: the first [`QUEUE_ROWS`] waiting requests in position order.
@@ -237,15 +225,17 @@ impl QueueEvent {
                 .iter()
                 .take(QUEUE_ROWS)
                 .map(|e| QueueRow {
-                    seq: e.id.0,
-                    model: e.model.clone(),
-                    requested_priority: e.requested_priority,
-                    capped_priority: e.capped_priority,
-                    effective_priority: e.effective_priority,
-                    band: metrics.band(e.effective_priority),
-                    aged: e.aged,
-                    position: e.position,
-                    reason: e.reason.as_str(),
+                    place: QueuePlace {
+                        seq: e.id.0,
+                        model: e.model.clone(),
+                        requested_priority: e.requested_priority,
+                        capped_priority: e.capped_priority,
+                        effective_priority: e.effective_priority,
+                        band: metrics.band(e.effective_priority),
+                        aged: e.aged,
+                        position: e.position,
+                        reason: e.reason.as_str(),
+                    },
                     waited_ms: u64::try_from((e.waited + since).as_millis()).unwrap_or(u64::MAX),
                 })
                 .collect(),
@@ -260,7 +250,7 @@ impl QueueEvent {
                 .queue
                 .iter()
                 .zip(&other.queue)
-                .all(|(a, b)| a.same_place(b))
+                .all(|(a, b)| a.place == b.place)
     }
 }
 
@@ -342,4 +332,47 @@ pub(super) fn log_dropped(n: u64) -> Bytes {
             "data": format!("--- {n} log lines dropped: this reader fell behind ---\n"),
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{QueueEvent, QueuePlace, QueueRow};
+
+    fn row(position: usize, reason: &'static str, waited_ms: u64) -> QueueRow {
+        QueueRow {
+            place: QueuePlace {
+                seq: 7,
+                model: "a".to_owned(),
+                requested_priority: 0,
+                capped_priority: 0,
+                effective_priority: 0,
+                band: "normal".to_owned(),
+                aged: false,
+                position,
+                reason,
+            },
+            waited_ms,
+        }
+    }
+
+    fn event(rows: Vec<QueueRow>) -> QueueEvent {
+        QueueEvent {
+            total: rows.len(),
+            queue: rows,
+        }
+    }
+
+    #[test]
+    fn a_queue_event_is_new_when_a_place_changes_not_when_only_the_wait_grows() {
+        let first = event(vec![row(1, "swap", 10)]);
+        assert!(first.same_as(&event(vec![row(1, "swap", 900)])));
+        assert!(!first.same_as(&event(vec![row(2, "swap", 10)])));
+        assert!(!first.same_as(&event(vec![row(1, "slots full", 10)])));
+        assert!(!first.same_as(&event(vec![])));
+        // The wait is sent beside the place, not inside it.
+        let json = serde_json::to_value(row(1, "swap", 10)).unwrap();
+        assert_eq!(json["waited_ms"], 10);
+        assert_eq!(json["position"], 1);
+        assert_eq!(json["reason"], "swap");
+    }
 }
