@@ -111,14 +111,15 @@ class Server:
         exe = binary("llama-swap-server", "LLAMA_SWAP_SERVER_BIN")
         if not exe.exists():
             raise RuntimeError(f"{exe} is missing: run `cargo build --workspace --bins` first")
-        log = self.log_path.open("w")
-        self.process = subprocess.Popen(
-            [str(exe), "--config", str(self.config), "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
-        )
+        # The child keeps its own copy of the descriptor.
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(
+                [str(exe), "--config", str(self.config), "--listen", "127.0.0.1:0"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+            )
         assert self.process.stdout is not None
         first = self.process.stdout.readline().strip()
         if not first.startswith("listening on "):

@@ -251,13 +251,21 @@ class Logs(UiTest):
         self.server.json("POST", "/api/models/load/gamma")
         self.server.json("POST", "/api/models/load/beta")
         page = self.open("logs")
-        gamma = page.locator('#log-lines .log-line[data-model="gamma"]')
+        gamma = page.locator('#log-lines .log-line[data-source="upstream"][data-model="gamma"]')
         beta = page.locator('#log-lines .log-line[data-model="beta"]')
         expect(gamma.first).to_contain_text("[gamma]")
-        expect(beta.first).to_contain_text("[beta]")
+        expect(beta.and_(page.locator('[data-source="upstream"]')).first).to_contain_text("[beta]")
+        # The proxy's own log is there too, its lines about a model tagged with it.
+        proxy = page.locator('#log-lines .log-line[data-source="proxy"]')
+        proxy_gamma = page.locator('#log-lines .log-line[data-source="proxy"][data-model="gamma"]')
+        expect(proxy_gamma.first).to_contain_text("[proxy gamma]")
         page.select_option("#log-source", "gamma")
         expect(beta).to_have_count(0)
         expect(gamma.first).to_be_visible()
+        expect(proxy_gamma.first).to_be_visible()
+        page.select_option("#log-source", "proxy")
+        expect(page.locator('#log-lines .log-line[data-source="upstream"]')).to_have_count(0)
+        expect(proxy.first).to_be_visible()
 
 
 class Playground(UiTest):

@@ -19,7 +19,11 @@ struct Events {
 
 impl Events {
     async fn connect(h: &Harness, key: Option<&str>) -> Self {
-        let mut request = h.http.get(h.url("/api/events"));
+        Self::connect_to(&h.base, key).await
+    }
+
+    async fn connect_to(base: &str, key: Option<&str>) -> Self {
+        let mut request = reqwest::Client::new().get(format!("{base}/api/events"));
         if let Some(key) = key {
             request = request.bearer_auth(key);
         }
@@ -261,6 +265,51 @@ async fn events_replay_recent_activity_and_logs_to_a_new_subscriber() {
         .await;
     assert!(line["data"].as_str().unwrap().ends_with('\n'));
     h.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_proxy_log_streams_beside_upstream_output_tagged_with_the_model_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let yaml = crate::support::config_yaml(&[(model("a", ""), crate::support::free_port())]);
+    std::fs::write(&file, yaml).unwrap();
+    let server = crate::cli::Server::start(&file, &[]).await;
+    let mut events = Events::connect_to(&server.base, None).await;
+    assert_eq!(server.chat("a").await, 200);
+    // The swap line of the proxy's log names the model it starts.
+    let swap = events
+        .until("logData", |l| {
+            l["source"] == "proxy" && l["data"].as_str().unwrap().contains("swap: starting a")
+        })
+        .await;
+    assert_eq!(swap["model"], "a");
+    assert!(swap["seq"].is_u64());
+    events
+        .until("logData", |l| {
+            l["source"] == "upstream" && l["model"] == "a"
+        })
+        .await;
+    // A later subscriber gets both in its history, in the order they were
+    // written: the swap line before the output of the process it started.
+    let mut late = Events::connect_to(&server.base, None).await;
+    let mut lines = Vec::new();
+    loop {
+        let line = late.until("logData", |_| true).await;
+        let upstream = line["source"] == "upstream";
+        lines.push(line);
+        if upstream {
+            break;
+        }
+    }
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["source"] == "proxy"
+                && l["data"].as_str().unwrap().contains("swap: starting a")),
+        "{lines:?}"
+    );
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@
 //! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "reason", "waited_ms"}]}` (first 500; `reason` is `"slots full"` or `"swap"`) | at connect and when a request joins, leaves, moves or starts waiting for another reason |
 //! | `inflight` | `{"total", "requests": [{"request_id", "seq", "model", "path", "requested_priority", "capped_priority", "effective_priority", "band", "time_ms", "granted_ms", "queue_ms"}]}` | at connect and when a request is granted or ends |
 //! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |
-//! | `logData` | `{"source": "upstream", "model", "stream", "seq", "data"}` (one line, with its newline) | the last lines at connect, then each line |
+//! | `logData` | `{"source": "upstream", "model", "stream", "seq", "data"}` for a model's output, `{"source": "proxy", "model", "seq", "data"}` for the proxy's log (`model`: the configured model its `model=` field names, or `null`); one line, with its newline | the last lines of both at connect, in the order they were written, then each line |
 //!
 //! Snapshots of the router are taken when its change counter moves, at most
 //! every [`THROTTLE`] per subscriber and once for all subscribers
@@ -95,6 +95,8 @@ struct Subscriber {
     /// Rows up to this id were sent with the history.
     finished_after: u64,
     logs: Option<broadcast::Receiver<LogLine>>,
+    /// The proxy's own log, live (its history is taken with the subscription).
+    proxy_logs: Option<broadcast::Receiver<LogLine>>,
     /// Switches of the active profile.
     profile: watch::Receiver<Option<usize>>,
     /// Lines up to this `seq` were sent with the history.
@@ -127,6 +129,7 @@ impl Subscriber {
             finished,
             finished_after: 0,
             logs,
+            proxy_logs: None,
             profile,
             logs_after: None,
             sent: Sent::default(),
@@ -154,13 +157,27 @@ impl Subscriber {
             self.finished_after = row.id;
             self.pending.push_back(frame("activity", &*row));
         }
+        // (is the proxy's, line): both kinds merged in the order they were written.
+        let mut lines: Vec<(bool, LogLine)> = Vec::new();
         if let Some(supervisor) = &inner.supervisor {
-            let lines = supervisor.logs().history_all();
-            self.logs_after = lines.last().map(|l| l.seq);
-            let skip = lines.len().saturating_sub(LOG_HISTORY);
-            for line in &lines[skip..] {
-                self.pending.push_back(payload::log_line(line));
-            }
+            let upstream = supervisor.logs().history_all();
+            self.logs_after = upstream.last().map(|l| l.seq);
+            lines.extend(upstream.into_iter().map(|l| (false, l)));
+        }
+        if let Some(log) = &inner.proxy_log {
+            let subscription = log.subscribe();
+            self.proxy_logs = Some(subscription.live);
+            lines.extend(subscription.history.into_iter().map(|l| (true, l)));
+        }
+        lines.sort_by_key(|(_, l)| l.seq);
+        let skip = lines.len().saturating_sub(LOG_HISTORY);
+        for (proxy, line) in &lines[skip..] {
+            let bytes = if *proxy {
+                payload::proxy_line(&self.state, line)
+            } else {
+                payload::log_line(line)
+            };
+            self.pending.push_back(bytes);
         }
     }
 
@@ -209,6 +226,13 @@ impl Subscriber {
                     self.pending.push_back(payload::log_dropped(n));
                 }
                 Err(broadcast::error::RecvError::Closed) => self.logs = None,
+            },
+            received = recv_log(self.proxy_logs.as_mut()) => match received {
+                Ok(line) => self.pending.push_back(payload::proxy_line(&self.state, &line)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.pending.push_back(payload::log_dropped(n));
+                }
+                Err(broadcast::error::RecvError::Closed) => self.proxy_logs = None,
             },
             changed = self.profile.changed() => {
                 if changed.is_err() {

@@ -323,6 +323,31 @@ pub(super) fn log_line(line: &LogLine) -> Bytes {
     )
 }
 
+/// A `logData` event for one line of the proxy's own log; `model` is the
+/// configured model its `model=` field names, if any (so a model's filter
+/// shows the proxy's lines about it too).
+pub(super) fn proxy_line(state: &AppState, line: &LogLine) -> Bytes {
+    let model = named_model(&line.text).filter(|m| state.inner.models.contains_key(*m));
+    frame(
+        "logData",
+        &json!({
+            "source": "proxy",
+            "model": model,
+            "seq": line.seq,
+            "data": format!("{}\n", line.text),
+        }),
+    )
+}
+
+/// The value of the first ` model=` field of a log line (quotes removed).
+fn named_model(text: &str) -> Option<&str> {
+    let start = text.find(" model=")? + " model=".len();
+    let rest = &text[start..];
+    let value = rest.split(' ').next().unwrap_or_default();
+    let value = value.trim_matches('"');
+    (!value.is_empty()).then_some(value)
+}
+
 /// A `logData` note that lines were dropped because this reader fell behind.
 pub(super) fn log_dropped(n: u64) -> Bytes {
     frame(
@@ -336,7 +361,7 @@ pub(super) fn log_dropped(n: u64) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    use super::{QueueEvent, QueuePlace, QueueRow};
+    use super::{QueueEvent, QueuePlace, QueueRow, named_model};
 
     fn row(position: usize, reason: &'static str, waited_ms: u64) -> QueueRow {
         QueueRow {
@@ -374,5 +399,22 @@ mod tests {
         assert_eq!(json["waited_ms"], 10);
         assert_eq!(json["position"], 1);
         assert_eq!(json["reason"], "swap");
+    }
+
+    #[test]
+    fn the_model_field_of_a_proxy_line_is_found_quoted_or_not() {
+        assert_eq!(
+            named_model("[INFO] swap: starting a model=qwen evicted=[]"),
+            Some("qwen")
+        );
+        assert_eq!(
+            named_model("[INFO] ready model=\"llama-8b\""),
+            Some("llama-8b")
+        );
+        assert_eq!(
+            named_model("[INFO] request path=/v1/models status=200"),
+            None
+        );
+        assert_eq!(named_model("[WARN] x model="), None);
     }
 }
