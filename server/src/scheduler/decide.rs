@@ -73,11 +73,15 @@ impl Scheduler {
         if m.stopping > 0 || m.evicted_by.is_some() {
             return Decision::Wait(Vec::new());
         }
+        if m.ready && self.slots_full(t) {
+            // A waiter for a model whose slots are all busy waits for a slot, even
+            // when something it cannot run beside has started meanwhile (a model of
+            // a non-exclusive group beside an exclusive one): a swap started now
+            // could not serve it, and would mark a serving model as starting.
+            return Decision::Full;
+        }
         let evict = self.evict_set(t);
         if m.ready && evict.is_empty() {
-            if self.slots_full(t) {
-                return Decision::Full;
-            }
             return Decision::Serve;
         }
         let blocked = evict
