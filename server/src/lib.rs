@@ -59,7 +59,13 @@
 //! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
 //! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 
+#[cfg(not(feature = "bench"))]
 pub(crate) mod activity;
+// Public only for `benches/activity.rs`; not part of the library's surface.
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod activity;
 pub mod api;
 pub mod config;
 pub mod filters;
