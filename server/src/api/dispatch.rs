@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -332,6 +333,16 @@ impl Call {
                 "X-Priority capped"
             );
         }
+        // A ready model with nothing waiting: granted without the router's round trip.
+        if let Some(lease) = state.inner.router.try_fast(&model.id, priority) {
+            outcome.set_priority(lease.effective_priority());
+            tracked.admitted(lease.id().0, lease.effective_priority());
+            tracing::Span::current().record("seq", lease.id().0);
+            let turn = Turn::Granted(lease);
+            let result = grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
+            record(outcome, &result);
+            return result;
+        }
         let submitted = state
             .inner
             .router
@@ -365,18 +376,27 @@ impl Call {
                     .to_owned(),
             };
             let work = async move {
+                let turn = Turn::Waiting(ticket);
                 let result =
-                    grant_and_forward(&state, &model, outbound, ticket, token, tracked).await;
+                    grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
                 record(outcome, &result);
                 result
             }
             .in_current_span();
             return Ok(loading_response(target, status, describe, work));
         }
-        let result = grant_and_forward(&state, &model, outbound, ticket, token, tracked).await;
+        let turn = Turn::Waiting(ticket);
+        let result = grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
         record(outcome, &result);
         result
     }
+}
+
+/// Where a request stands when it is forwarded: waiting for its grant, or
+/// granted already (the router's fast path).
+enum Turn {
+    Waiting(Ticket),
+    Granted(Lease),
 }
 
 /// Starts the activity record of a request for `model` (see [`crate::activity`]).
@@ -414,12 +434,19 @@ async fn grant_and_forward(
     state: &AppState,
     model: &ModelEntry,
     outbound: Outbound,
-    ticket: Ticket,
+    turn: Turn,
     token: TaskTrackerToken,
     mut tracked: Tracked,
 ) -> Result<Response, ApiError> {
     let result = async {
-        let lease = wait_for_grant(state, ticket).await?;
+        let lease = match turn {
+            Turn::Waiting(ticket) => wait_for_grant(state, ticket).await?,
+            Turn::Granted(lease) => {
+                let metrics = &state.inner.metrics;
+                metrics.granted(&model.id, lease.effective_priority(), Duration::ZERO);
+                lease
+            }
+        };
         tracked.granted();
         // Boxed so that a request waiting for its grant (there may be thousands)
         // does not carry the larger state of the forwarding stage (~1.4 KB).

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::RouterOptions;
+use super::fast::Gates;
 use super::serve_times::ServeTimes;
 use super::ticket::{Lease, Notice, Ticket, Waiter};
 use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
@@ -89,6 +90,32 @@ pub(super) struct Actor {
     swap_started: HashMap<String, Instant>,
     /// Measured serve durations, for `Retry-After` on a full queue.
     serve_times: ServeTimes,
+    /// The fast path's gates, one per model (see `fast.rs`).
+    gates: Arc<Gates>,
+}
+
+/// One event the loop took.
+enum Step {
+    Notice(Notice),
+    Task(Result<(TaskId, TaskDone), tokio::task::JoinError>),
+    Upstream(UpstreamEvent),
+    Command(Command),
+    /// Every handle is gone.
+    Orphaned,
+    Wake,
+}
+
+impl Step {
+    /// Whether the step may read or change what the fast path's gates
+    /// publish: every step but the end of an absorbed fast grant (which with
+    /// the gates open has nothing waiting to act on) and snapshots.
+    fn closes_gates(&self) -> bool {
+        !matches!(
+            self,
+            Self::Notice(Notice::FastDone(_))
+                | Self::Command(Command::Queue { .. } | Command::Running { .. })
+        )
+    }
 }
 
 impl Actor {
@@ -97,12 +124,13 @@ impl Actor {
         launcher: Arc<dyn Launcher>,
         notices_tx: mpsc::UnboundedSender<Notice>,
         changes: watch::Sender<u64>,
+        gates: Arc<Gates>,
         options: RouterOptions,
     ) -> Self {
         Self {
             scheduler,
             launcher,
-            started: Instant::now(),
+            started: gates.epoch(),
             waiters: HashMap::new(),
             unloads: HashMap::new(),
             tasks: JoinSet::new(),
@@ -115,6 +143,7 @@ impl Actor {
             fence_seen: 0,
             swap_started: HashMap::new(),
             serve_times: ServeTimes::default(),
+            gates,
         }
     }
 
@@ -139,31 +168,48 @@ impl Actor {
                 .scheduler
                 .next_wake()
                 .map(|tick| self.started + tick.since_start());
-            tokio::select! {
+            let step = tokio::select! {
                 biased;
-                Some(notice) = notices.recv() => self.on_notice(notice),
+                Some(notice) = notices.recv() => Step::Notice(notice),
                 Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
-                    self.on_task(done);
+                    Step::Task(done)
                 }
                 event = events.recv(), if events_open => match event {
-                    Some(event) => self.on_upstream(event),
-                    None => events_open = false,
-                },
-                command = commands.recv(), if commands_open => match command {
-                    Some(command) => self.on_command(command),
-                    // Every handle is gone: nobody can submit or shut down any more.
+                    Some(event) => Step::Upstream(event),
                     None => {
-                        commands_open = false;
-                        self.begin_shutdown(None);
+                        events_open = false;
+                        continue;
                     }
                 },
-                () = sleep_until_opt(wake), if wake.is_some() => {
+                command = commands.recv(), if commands_open => match command {
+                    Some(command) => Step::Command(command),
+                    None => {
+                        commands_open = false;
+                        Step::Orphaned
+                    }
+                },
+                () = sleep_until_opt(wake), if wake.is_some() => Step::Wake,
+            };
+            if step.closes_gates() {
+                self.close_gates();
+            }
+            match step {
+                Step::Notice(notice) => self.on_notice(notice),
+                Step::Task(done) => self.on_task(done),
+                Step::Upstream(event) => self.on_upstream(event),
+                Step::Command(command) => self.on_command(command),
+                // Every handle is gone: nobody can submit or shut down any more.
+                Step::Orphaned => self.begin_shutdown(None),
+                Step::Wake => {
                     let mut out = Vec::new();
                     self.scheduler.tick(self.now(), &mut out);
                     self.apply(out);
                 }
             }
+            self.open_gates();
         }
+        // Nothing is granted any more; outstanding fast leases report to nobody.
+        self.close_gates();
         if let Some(shutdown) = self.shutdown.take() {
             for reply in shutdown.replies {
                 let _ = reply.send(());
@@ -194,8 +240,47 @@ impl Actor {
                 self.waiters.insert(id, waiter);
                 self.scheduler.refused(now, id, &mut out);
             }
+            Notice::FastDone(model) => self.scheduler.fast_done(now, model, &mut out),
+            Notice::FastRefused {
+                model,
+                id,
+                priority,
+                start,
+                absorbed,
+                waiter,
+            } => {
+                self.waiters.insert(id, waiter);
+                self.scheduler
+                    .fast_refused(now, model, id, priority, start, absorbed, &mut out);
+            }
         }
         self.apply(out);
+    }
+
+    /// Closes every open gate; the grants still outstanding in it become the
+    /// scheduler's (it must see every request in flight before deciding).
+    fn close_gates(&mut self) {
+        for t in 0..self.gates.len() {
+            self.close_gate(t);
+        }
+    }
+
+    fn close_gate(&mut self, t: usize) {
+        if let Some(closed) = self.gates.close(t) {
+            self.scheduler
+                .absorb_fast(t, closed.outstanding, closed.last_done.map(Tick::new));
+        }
+    }
+
+    /// Opens the gate of every model a request would be granted at once for
+    /// (and closes any other, which only a step that keeps gates open reaches).
+    fn open_gates(&mut self) {
+        for t in 0..self.gates.len() {
+            match self.scheduler.fast_cap(t) {
+                Some(cap) => self.gates.open(t, cap),
+                None => self.close_gate(t),
+            }
+        }
     }
 
     fn on_task(&mut self, done: Result<(TaskId, TaskDone), tokio::task::JoinError>) {
@@ -287,7 +372,15 @@ impl Actor {
                 let _ = reply.send(self.scheduler.queue(now));
             }
             Command::Running { reply } => {
-                let _ = reply.send(self.scheduler.running());
+                let mut running = self.scheduler.running();
+                // Fast grants the scheduler has not absorbed are in flight too.
+                let ids = self.scheduler.names();
+                for model in &mut running {
+                    if let Some(t) = ids.index(&model.model) {
+                        model.in_flight += self.gates.counted(t);
+                    }
+                }
+                let _ = reply.send(running);
             }
             Command::Unload { models, reply } => {
                 let mut out = Vec::new();

@@ -49,20 +49,24 @@
 //! ```
 
 mod actor;
+mod fast;
 mod serve_times;
 mod ticket;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use self::actor::{Actor, Command};
+use self::fast::Gates;
+use self::ticket::Notice;
 pub use self::ticket::{Lease, Ticket};
 use crate::launcher::{Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
-use crate::scheduler::{ModelNames, Scheduler, SchedulerSettings, SettingsError};
+use crate::scheduler::{ModelNames, RequestId, Scheduler, SchedulerSettings, SettingsError};
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
 
 /// Room in the actor's mailbox; senders wait when it is full.
@@ -112,16 +116,30 @@ impl Router {
     ) -> Result<RouterHandle, SettingsError> {
         let scheduler = Scheduler::new(&settings)?;
         let names = scheduler.names();
+        let ids = scheduler.id_source();
+        let gates = Arc::new(Gates::new(names.ids().len(), tokio::time::Instant::now()));
         let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         let (changes_tx, changes_rx) = watch::channel(0);
-        let actor = Actor::new(scheduler, launcher, notices_tx, changes_tx, options);
+        let actor = Actor::new(
+            scheduler,
+            launcher,
+            notices_tx.clone(),
+            changes_tx,
+            Arc::clone(&gates),
+            options,
+        );
         let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
         Ok(RouterHandle {
             commands: commands_tx,
             names,
             changes: changes_rx,
             task: Arc::new(Mutex::new(Some(task))),
+            fast: Arc::new(FastPath {
+                gates,
+                ids,
+                notices: notices_tx,
+            }),
         })
     }
 }
@@ -162,6 +180,18 @@ pub struct RouterHandle {
     changes: watch::Receiver<u64>,
     /// The actor task, awaited by the first shutdown that finds it.
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// What the fast path needs (see [`RouterHandle::try_fast`]).
+    fast: Arc<FastPath>,
+}
+
+/// The state the actor publishes for grants without a round trip.
+#[derive(Debug)]
+struct FastPath {
+    gates: Arc<Gates>,
+    /// The scheduler's sequence of request IDs.
+    ids: Arc<AtomicU64>,
+    /// Where fast leases report to the actor once it counts them.
+    notices: mpsc::UnboundedSender<Notice>,
 }
 
 impl RouterHandle {
@@ -184,6 +214,31 @@ impl RouterHandle {
             return Err(RouteError::ShuttingDown);
         }
         answer.await.unwrap_or(Err(RouteError::ShuttingDown))
+    }
+
+    /// Grants a request for `model` (an ID) at once, without a round trip to
+    /// the actor, when the router has published that it would: the model is
+    /// ready, evicts nothing, nothing waits anywhere (so no fence, ranking or
+    /// turn is bypassed) and it has room under its concurrency limit and
+    /// slots. `None` otherwise: [`submit`](Self::submit) as usual.
+    ///
+    /// The lease is like any other: drop it when the response has ended, or
+    /// hand it back with [`Lease::refused`].
+    pub fn try_fast(&self, model: &str, priority: Priority) -> Option<Lease> {
+        let index = self.names.index(model)?;
+        let id_string = self.names.ids().get(index)?;
+        let fast = &self.fast;
+        let grant = fast.gates.try_acquire(index)?;
+        let id = RequestId(fast.ids.fetch_add(1, Ordering::Relaxed));
+        Some(Lease::fast(
+            id,
+            id_string.clone(),
+            priority,
+            fast.notices.clone(),
+            Arc::clone(&fast.gates),
+            index,
+            grant,
+        ))
     }
 
     /// Every request waiting in the ranked queue, in position order (empty once shut down).

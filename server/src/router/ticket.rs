@@ -1,9 +1,12 @@
 //! What a request holds while it waits ([`Ticket`]) and while it is served ([`Lease`]).
 
 use std::fmt;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::fast::{FastGrant, Gates};
+use crate::priority::Priority;
 use crate::scheduler::{RequestId, RouteError, WaitStatus};
 
 /// Something a ticket or lease tells the actor when it goes away.
@@ -18,6 +21,23 @@ pub(super) enum Notice {
     Refused {
         /// The request.
         id: RequestId,
+        /// Where its new grant goes.
+        waiter: Waiter,
+    },
+    /// A fast-path grant of model (index) that the scheduler absorbed ended.
+    FastDone(usize),
+    /// The upstream refused a fast-path grant: it becomes a scheduled request.
+    FastRefused {
+        /// The model's index.
+        model: usize,
+        /// The request.
+        id: RequestId,
+        /// Its priority.
+        priority: Priority,
+        /// The model instance it was granted for.
+        start: u64,
+        /// Whether the scheduler counts it already (its gate closed since).
+        absorbed: bool,
         /// Where its new grant goes.
         waiter: Waiter,
     },
@@ -163,6 +183,16 @@ pub struct Lease {
     notices: mpsc::UnboundedSender<Notice>,
     /// Given back with [`Lease::refused`]: the request is not over.
     handed_back: bool,
+    /// Taken from the model's gate without the actor (see `fast.rs`).
+    fast: Option<FastLease>,
+}
+
+/// Where a fast-path lease counts itself out.
+struct FastLease {
+    gates: Arc<Gates>,
+    model: usize,
+    grant: FastGrant,
+    priority: Priority,
 }
 
 impl Lease {
@@ -178,6 +208,32 @@ impl Lease {
             effective_priority,
             notices,
             handed_back: false,
+            fast: None,
+        }
+    }
+
+    /// A lease taken from model `index`'s open gate, for request `id`.
+    pub(super) fn fast(
+        id: RequestId,
+        model: String,
+        priority: Priority,
+        notices: mpsc::UnboundedSender<Notice>,
+        gates: Arc<Gates>,
+        index: usize,
+        grant: FastGrant,
+    ) -> Self {
+        Self {
+            id,
+            model,
+            effective_priority: priority.effective(grant.floor),
+            notices,
+            handed_back: false,
+            fast: Some(FastLease {
+                gates,
+                model: index,
+                grant,
+                priority,
+            }),
         }
     }
 
@@ -196,11 +252,22 @@ impl Lease {
             self.effective_priority,
             self.notices.clone(),
         );
+        let notice = match self.fast.take() {
+            Some(fast) => Notice::FastRefused {
+                model: fast.model,
+                id: self.id,
+                priority: fast.priority,
+                start: fast.grant.start,
+                absorbed: fast.gates.release(fast.model, fast.grant.generation),
+                waiter,
+            },
+            None => Notice::Refused {
+                id: self.id,
+                waiter,
+            },
+        };
         // Fails only when the actor is gone; the ticket then answers ShuttingDown.
-        let _ = self.notices.send(Notice::Refused {
-            id: self.id,
-            waiter,
-        });
+        let _ = self.notices.send(notice);
         ticket
     }
 
@@ -213,6 +280,16 @@ impl Lease {
     pub fn model(&self) -> &str {
         &self.model
     }
+
+    /// `max(config priority of the model, header priority)`.
+    pub fn effective_priority(&self) -> i32 {
+        self.effective_priority
+    }
+
+    /// Whether it was granted on the fast path, without a round trip to the router.
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
 }
 
 impl Drop for Lease {
@@ -220,8 +297,17 @@ impl Drop for Lease {
         if self.handed_back {
             return;
         }
-        // Fails only when the actor is gone, and then there is nothing to account for.
-        let _ = self.notices.send(Notice::ServeDone(self.id));
+        // Sends fail only when the actor is gone, and then there is nothing to account for.
+        match &self.fast {
+            Some(fast) => {
+                if fast.gates.release(fast.model, fast.grant.generation) {
+                    let _ = self.notices.send(Notice::FastDone(fast.model));
+                }
+            }
+            None => {
+                let _ = self.notices.send(Notice::ServeDone(self.id));
+            }
+        }
     }
 }
 
@@ -230,6 +316,7 @@ impl fmt::Debug for Lease {
         f.debug_struct("Lease")
             .field("id", &self.id)
             .field("model", &self.model)
+            .field("fast", &self.fast.is_some())
             .finish_non_exhaustive()
     }
 }

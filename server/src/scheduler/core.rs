@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use super::decide::Queued;
@@ -47,7 +48,9 @@ pub struct Scheduler {
     /// Lowest queue index whose position may have changed since positions were last reported.
     pub(super) dirty_from: Option<usize>,
     pub(super) stops: BTreeMap<StopId, Vec<usize>>,
-    next_request: u64,
+    /// Arrival sequence numbers, shared with the router's fast path (which
+    /// admits requests the scheduler only hears about later, if ever).
+    pub(super) next_request: Arc<AtomicU64>,
     pub(super) next_stop: u64,
     pub(super) shutting_down: bool,
     /// Requests the drain fence held back, each counted once (for metrics).
@@ -72,6 +75,9 @@ pub(super) struct Model {
     pub(super) reserved: usize,
     /// Granted requests whose lease is not yet dropped.
     pub(super) in_flight: usize,
+    /// Of `reserved` and `in_flight`: requests the fast path admitted, absorbed
+    /// when it closed (`fast.rs`); the scheduler knows only their number.
+    pub(super) fast: usize,
     /// Most requests in flight at once (`parallel`); `None` = no limit.
     pub(super) parallel: Option<usize>,
     /// `parallel: auto`: the limit is the upstream's slot count, told after each start.
@@ -119,7 +125,7 @@ pub(super) struct Swap {
 pub(super) struct Request {
     pub(super) model: usize,
     /// Requested and capped, as the HTTP layer built it.
-    priority: Priority,
+    pub(super) priority: Priority,
     /// `max(floor, capped)`, fixed at admission.
     pub(super) effective: i32,
     pub(super) arrived: Tick,
@@ -178,6 +184,7 @@ impl Scheduler {
                 ttl: m.ttl,
                 reserved: 0,
                 in_flight: 0,
+                fast: 0,
                 parallel: match m.parallel {
                     Parallel::Limit(n) => Some(n.get()),
                     Parallel::Unlimited | Parallel::Auto => None,
@@ -222,7 +229,7 @@ impl Scheduler {
             queue: Vec::new(),
             dirty_from: None,
             stops: BTreeMap::new(),
-            next_request: 0,
+            next_request: Arc::new(AtomicU64::new(0)),
             next_stop: 0,
             shutting_down: false,
             fence_holds: 0,
@@ -299,8 +306,7 @@ impl Scheduler {
         m.reserved += 1;
         m.idle_since = None;
         let effective = priority.effective(m.priority);
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
+        let id = self.next_id();
         self.requests.insert(
             id,
             Request {

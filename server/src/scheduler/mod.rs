@@ -87,6 +87,7 @@ mod aging;
 mod core;
 mod decide;
 mod error;
+mod fast;
 mod lifecycle;
 mod names;
 mod refusal;
@@ -96,6 +97,7 @@ mod types;
 
 pub use self::core::Scheduler;
 pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
+pub use fast::FastCap;
 pub use names::ModelNames;
 pub use refusal::REFUSAL_GRACE;
 pub use settings::{

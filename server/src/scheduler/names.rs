@@ -46,13 +46,20 @@ impl ModelNames {
         Ok(Self { ids, by_name })
     }
 
+    /// The model IDs, sorted: a model's index is its position here.
+    pub fn ids(&self) -> &[String] {
+        &self.ids
+    }
+
     /// The model ID `name` (an ID or an alias) refers to.
     pub fn resolve(&self, name: &str) -> Option<&str> {
         self.index(name).map(|m| self.ids[m].as_str())
     }
 
-    /// The index of the model `name` refers to, in the sorted IDs.
-    pub(super) fn index(&self, name: &str) -> Option<usize> {
+    /// The index of the model `name` refers to, in the sorted IDs (the
+    /// index the scheduler's per-model calls such as
+    /// [`Scheduler::fast_cap`](super::Scheduler::fast_cap) take).
+    pub fn index(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()
     }
 }

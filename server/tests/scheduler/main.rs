@@ -11,6 +11,7 @@ mod priority;
 mod props;
 mod refusal;
 mod router;
+mod router_fast;
 mod router_matrix;
 mod router_metrics;
 mod router_parallel;

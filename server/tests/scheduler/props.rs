@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use llama_swap_server::launcher::LaunchError;
 use llama_swap_server::scheduler::{
-    Effect, ModelSettings, ModelState, Parallel, RequestId, SchedulerKind, SchedulerSettings,
-    StopId, WaitStatus,
+    Effect, FastCap, ModelSettings, ModelState, Parallel, RequestId, SchedulerKind,
+    SchedulerSettings, StopId, Tick, WaitStatus,
 };
 use proptest::prelude::*;
 
@@ -35,6 +35,39 @@ enum Op {
     Unload(Option<usize>),
     Advance(u64),
     Shutdown,
+    /// A request the router's fast path grants when the model's gate is open
+    /// (else it is submitted); with `check`, submitted anyway, and then it must
+    /// be granted at once.
+    Fast {
+        model: usize,
+        priority: usize,
+        check: bool,
+    },
+    /// A fast-path grant ends.
+    FastDone(usize),
+    /// The upstream refuses a fast-path grant.
+    FastRefuse(usize),
+}
+
+/// A model's fast-path gate as the router keeps it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Gate {
+    open: Option<FastCap>,
+    /// Grants counted in since it opened.
+    counted: usize,
+    /// When the last grant that counted itself out ended.
+    last_done: Option<Tick>,
+}
+
+/// A fast-path grant not yet ended.
+#[derive(Debug, Clone, Copy)]
+struct FastLease {
+    id: RequestId,
+    model: usize,
+    priority: i32,
+    start: u64,
+    /// A close handed it to the scheduler.
+    absorbed: bool,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -49,6 +82,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => prop::option::of(0..MODELS.len()).prop_map(Op::Unload),
         2 => (1u64..90).prop_map(Op::Advance),
         1 => Just(Op::Shutdown),
+        6 => (0..MODELS.len(), 0..PRIORITIES.len(), prop::bool::weighted(0.3)).prop_map(|(model, priority, check)| Op::Fast { model, priority, check }),
+        4 => any::<usize>().prop_map(Op::FastDone),
+        1 => any::<usize>().prop_map(Op::FastRefuse),
     ]
 }
 
@@ -121,6 +157,11 @@ struct World {
     checked: usize,
     /// The ranked queue after the last step.
     queued_before: BTreeSet<RequestId>,
+    /// Fast-path gates, by model index.
+    gates: [Gate; MODELS.len()],
+    fast: Vec<FastLease>,
+    /// Requests first granted on the fast path (their later grants are no new turn).
+    fast_ids: BTreeSet<RequestId>,
 }
 
 impl World {
@@ -137,11 +178,159 @@ impl World {
             stops: Vec::new(),
             checked: 0,
             queued_before: BTreeSet::new(),
+            gates: [Gate::default(); MODELS.len()],
+            fast: Vec::new(),
+            fast_ids: BTreeSet::new(),
         }
     }
 
+    /// What the router does before every step but the end of an absorbed
+    /// fast grant: it closes every gate, handing its grants to the scheduler.
+    fn close_gates(&mut self) {
+        for t in 0..MODELS.len() {
+            self.close_gate(t);
+        }
+    }
+
+    fn close_gate(&mut self, t: usize) {
+        let gate = std::mem::take(&mut self.gates[t]);
+        if gate.open.is_none() {
+            self.gates[t].last_done = gate.last_done;
+            return;
+        }
+        for lease in self.fast.iter_mut().filter(|l| l.model == t && !l.absorbed) {
+            lease.absorbed = true;
+        }
+        self.h.s.absorb_fast(t, gate.counted, gate.last_done);
+    }
+
+    /// What the router does after every step: it opens the gates the
+    /// scheduler says would grant at once (and closes the others).
+    fn open_gates(&mut self) {
+        for t in 0..MODELS.len() {
+            match self.h.s.fast_cap(t) {
+                Some(cap) if self.gates[t].open.is_none() => self.gates[t].open = Some(cap),
+                Some(_) => {}
+                None => self.close_gate(t),
+            }
+        }
+    }
+
+    fn absorbed_fast(&self, m: &str) -> usize {
+        self.fast
+            .iter()
+            .filter(|l| l.absorbed && MODELS[l.model] == m)
+            .count()
+    }
+
     fn step(&mut self, op: &Op) {
+        // Only a grant taken from an open gate skips the router; a request the
+        // gate turns away is submitted, and the router closes the gates first.
+        let quiet = match *op {
+            Op::Fast { model, check, .. } => {
+                let gate = self.gates[model];
+                !check && gate.open.is_some_and(|cap| gate.counted < cap.admits)
+            }
+            Op::FastDone(k) => pick(&self.fast, k).is_some_and(|l| !l.absorbed),
+            _ => false,
+        };
+        // A refused lease counts itself out of a gate still open before the
+        // router hears of it (and closes the gates).
+        let refused = match *op {
+            Op::FastRefuse(k) if !self.fast.is_empty() => {
+                let lease = self.fast.remove(k % self.fast.len());
+                if !lease.absorbed {
+                    self.gates[lease.model].counted -= 1;
+                }
+                Some(lease)
+            }
+            _ => None,
+        };
+        if !quiet {
+            self.close_gates();
+        }
+        match refused {
+            Some(lease) => self.refuse_fast(lease),
+            None => self.apply(op),
+        }
+        self.open_gates();
+        self.check_step();
+    }
+
+    fn refuse_fast(&mut self, lease: FastLease) {
+        let name = MODELS[lease.model];
+        let expected = if name == "d" && !self.serial {
+            lease.priority.max(5)
+        } else {
+            lease.priority
+        };
+        self.admitted.insert(lease.id, (name.to_owned(), expected));
+        self.refused.insert(lease.id);
+        self.h.fast_refused(
+            lease.model,
+            lease.id,
+            lease.priority,
+            lease.start,
+            lease.absorbed,
+        );
+    }
+
+    fn apply(&mut self, op: &Op) {
         match *op {
+            Op::Fast {
+                model,
+                priority: index,
+                check,
+            } => {
+                let priority = if self.serial { 0 } else { PRIORITIES[index] };
+                let gate = self.gates[model];
+                match gate.open {
+                    Some(cap) if !check && gate.counted < cap.admits => {
+                        assert_eq!(self.h.s.queue_len(), 0, "fast grant past waiters");
+                        let name = MODELS[model];
+                        assert_eq!(self.h.s.model_state(name), Some(ModelState::Ready));
+                        let id = self.h.s.next_id();
+                        self.gates[model].counted += 1;
+                        self.fast_ids.insert(id);
+                        self.fast.push(FastLease {
+                            id,
+                            model,
+                            priority,
+                            start: cap.start,
+                            absorbed: false,
+                        });
+                    }
+                    open => {
+                        let before = self.h.grants.len();
+                        self.apply(&Op::Submit {
+                            model,
+                            priority: index,
+                        });
+                        if check && open.is_some_and(|cap| gate.counted < cap.admits) {
+                            let granted = self.h.grants[before..].len();
+                            assert_eq!(
+                                granted, 1,
+                                "the gate of {} was open, but a request was not granted at once",
+                                MODELS[model]
+                            );
+                        }
+                    }
+                }
+            }
+            Op::FastDone(k) => {
+                if !self.fast.is_empty() {
+                    let lease = self.fast.remove(k % self.fast.len());
+                    if lease.absorbed {
+                        self.h.fast_done(lease.model);
+                    } else {
+                        let gate = &mut self.gates[lease.model];
+                        gate.counted -= 1;
+                        gate.last_done = Some(self.h.now);
+                    }
+                }
+            }
+            // Taken apart by `step`.
+            Op::FastRefuse(_) => {}
             Op::Submit { model, priority } => {
                 let priority = if self.serial { 0 } else { PRIORITIES[priority] };
                 let name = MODELS[model];
@@ -227,7 +416,6 @@ impl World {
                 self.h.shutdown();
             }
         }
-        self.check_step();
     }
 
     /// Invariants that hold after every step.
@@ -314,6 +502,7 @@ impl World {
                         }
                 })
                 .count();
+            let pending = pending + self.absorbed_fast(m);
             assert_eq!(self.h.s.reserved(m), pending, "reservations of {m}");
             let serving = self
                 .serving
@@ -332,9 +521,20 @@ impl World {
                         && !self.h.status.contains_key(id)
                 })
                 .count();
-            assert_eq!(self.h.s.in_flight(m), serving + held, "in flight on {m}");
+            let absorbed = self.absorbed_fast(m);
+            assert_eq!(
+                self.h.s.in_flight(m),
+                serving + held + absorbed,
+                "in flight on {m}"
+            );
+            let t = MODELS.iter().position(|x| *x == m).unwrap_or_default();
+            assert_eq!(self.h.s.fast_outstanding(t), absorbed);
+            let counted = self.gates[t].counted;
+            if let Some(cap) = self.gates[t].open {
+                assert!(counted <= cap.admits);
+            }
             if let Some(limit) = self.h.s.parallel(m) {
-                let in_flight = serving + held;
+                let in_flight = serving + held + absorbed + counted;
                 assert!(
                     in_flight <= limit,
                     "{in_flight} requests in flight on {m}, over its parallel {limit}"
@@ -353,7 +553,12 @@ impl World {
     /// Completes everything outstanding until nothing is left to do.
     fn settle(&mut self) {
         for _ in 0..1000 {
-            if let Some(model) = self.swaps.first().cloned() {
+            // No more fast traffic: every grant still out is the scheduler's.
+            self.close_gates();
+            if let Some(lease) = self.fast.first().copied() {
+                self.fast.remove(0);
+                self.h.fast_done(lease.model);
+            } else if let Some(model) = self.swaps.first().cloned() {
                 self.swaps.remove(0);
                 if self.h.s.wants_slots(&model) {
                     self.h.s.set_slots(&model, Some(1));
@@ -402,7 +607,7 @@ impl World {
             .grants
             .iter()
             .map(|(id, _)| *id)
-            .filter(|id| seen.insert(*id))
+            .filter(|id| seen.insert(*id) && !self.fast_ids.contains(id))
             .collect();
         for (i, a) in grants.iter().enumerate() {
             for b in &grants[i + 1..] {

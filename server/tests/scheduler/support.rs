@@ -215,6 +215,35 @@ impl Harness {
         self.record(out);
     }
 
+    /// An absorbed fast-path grant of model index `t` ended.
+    pub fn fast_done(&mut self, t: usize) {
+        let mut out = Vec::new();
+        self.s.fast_done(self.now, t, &mut out);
+        self.record(out);
+    }
+
+    /// The upstream refused fast-path grant `id` of model index `t`.
+    pub fn fast_refused(
+        &mut self,
+        t: usize,
+        id: RequestId,
+        priority: i32,
+        start: u64,
+        absorbed: bool,
+    ) {
+        let mut out = Vec::new();
+        self.s.fast_refused(
+            self.now,
+            t,
+            id,
+            Priority::new(priority),
+            start,
+            absorbed,
+            &mut out,
+        );
+        self.record(out);
+    }
+
     pub fn exited(&mut self, model: &str) {
         let mut out = Vec::new();
         self.s.upstream_exited(model, &mut out);
