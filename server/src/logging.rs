@@ -23,7 +23,7 @@
 //! ```
 
 use std::fmt::{self, Write as _};
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -33,6 +33,9 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+mod stdout;
+
+use self::stdout::StdoutWriter;
 use crate::config::{Config, LogLevel, LogTimeFormat, LogToStdout};
 use crate::upstream::{LogLine, LogRing, LogStream, LogSubscription};
 
@@ -95,6 +98,8 @@ pub struct LogSettings {
     /// Stdout lines held until [`LogSettings::release_stdout`], so that the
     /// `listening on` line comes first; `None` once released.
     held: Mutex<Option<Vec<String>>>,
+    /// Where released lines go: a writer thread, off the request path.
+    stdout: StdoutWriter,
 }
 
 /// Most lines held back before the listening line; more are dropped.
@@ -127,7 +132,14 @@ impl LogSettings {
             colour,
             env_filtered,
             held: Mutex::new(Some(Vec::new())),
+            stdout: StdoutWriter::start(),
         }
+    }
+
+    /// Writes every stdout line still queued; the binary calls it before it
+    /// exits. Lines logged after it are written at once.
+    pub fn flush_stdout(&self) {
+        self.stdout.flush();
     }
 
     /// Writes the lines held so far and every later one straight to stdout.
@@ -138,21 +150,19 @@ impl LogSettings {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let mut out = std::io::stdout().lock();
         for line in held.into_iter().flatten() {
-            // A closed stdout must not take the server down.
-            let _ = writeln!(out, "{line}");
+            self.stdout.write_line(&line);
         }
     }
 
-    fn write_stdout(&self, line: String) {
+    fn write_stdout(&self, line: &str) {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         match held.as_mut() {
-            Some(lines) if lines.len() < MAX_HELD => lines.push(line),
+            Some(lines) if lines.len() < MAX_HELD => lines.push(line.to_owned()),
             Some(_) => {}
             None => {
                 drop(held);
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                self.stdout.write_line(line);
             }
         }
     }
@@ -305,7 +315,7 @@ where
             ) {
                 let model = fields.model.as_deref().unwrap_or("upstream");
                 self.settings
-                    .write_stdout(format!("[{model}] {}", fields.message));
+                    .write_stdout(&format!("[{model}] {}", fields.message));
             }
             return;
         }
@@ -324,19 +334,22 @@ where
             .unwrap_or_default();
         let level = level_name(*metadata.level());
         let message = fields.message;
-        self.log.record(format!("{stamp}[{level}] {message}{rest}"));
+        let line = format!("{stamp}[{level}] {message}{rest}");
         if matches!(
             self.settings.to_stdout,
             LogToStdout::Proxy | LogToStdout::Both
         ) {
-            let shown = if self.settings.colour {
-                format!("\x1b[{}m{level}\x1b[0m", level_colour(*metadata.level()))
+            if self.settings.colour {
+                let colour = level_colour(*metadata.level());
+                self.settings.write_stdout(&format!(
+                    "{stamp}[\x1b[{colour}m{level}\x1b[0m] {message}{rest}"
+                ));
             } else {
-                level.to_owned()
-            };
-            self.settings
-                .write_stdout(format!("{stamp}[{shown}] {message}{rest}"));
+                // Off a terminal the stdout line is the history's line.
+                self.settings.write_stdout(&line);
+            }
         }
+        self.log.record(line);
     }
 }
 

@@ -265,19 +265,23 @@ fn main() -> ExitCode {
         }
     };
     let watch = cli.watch_config;
+    let flush = std::sync::Arc::clone(&log_settings);
     let sources = Sources {
         log_settings: Some(log_settings),
         ..sources
     };
     let options = ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log));
-    runtime.block_on(run(
+    let code = runtime.block_on(run(
         listen,
         sources,
         watch,
         options,
         loaded.config,
         loaded_version,
-    ))
+    ));
+    // Stdout lines are written by a thread: the last ones go out before the exit.
+    flush.flush_stdout();
+    code
 }
 
 async fn run(
