@@ -28,6 +28,7 @@ mod sse;
 mod stamped;
 mod stats;
 mod swap;
+mod wrk;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -184,6 +185,7 @@ async fn run(args: Args) -> Res<()> {
     section!("scheduler", scheduler);
     section!("priority", priority);
     section!("memory", memory);
+    section!("wrk", wrk);
 
     println!("{}", report::plain_table(&rows));
     if let Some(out) = &args.out {

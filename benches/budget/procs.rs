@@ -191,8 +191,20 @@ pub async fn listening(
     }
 }
 
-/// Starts llama-swap-server with the YAML `config` written into `dir`.
+/// Starts llama-swap-server with the YAML `config` written into `dir`, logging
+/// warnings only (`RUST_LOG=warn`).
 pub async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
+    server_logging(bin, dir, config, Some("warn")).await
+}
+
+/// As [`server`], with `RUST_LOG` set to `rust_log`, or unset (the default log:
+/// an access line per request on stdout, which the harness reads and drops).
+pub async fn server_logging(
+    bin: &Path,
+    dir: &Path,
+    config: &str,
+    rust_log: Option<&str>,
+) -> Res<(Proc, SocketAddr)> {
     let path = dir.join("config.yaml");
     std::fs::write(&path, config)?;
     let mut command = Command::new(bin.join("llama-swap-server"));
@@ -200,8 +212,11 @@ pub async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAd
         .arg("--config")
         .arg(&path)
         .args(["--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
+        .env_remove("RUST_LOG")
         .env("MOCKSWAP_LOG", "warn");
+    if let Some(filter) = rust_log {
+        command.env("RUST_LOG", filter);
+    }
     announced("llama-swap-server", command, Some(&dir.join("server.log"))).await
 }
 
