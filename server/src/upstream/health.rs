@@ -23,11 +23,11 @@ use crate::proxy::UpstreamTls;
 use rustls::pki_types::ServerName;
 
 /// Interval before the second probe.
-pub const FIRST_INTERVAL: Duration = Duration::from_millis(10);
+pub const FIRST_INTERVAL: Duration = Duration::from_millis(5);
 /// Longest interval between probes. With a 250 ms cap the readiness benchmark
-/// measured 119 ms after a 2 s load (half an interval lost on average); 40 ms keeps
-/// that loss near 20 ms.
-pub const MAX_INTERVAL: Duration = Duration::from_millis(40);
+/// measured 119 ms after a 2 s load (half an interval lost on average) and with
+/// 40 ms a swap still cost ~20 ms beyond the load; 20 ms keeps that loss near 10 ms.
+pub const MAX_INTERVAL: Duration = Duration::from_millis(20);
 /// Longest a single probe may take before it counts as failed; a stuck upstream
 /// must not stall the loop until the overall deadline.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
