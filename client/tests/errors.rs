@@ -150,8 +150,10 @@ async fn slow_headers_time_out_in_the_first_byte_phase() {
             .set_delay(Duration::from_secs(30)),
     )
     .await;
+    // Long enough for the mock to have recorded the request before the client
+    // gives up on it, even on a loaded machine (at 50 ms it sometimes had not).
     let client = fast_builder(&server.uri())
-        .first_byte_timeout(Duration::from_millis(50))
+        .first_byte_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
     let err = tokio::time::timeout(LIMIT, client.chat(&chat_request(), &CallOptions::new()))
