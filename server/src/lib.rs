@@ -46,6 +46,7 @@
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 //! | [`api`] | the HTTP surface: routes, auth, model extraction, error envelopes, the loading stream, the UI and its event stream, handlers |
 //! | `names` | profile pins and selectors: the names a request may use beyond models |
+//! | [`peers`] | other servers whose models requests are forwarded to: naming, pools, in-flight counts |
 //! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
 //! | [`router`] | the actor that owns the scheduler and turns its decisions into effects; tickets and leases |
 //! | `activity` | requests in flight and the ring of finished ones, with usage read from responses |
@@ -73,6 +74,7 @@ pub mod launcher;
 pub mod logging;
 pub mod metrics;
 pub(crate) mod names;
+pub mod peers;
 pub mod policy;
 pub mod priority;
 pub mod proxy;

@@ -426,6 +426,12 @@ pub enum Reason {
         /// The name.
         name: String,
     },
+    /// A selector target that names no model, alias or peer model.
+    #[error("{name:?} is neither a model ID, an alias nor a peer model")]
+    UnknownTarget {
+        /// The name.
+        name: String,
+    },
     /// A model listed in two groups.
     #[error(
         "model {model:?} is already a member of group {group:?}; a model may be in one group only"
@@ -490,9 +496,35 @@ pub enum Reason {
         "must be a map with description and pins; the list form of older llama-swap releases is no longer supported"
     )]
     LegacyProfileList,
-    /// A pin target that is neither a model, an alias nor a selector.
-    #[error("{name:?} is neither a model ID, an alias nor a selector (pins do not chain)")]
+    /// A pin target that is neither a model, an alias, a peer model nor a selector.
+    #[error(
+        "{name:?} is neither a model ID, an alias, a peer model nor a selector (pins do not chain)"
+    )]
     UnknownPinTarget {
+        /// The target.
+        name: String,
+    },
+    /// A qualified peer model name (`<peer>/<model>`) that is already used.
+    #[error("names {name:?} (peer/model), which is already {taken}; peer model names are reserved")]
+    PeerNameTaken {
+        /// The qualified name.
+        name: String,
+        /// What has the name ("a model ID", "a selector", ...).
+        taken: String,
+    },
+    /// Two peers whose qualified model names are spelled the same.
+    #[error("names {name:?} (peer/model), which {other} names too")]
+    PeerNameAmbiguous {
+        /// The qualified name.
+        name: String,
+        /// The other entry.
+        other: KeyPath,
+    },
+    /// A `warm` selector target that is a peer model (its state is not known here).
+    #[error(
+        "{name:?} is a peer model; a warm selector's targets must be local models (use pin or spillover)"
+    )]
+    WarmPeerTarget {
         /// The target.
         name: String,
     },

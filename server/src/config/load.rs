@@ -6,6 +6,7 @@ use super::fields::{Diagnostics, Fields, secs};
 use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
 use super::node::Node;
+use super::peers::{check_peer_names, read_peers};
 use super::priority::read_priority;
 use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
@@ -23,7 +24,7 @@ const MIN_HEALTH_CHECK_TIMEOUT: i64 = 15;
 const DEFAULT_START_PORT: u16 = 5800;
 
 /// Keys llama-swap has at the top level that this server does not implement yet.
-const UNSUPPORTED_TOP_LEVEL: &[&str] = &["metricsMaxInMemory", "captureBuffer", "ui", "peers"];
+const UNSUPPORTED_TOP_LEVEL: &[&str] = &["metricsMaxInMemory", "captureBuffer", "ui"];
 
 /// Every top-level key this server reads, and llama-swap's that it does not
 /// implement yet. Only these are macro-expanded: anything else (helper keys
@@ -191,10 +192,16 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         Some((node, path)) => read_models(node, &path, &defaults, cx),
         None => Vec::new(),
     };
-    if models.is_empty() && cx.issues.is_empty() {
+
+    let peers_path = KeyPath::from_keys(["peers"]);
+    let peers = match fields.take("peers") {
+        Some((node, path)) => read_peers(node, &path, &global_scope, cx),
+        None => Vec::new(),
+    };
+    if models.is_empty() && peers.is_empty() && cx.issues.is_empty() {
         cx.warn(KeyPath::from_keys(["models"]), WarningKind::NoModels);
     }
-    let resolver = Resolver::new(declared_ids, &models);
+    let resolver = Resolver::new(declared_ids, &models).with_peers(&peers);
 
     let routing_keys = RoutingKeys {
         routing: fields.take("routing"),
@@ -222,6 +229,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         }
         None => Vec::new(),
     };
+    check_peer_names(&peers, &peers_path, &resolver, &selectors, &profiles, cx);
     let priority_rules = match fields.take("priority") {
         Some((node, path)) => read_priority(node, path, &api_keys, &resolver, cx),
         None => super::types::PriorityConfig::default(),
@@ -241,6 +249,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         matrix: routing.matrix.map(|(settings, _)| settings),
         selectors,
         profiles,
+        peers,
         scheduler: routing.scheduler,
         health_check_timeout: secs(u64::try_from(health_check_timeout).unwrap_or(0)),
         request_body_timeout,

@@ -6,7 +6,7 @@
 //! `model.rs`, `routing.rs`) → a resolved [`Config`] (`types.rs`).
 //!
 //! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this server
-//!   does not implement yet (`peers`, ...).
+//!   does not implement yet (`store`, `performance`, ...).
 //! - [`Config::scheduler_settings`] and [`Config::process_specs`] map the result onto
 //!   what the scheduler and the upstream supervisor are built from.
 //! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as
@@ -56,6 +56,7 @@ mod matrix;
 mod model;
 mod node;
 mod parallel;
+mod peers;
 mod priority;
 mod profiles;
 mod routing;
@@ -72,6 +73,7 @@ pub use compat::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID};
 pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind};
 pub use loops::SelfProxy;
 pub use macros::EnvLookup;
+pub use peers::{PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig};
 pub use profiles::{Pin, ProfileConfig};
 pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 pub use sources::{MergeConflict, source_files};

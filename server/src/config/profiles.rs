@@ -25,7 +25,7 @@ pub struct ProfileConfig {
 pub struct Pin {
     /// The name requests use.
     pub name: String,
-    /// A model ID, alias or selector ID; `None` (null or empty in the file)
+    /// A model ID, alias, peer model or selector ID; `None` (null or empty in the file)
     /// disables the name: requests for it get 404.
     pub target: Option<String>,
 }
@@ -38,7 +38,7 @@ impl ProfileConfig {
     }
 }
 
-/// Reads `profiles`. Pin targets may be models, aliases or `selector_ids`, never
+/// Reads `profiles`. Pin targets may be models, aliases, peer models or `selector_ids`, never
 /// other pins (pins do not chain).
 pub(crate) fn read_profiles(
     node: &Node,
@@ -122,6 +122,7 @@ fn read_pins(
         };
         if let Some(target) = &target
             && resolver.resolve(target).is_none()
+            && resolver.resolve_peer(target).is_none()
             && !selector_ids.contains(&target.as_str())
         {
             cx.error(

@@ -16,6 +16,8 @@ use crate::policy::matrix::{Matrix, MatrixSettings};
 pub(crate) struct Resolver {
     ids: BTreeSet<String>,
     aliases: BTreeMap<String, String>,
+    peers: Vec<super::PeerConfig>,
+    peer_routes: crate::peers::PeerRoutes,
 }
 
 impl Resolver {
@@ -37,7 +39,27 @@ impl Resolver {
         Self {
             ids: declared_ids.into_iter().collect(),
             aliases,
+            peers: Vec::new(),
+            peer_routes: crate::peers::PeerRoutes::default(),
         }
+    }
+
+    /// Adds the names of `peers`' models (see [`Resolver::resolve_peer`]).
+    pub(crate) fn with_peers(mut self, peers: &[super::PeerConfig]) -> Self {
+        self.peer_routes = crate::peers::PeerRoutes::new(peers);
+        self.peers = peers.to_vec();
+        self
+    }
+
+    /// The name a peer model goes by (`peer/model`, or a pool's bare name)
+    /// when `name` is no local model or alias but names a peer model.
+    pub(crate) fn resolve_peer(&self, name: &str) -> Option<String> {
+        if self.resolve(name).is_some() {
+            return None;
+        }
+        self.peer_routes
+            .resolve(name)
+            .map(|route| route.canonical_name(&self.peers))
     }
 
     /// Every declared model ID, sorted.

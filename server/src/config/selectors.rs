@@ -43,9 +43,11 @@ pub struct SelectorConfig {
     pub id: String,
     /// `strategy` (required).
     pub strategy: SelectorStrategy,
-    /// `targets` as written (model IDs or aliases), in order; never empty.
+    /// `targets` as written (model IDs, aliases or peer models), in order;
+    /// never empty.
     pub targets: Vec<String>,
-    /// The model ID each target resolves to, in the same order.
+    /// The model ID each target resolves to, in the same order (a peer
+    /// model's `peer/model`, or a peer pool's bare name).
     pub target_ids: Vec<String>,
     /// `settings.spillover` (default 1): in-flight requests per target before a
     /// spillover selector starts another target.
@@ -147,23 +149,34 @@ fn read_selector(
                         cx.error(target_path, Reason::SelectorChain { selector: target });
                         continue;
                     }
-                    let Some(model) = context.resolver.resolve(&target) else {
-                        cx.error(target_path, Reason::UnknownModel { name: target });
-                        continue;
+                    let model = match context.resolver.resolve(&target) {
+                        Some(local) => local.to_owned(),
+                        None => match context.resolver.resolve_peer(&target) {
+                            // A warm selector goes by states only local models have.
+                            Some(_) if strategy == Some(SelectorStrategy::Warm) => {
+                                cx.error(target_path, Reason::WarmPeerTarget { name: target });
+                                continue;
+                            }
+                            Some(peer_model) => peer_model,
+                            None => {
+                                cx.error(target_path, Reason::UnknownTarget { name: target });
+                                continue;
+                            }
+                        },
                     };
-                    let duplicate = target_ids.iter().position(|t| t == model);
+                    let duplicate = target_ids.iter().position(|t| *t == model);
                     if let (Some(SelectorStrategy::Spillover), Some(first)) = (strategy, duplicate)
                     {
                         cx.error(
                             target_path,
                             Reason::DuplicateTarget {
-                                model: model.to_owned(),
+                                model,
                                 first: targets[first].clone(),
                             },
                         );
                         continue;
                     }
-                    target_ids.push(model.to_owned());
+                    target_ids.push(model);
                     targets.push(target);
                 }
             }
@@ -230,6 +243,13 @@ fn read_selector(
 /// be able to run side by side: in one matrix combination, or in one group with
 /// `swap: false` (with groups, llama-swap's rule).
 fn can_run_together(models: &[String], context: &Context<'_>) -> Result<(), &'static str> {
+    // Peer models run elsewhere: only local targets compete for this host.
+    let models: Vec<String> = models
+        .iter()
+        .filter(|m| context.resolver.resolve(m).is_some())
+        .cloned()
+        .collect();
+    let models = models.as_slice();
     if models.len() <= 1 {
         return Ok(());
     }

@@ -155,6 +155,7 @@ impl fmt::Display for Summary<'_> {
                 writeln!(f, "  {}: {}", profile.name, pins.join(", "))?;
             }
         }
+        super::peers::write_peers(f, config)?;
         if !config.hooks.preload.is_empty() {
             writeln!(f, "preload: {}", config.hooks.preload.join(", "))?;
         }

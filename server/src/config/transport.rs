@@ -153,7 +153,16 @@ pub(crate) fn write_model_extras(
     f: &mut fmt::Formatter<'_>,
     model: &super::types::ModelConfig,
 ) -> fmt::Result {
-    let filters = &model.filters;
+    write_filters_and_timeouts(f, &model.filters, &model.timeouts, &Timeouts::default())
+}
+
+/// The `filters` and (when not `defaults`) `timeouts` lines of a model or peer.
+pub(crate) fn write_filters_and_timeouts(
+    f: &mut fmt::Formatter<'_>,
+    filters: &crate::filters::Filters,
+    timeouts: &Timeouts,
+    defaults: &Timeouts,
+) -> fmt::Result {
     if !filters.is_empty() {
         let list = |items: Vec<&str>| {
             if items.is_empty() {
@@ -170,8 +179,8 @@ pub(crate) fn write_model_extras(
             list(filters.by_id_names().collect()),
         )?;
     }
-    if model.timeouts != Timeouts::default() {
-        let t = &model.timeouts;
+    if timeouts != defaults {
+        let t = timeouts;
         let s = |d: Option<std::time::Duration>| {
             d.map_or_else(|| "off".to_owned(), |d| format!("{}s", d.as_secs()))
         };

@@ -22,6 +22,9 @@ pub struct Config {
     pub selectors: Vec<super::SelectorConfig>,
     /// `profiles`, in file order. None is active when the server starts.
     pub profiles: Vec<super::ProfileConfig>,
+    /// `peers`, sorted by ID: other servers whose models requests are
+    /// forwarded to (never scheduled here).
+    pub peers: Vec<super::PeerConfig>,
     /// `routing.scheduler`.
     pub scheduler: SchedulerConfig,
     /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take

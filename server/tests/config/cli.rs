@@ -95,7 +95,7 @@ fn check_config_prints_warnings_with_file_and_path_and_still_exits_zero() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("warnings.yaml: peers: not supported yet, ignored"),
+        stderr.contains("warnings.yaml: captureBuffer: not supported yet, ignored"),
         "{stderr}"
     );
     assert!(text(&out.stdout).contains("scheduler: serial"));

@@ -17,10 +17,7 @@ use std::process::Command;
 /// Fixtures whose outcome still differs from llama-swap's, each with why. The
 /// test fails when one of them starts to match (remove it here then) or when
 /// any other fixture differs.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
-    "profiles_pins.yaml",
-    "pins naming peer models (peer-model, remote/peer-model) need peers, issue #15",
-)];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 #[derive(Debug)]
 struct Case {

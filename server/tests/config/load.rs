@@ -283,7 +283,7 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
         WarningKind::Raised { got: 5, used: 15 },
     );
     expect("colour", WarningKind::UnknownKey);
-    expect("peers", WarningKind::NotSupported);
+    expect("captureBuffer", WarningKind::NotSupported);
     expect("models.a.cmdd", WarningKind::UnknownKey);
     expect(
         "routing.scheduler.settings.fifo.drainFence",
@@ -292,8 +292,9 @@ fn unknown_and_unsupported_keys_warn_with_their_path() {
         },
     );
     assert_eq!(found.len(), 5, "{found:#?}");
-    // `profiles` is implemented: read, not warned about.
+    // `profiles` and `peers` are implemented: read, not warned about.
     assert_eq!(config.profiles[0].name, "fast");
+    assert_eq!(config.peers[0].id, "other");
     // `filters` and `timeouts` are implemented: read, not warned about.
     let a = config.model("a").unwrap();
     assert_eq!(a.timeouts.connect, Some(Duration::from_secs(5)));

@@ -14,6 +14,7 @@ mod mapping;
 mod matrix;
 mod messages;
 mod parallel;
+mod peers;
 mod robustness;
 mod selectors;
 mod support;

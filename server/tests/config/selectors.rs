@@ -1,6 +1,6 @@
 //! `selectors` and `profiles`: what loads, with which defaults, and every way a
 //! definition is refused (llama-swap's `selectors_test.go` and `profile_test.go`,
-//! without peers, which this server does not have yet).
+//! without peers; peer targets are in peers.rs).
 
 use llama_swap_server::config::{
     Config, ConfigError, Loaded, Reason, SelectorStrategy, WarningKind,
@@ -114,7 +114,7 @@ fn invalid_selectors_are_refused_with_the_key_and_reason() {
             "unknown target",
             "selectors:\n  public:\n    strategy: pin\n    targets: [missing]\n",
             "selectors.public.targets[0]",
-            |r| matches!(r, Reason::UnknownModel { name } if name == "missing"),
+            |r| matches!(r, Reason::UnknownTarget { name } if name == "missing"),
         ),
         (
             "selector chaining",
@@ -334,7 +334,7 @@ fn invalid_profiles_are_refused_with_the_key_and_reason() {
         (
             "profiles:\n  bad:\n    pins:\n      public: missing\n",
             "profiles.bad.pins.public",
-            "\"missing\" is neither a model ID, an alias nor a selector",
+            "\"missing\" is neither a model ID, an alias, a peer model nor a selector",
         ),
         (
             "profiles:\n  test:\n    pins:\n      first: a\n      second: first\n",

@@ -1,0 +1,312 @@
+//! `peers`: other servers (another llama-swap, this server on another host,
+//! or any OpenAI-compatible provider) whose models this server forwards to.
+
+use std::time::Duration;
+
+use super::error::{KeyPath, Reason};
+use super::fields::{Diagnostics, Fields};
+use super::filters::{expand_by_id_keys, read_filters};
+use super::macros::Scope;
+use super::node::Node;
+use super::routing::Resolver;
+use super::transport::read_timeouts;
+use super::types::ApiKey;
+use super::{ProfileConfig, SelectorConfig};
+use crate::filters::Filters;
+use crate::peers::qualified_name;
+use crate::proxy::Timeouts;
+
+/// A peer's `timeouts.responseHeader` when not set: llama-swap's 60 s (a peer
+/// that accepted a request and says nothing for a minute is taken as stuck).
+pub const PEER_RESPONSE_HEADER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One entry of `peers`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PeerConfig {
+    /// The peer's ID (its key): the first part of `<peer>/<model>` names.
+    pub id: String,
+    /// `proxy` (required): the peer's base URL (`http://` or `https://`);
+    /// request paths are appended to it.
+    pub proxy: String,
+    /// `apiKey`: sent to the peer as `Authorization: Bearer <key>` and
+    /// `x-api-key: <key>`, replacing whatever the client sent. Redacted in
+    /// `Debug`.
+    pub api_key: Option<ApiKey>,
+    /// `models` (required, not empty): the models the peer serves, as it names
+    /// them, in file order without duplicates.
+    pub models: Vec<String>,
+    /// `filters` (`stripParams`, `setParams`, `setParamsByID` keyed by the
+    /// name the client asked for): applied to JSON bodies sent to the peer.
+    pub filters: Filters,
+    /// `timeouts`: llama-swap's model defaults, except `responseHeader`
+    /// ([`PEER_RESPONSE_HEADER_TIMEOUT`]).
+    pub timeouts: Timeouts,
+}
+
+impl PeerConfig {
+    /// A peer with no key, no filters and the default peer timeouts.
+    #[must_use]
+    pub fn new(id: &str, proxy: &str, models: Vec<String>) -> Self {
+        Self {
+            id: id.to_owned(),
+            proxy: proxy.to_owned(),
+            api_key: None,
+            models,
+            filters: Filters::default(),
+            timeouts: default_timeouts(),
+        }
+    }
+}
+
+fn default_timeouts() -> Timeouts {
+    Timeouts::default().response_header(Some(PEER_RESPONSE_HEADER_TIMEOUT))
+}
+
+/// Reads `peers` (values already expanded with the global macros), sorted by ID.
+pub(crate) fn read_peers(
+    node: &Node,
+    path: &KeyPath,
+    scope: &Scope<'_>,
+    cx: &mut Diagnostics,
+) -> Vec<PeerConfig> {
+    let Node::Map(entries) = node else {
+        return cx
+            .wrong_type(path, "a map of peer IDs to peer settings", node)
+            .unwrap_or_default();
+    };
+    let mut peers = Vec::with_capacity(entries.len());
+    for (id, value) in entries {
+        let peer_path = path.key(id);
+        if id.trim().is_empty() {
+            cx.error(peer_path, Reason::Empty);
+            continue;
+        }
+        if let Some(peer) = read_peer(id, value, &peer_path, scope, cx) {
+            peers.push(peer);
+        }
+    }
+    peers.sort_by(|a, b| a.id.cmp(&b.id));
+    peers
+}
+
+fn read_peer(
+    id: &str,
+    node: &Node,
+    path: &KeyPath,
+    scope: &Scope<'_>,
+    cx: &mut Diagnostics,
+) -> Option<PeerConfig> {
+    let issues_before = cx.issues.len();
+    let mut fields = Fields::new(node, path.clone(), cx)?;
+    let proxy = match fields.take("proxy") {
+        Some((n, p)) => read_peer_url(n, &p, cx),
+        None => {
+            cx.error(path.key("proxy"), Reason::Missing);
+            None
+        }
+    };
+    let api_key = fields.take("apiKey").and_then(|(n, p)| {
+        let key = cx.string(n, &p)?;
+        if key.is_empty() {
+            return None;
+        }
+        // The key goes into two header values; refuse what a header cannot hold.
+        if http::HeaderValue::from_str(&format!("Bearer {key}")).is_err()
+            || key.chars().any(char::is_whitespace)
+        {
+            cx.error(p, Reason::ApiKeyWhitespace);
+            return None;
+        }
+        Some(ApiKey::new(key))
+    });
+    let mut models: Vec<String> = Vec::new();
+    match fields.take("models") {
+        None => cx.error(path.key("models"), Reason::Missing),
+        Some((n, p)) => {
+            if let Some(list) = cx.string_list(n, &p) {
+                if list.is_empty() {
+                    cx.error(p, Reason::Empty);
+                }
+                for (model, _) in list {
+                    // llama-swap skips a repeated model; so does this server.
+                    if !models.contains(&model) {
+                        models.push(model);
+                    }
+                }
+            }
+        }
+    }
+    let filters = match fields.take("filters") {
+        Some((n, p)) => {
+            let mut expanded = n.clone();
+            expand_by_id_keys(scope, &mut expanded, &p, cx);
+            // Peer setParamsByID names are matched on the requested name only;
+            // unlike a model's they are not routable aliases.
+            read_filters(&expanded, &p, cx).0
+        }
+        None => Filters::default(),
+    };
+    let timeouts = match fields.take("timeouts") {
+        Some((n, p)) => read_peer_timeouts(n, &p, cx),
+        None => default_timeouts(),
+    };
+    fields.finish(cx);
+    if cx.issues.len() > issues_before {
+        return None;
+    }
+    Some(PeerConfig {
+        id: id.to_owned(),
+        proxy: proxy?,
+        api_key,
+        models,
+        filters,
+        timeouts,
+    })
+}
+
+/// A peer's `timeouts`: as a model's, but `responseHeader` defaults to 60 s.
+fn read_peer_timeouts(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Timeouts {
+    let read = read_timeouts(node, path, cx);
+    let set_response_header = matches!(node, Node::Map(entries)
+        if entries.iter().any(|(k, v)| k == "responseHeader" && !matches!(v, Node::Null)));
+    if set_response_header {
+        read
+    } else {
+        read.response_header(Some(PEER_RESPONSE_HEADER_TIMEOUT))
+    }
+}
+
+fn read_peer_url(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
+    let text = cx.non_empty_string(node, path)?;
+    let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|h| !h.is_empty())
+    });
+    if !valid {
+        cx.error(path.clone(), Reason::InvalidUrl { got: text });
+        return None;
+    }
+    Some(text)
+}
+
+/// Qualified peer names (`<peer>/<model>`) are reserved: two peers may not
+/// spell one the same way, and no model ID, alias, selector or profile pin may
+/// use one (llama-swap's rules). Bare peer names may be shadowed by local
+/// names (the local model wins, as in llama-swap).
+pub(crate) fn check_peer_names(
+    peers: &[PeerConfig],
+    path: &KeyPath,
+    resolver: &Resolver,
+    selectors: &[SelectorConfig],
+    profiles: &[ProfileConfig],
+    cx: &mut Diagnostics,
+) {
+    let mut seen: Vec<(String, KeyPath)> = Vec::new();
+    for peer in peers {
+        for (i, model) in peer.models.iter().enumerate() {
+            let name = qualified_name(&peer.id, model);
+            let model_path = path.key(&peer.id).key("models").index(i);
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                cx.error(
+                    model_path,
+                    Reason::PeerNameAmbiguous {
+                        name,
+                        other: first.clone(),
+                    },
+                );
+                continue;
+            }
+            let taken = match resolver.resolve(&name) {
+                Some(id) if id == name => Some("a model ID".to_owned()),
+                Some(id) => Some(format!("an alias of model {id:?}")),
+                None if selectors.iter().any(|s| s.id == name) => Some("a selector".to_owned()),
+                None => profiles
+                    .iter()
+                    .find(|p| p.pin(&name).is_some())
+                    .map(|p| format!("a pin of profile {:?}", p.name)),
+            };
+            if let Some(taken) = taken {
+                cx.error(model_path.clone(), Reason::PeerNameTaken { name, taken });
+            }
+            seen.push((qualified_name(&peer.id, model), model_path));
+        }
+    }
+}
+
+/// The `--check-config` section of `peers`: each peer, the names its models
+/// answer to, and the bare names that are pools or shadowed by local names.
+pub(crate) fn write_peers(
+    f: &mut std::fmt::Formatter<'_>,
+    config: &super::types::Config,
+) -> std::fmt::Result {
+    let peers = &config.peers;
+    if peers.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        f,
+        "peers ({}; forwarded, never scheduled here):",
+        peers.len()
+    )?;
+    let routes = crate::peers::PeerRoutes::new(peers);
+    let local = |name: &str| config.resolve(name).is_some();
+    for (index, peer) in peers.iter().enumerate() {
+        writeln!(
+            f,
+            "  {}: {} (apiKey {})",
+            peer.id,
+            peer.proxy,
+            if peer.api_key.is_some() {
+                "set: sent instead of the caller's"
+            } else {
+                "none: the caller's credentials pass unless this server's apiKeys took them"
+            }
+        )?;
+        let names: Vec<String> = peer
+            .models
+            .iter()
+            .map(|model| {
+                let bare = match routes.resolve(model) {
+                    _ if local(model) => " (bare name: the local model)",
+                    Some(crate::peers::PeerRoute::Peer { peer: p, .. }) if p == index => "",
+                    Some(crate::peers::PeerRoute::Pool { .. }) => " (bare name: a pool)",
+                    _ => " (bare name: another peer's)",
+                };
+                format!("{}{bare}", qualified_name(&peer.id, model))
+            })
+            .collect();
+        writeln!(f, "    models:      {}", names.join(", "))?;
+        super::transport::write_filters_and_timeouts(
+            f,
+            &peer.filters,
+            &peer.timeouts,
+            &default_timeouts(),
+        )?;
+    }
+    let pools: Vec<String> = routes
+        .bare()
+        .filter(|(name, listed)| listed.len() > 1 && !local(name))
+        .filter(|(name, _)| {
+            matches!(
+                routes.resolve(name),
+                Some(crate::peers::PeerRoute::Pool { .. })
+            )
+        })
+        .map(|(name, listed)| {
+            let ids: Vec<&str> = listed
+                .iter()
+                .filter_map(|&i| peers.get(i).map(|p| p.id.as_str()))
+                .collect();
+            format!("{name} -> [{}]", ids.join(", "))
+        })
+        .collect();
+    if !pools.is_empty() {
+        writeln!(
+            f,
+            "  pools (the peer with the model ready, else the least busy): {}",
+            pools.join("; ")
+        )?;
+    }
+    Ok(())
+}
