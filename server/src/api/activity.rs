@@ -67,6 +67,9 @@ pub(crate) async fn load(
     headers: HeaderMap,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
+        if state.inner.peers.resolve(&model).is_some() {
+            return ApiError::PeerModel { model }.into_response();
+        }
         return ApiError::ModelNotFound { model }.into_response();
     };
     let requested = HeaderPriority::from_headers(&headers).value();

@@ -24,6 +24,7 @@ use super::error::{ApiError, NotLoadedReason};
 use super::extract::RequestModel;
 use super::loading::{LoadingTarget, Progress, loading_response};
 use super::names::{hold_until_body_ends, rename, rename_upstream};
+use super::peer::{self, BodyRequest, PeerForward};
 use super::request_id::REQUEST_ID_HEADER;
 use super::state::{AppState, ModelEntry};
 use super::upstream_path::split_upstream_path;
@@ -31,6 +32,7 @@ use super::websockets::{self, take_websocket};
 use crate::activity::Tracked;
 use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
+use crate::peers::{PeerRoute, qualified_name};
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, OutboundBody, SendError};
 use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
@@ -68,6 +70,8 @@ pub(super) enum Prepared {
         /// The client's side of a websocket handshake.
         upgrade: Option<OnUpgrade>,
     },
+    /// A request for a peer model, forwarded without scheduling.
+    Peer(PeerForward),
     /// Not a model request after all (a redirect): answered as is.
     Answer(Response),
 }
@@ -84,7 +88,26 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
     let upgrade = take_websocket(&mut parts);
     let renamed = rename(state, &found.name).await?;
-    let model = lookup(state, &renamed.name)?;
+    let Some(model) = local_model(state, &renamed.name) else {
+        let route =
+            state
+                .inner
+                .peers
+                .resolve(&renamed.name)
+                .ok_or_else(|| ApiError::ModelNotFound {
+                    model: renamed.name.clone(),
+                })?;
+        let path = forward_path(parts.uri.path()).to_owned();
+        let request = BodyRequest {
+            parts,
+            found,
+            bytes,
+            renamed,
+            path,
+            upgrade,
+        };
+        return Ok(Prepared::Peer(peer::by_body(state, route, request).await?));
+    };
     // A pinned or selected name goes upstream in place of the client's.
     let upstream_name = model
         .use_model_name
@@ -123,6 +146,7 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         client_ip,
         body_limit: state.inner.max_body_bytes,
         websocket: upgrade.is_some(),
+        set_headers: http::HeaderMap::new(),
     };
     Ok(Prepared::Forward {
         model,
@@ -143,10 +167,14 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
         let tail = tail.as_ref();
         let router = &state.inner.router;
-        let target = split_upstream_path(tail, |name| router.resolve(name)).ok_or_else(|| {
-            ApiError::ModelNotFound {
-                model: tail.split('/').next().unwrap_or_default().to_owned(),
-            }
+        let peers = &state.inner.peers;
+        let target = split_upstream_path(tail, |name| {
+            router
+                .resolve(name)
+                .or_else(|| peers.resolve(name).map(|route| route_name(state, route)))
+        })
+        .ok_or_else(|| ApiError::ModelNotFound {
+            model: tail.split('/').next().unwrap_or_default().to_owned(),
         })?;
         if target.rest.is_empty() {
             // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
@@ -157,7 +185,17 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
                 &parts.method,
             )));
         }
-        let model = lookup(state, &target.model)?;
+        let Some(model) = local_model(state, &target.model) else {
+            let route = peers
+                .resolve(&target.model)
+                .ok_or_else(|| ApiError::ModelNotFound {
+                    model: target.model.clone(),
+                })?;
+            let rest = target.rest.to_owned();
+            return Ok(Prepared::Peer(
+                peer::by_path(state, route, parts, body, &rest).await?,
+            ));
+        };
         // Static assets a browser asks for must not start (or swap in) a model.
         if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
             && state.inner.ignore_paths.matches(&rest)
@@ -208,6 +246,7 @@ pub(super) fn passthrough(
         client_ip,
         body_limit: state.inner.max_body_bytes,
         websocket: upgrade.is_some(),
+        set_headers: http::HeaderMap::new(),
     };
     Ok(Prepared::Forward {
         model,
@@ -284,6 +323,13 @@ impl Call {
                 }
                 Err(error) => error.into_response(),
             },
+            Ok(Prepared::Peer(mut forward)) => {
+                let hold = forward.hold.take();
+                match peer::serve(&state, self.priority, self.outcome, forward).await {
+                    Ok(response) => hold_until_body_ends(response, hold),
+                    Err(error) => error.into_response(),
+                }
+            }
             Ok(Prepared::Answer(response)) => {
                 self.outcome.discard();
                 response
@@ -549,15 +595,25 @@ pub(super) fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-fn lookup(state: &AppState, name: &str) -> Result<Arc<ModelEntry>, ApiError> {
+/// The local model `name` (an ID or alias) names; local names win over peers.
+fn local_model(state: &AppState, name: &str) -> Option<Arc<ModelEntry>> {
     state
         .inner
         .router
         .resolve(name)
         .and_then(|id| state.inner.models.get(&id).cloned())
-        .ok_or_else(|| ApiError::ModelNotFound {
-            model: name.to_owned(),
-        })
+}
+
+/// The name a peer route goes by (`peer/model`, or a pool's bare name).
+fn route_name(state: &AppState, route: PeerRoute<'_>) -> String {
+    match route {
+        PeerRoute::Peer { peer, model } => state
+            .inner
+            .peers
+            .get(peer)
+            .map_or_else(String::new, |p| qualified_name(&p.config.id, model)),
+        PeerRoute::Pool { model, .. } => model.to_owned(),
+    }
 }
 
 pub(super) fn client_ip(request: &Request) -> Option<std::net::IpAddr> {

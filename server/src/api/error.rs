@@ -68,6 +68,14 @@ pub enum ApiError {
         /// The name the client asked for.
         model: String,
     },
+    /// A local-only operation (unload, load) named a peer model.
+    #[error(
+        "model '{model}' is served by a peer, not by this server; unload or load it on the peer"
+    )]
+    PeerModel {
+        /// The name asked for.
+        model: String,
+    },
     /// The active profile disables the name the client asked for.
     #[error(
         "model '{model}' is disabled by the active profile '{profile}'; switch profiles with PUT /api/profiles/active"
@@ -214,6 +222,34 @@ pub enum ApiError {
         /// The model ID.
         model: String,
     },
+    /// A peer refused the connection, reset it or failed before answering.
+    #[error(
+        "peer '{peer}' could not be reached for model '{model}'; it may be down or restarting, and the next request tries it again"
+    )]
+    PeerUnreachable {
+        /// The peer's ID.
+        peer: String,
+        /// The model as requested (`peer/model` or a bare name).
+        model: String,
+    },
+    /// A peer's event stream broke after it had started.
+    #[error("peer '{peer}' failed mid-response; send the request again")]
+    PeerBroke {
+        /// The peer's ID.
+        peer: String,
+    },
+    /// A transport timeout of the peer's `timeouts` ran out.
+    #[error("peer '{peer}' (model '{model}') {}", peer_timeout_message(*.phase, *.after))]
+    PeerTimeout {
+        /// The peer's ID.
+        peer: String,
+        /// The model as requested.
+        model: String,
+        /// Which timeout.
+        phase: crate::proxy::TimeoutPhase,
+        /// Its configured length.
+        after: Duration,
+    },
     /// The request may not start its model, and the model is not ready.
     #[error("model {model} is not loaded; {}", .why.text())]
     NotLoaded {
@@ -311,6 +347,7 @@ impl ApiError {
             Self::ModelNotFound { .. } => {
                 (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
             }
+            Self::PeerModel { .. } => (StatusCode::NOT_FOUND, "not_found_error", "model_not_found"),
             Self::ModelDisabled { .. } => {
                 (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
             }
@@ -368,6 +405,10 @@ impl ApiError {
             Self::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, UPSTREAM, "upstream_unreachable")
             }
+            Self::PeerUnreachable { .. } | Self::PeerBroke { .. } => {
+                (StatusCode::BAD_GATEWAY, UPSTREAM, "peer_unreachable")
+            }
+            Self::PeerTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, UPSTREAM, "peer_timeout"),
             Self::NotLoaded { .. } => (StatusCode::CONFLICT, INVALID, "model_not_loaded"),
             Self::UpstreamTimeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, UPSTREAM, "upstream_timeout")
@@ -578,6 +619,60 @@ fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String
         "{what} within {} s ({phase}); raise that timeout in the model's config if it is too short, or check GET /logs/stream",
         after.as_secs()
     )
+}
+
+fn peer_timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String {
+    use crate::proxy::TimeoutPhase;
+    let what = match phase {
+        TimeoutPhase::Connect => "did not accept a connection",
+        TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
+        TimeoutPhase::ResponseHeader => "sent no response headers",
+        #[allow(unreachable_patterns)]
+        _ => "did not answer",
+    };
+    format!(
+        "{what} within {} s ({phase}); raise peers.<id>.timeouts if it is too short, or check the peer",
+        after.as_secs()
+    )
+}
+
+impl ApiError {
+    /// The client-facing error of a request to `peer` that failed in the proxy.
+    pub(crate) fn from_peer(error: ProxyError, peer: &str, model: &str) -> Self {
+        match error {
+            ProxyError::Unreachable { .. } => Self::PeerUnreachable {
+                peer: peer.to_owned(),
+                model: model.to_owned(),
+            },
+            ProxyError::Timeout { phase, after, .. } => Self::PeerTimeout {
+                peer: peer.to_owned(),
+                model: model.to_owned(),
+                phase,
+                after,
+            },
+            ProxyError::NoTls { .. } => Self::Internal {
+                what: "the peer's proxy URL is https:// but no TLS client was set up",
+            },
+            ProxyError::BadUpstreamUrl { .. } => Self::Internal {
+                what: "the peer's proxy URL is not a usable http:// or https:// URL",
+            },
+            other => Self::from(other),
+        }
+    }
+}
+
+/// The frames that end an event stream from a peer that failed mid-response
+/// (peer requests give the proxy the peer's ID where a model's would go).
+pub(crate) fn peer_stream_error_frames(error: &ProxyError) -> Bytes {
+    let failed = match error {
+        ProxyError::Unreachable { model } | ProxyError::Timeout { model, .. } => {
+            ApiError::PeerBroke {
+                peer: model.clone(),
+            }
+        }
+        other => ApiError::from(other.clone()),
+    };
+    failed.sse_frames()
 }
 
 fn retry_after_secs(retry_after: Duration) -> u64 {

@@ -41,7 +41,7 @@ fn found(location: &'static str) -> Response {
 }
 
 /// `GET /v1/models`: configured, listed models (and aliases when
-/// `includeAliasesInList`), sorted by ID, with whether each is loaded and
+/// `includeAliasesInList`), selectors, pins and peer models, sorted by ID, with whether each is loaded and
 /// llama-swap's `meta.llamaswap` (the model's `metadata` plus `type` and
 /// `aliases`, or for an alias row `type: alias` and its `modelID`). A request
 /// with an `Origin` gets it back in `Access-Control-Allow-Origin`, so browser
@@ -76,6 +76,7 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
         }
     }
     rows.extend(super::names::listing_rows(&state, &running, created));
+    rows.extend(super::peer::listing_rows(&state, created));
     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let mut response = Json(json!({"object": "list", "data": rows})).into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -211,6 +212,9 @@ pub(crate) async fn unload_one(
     PathParam(model): PathParam,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
+        if state.inner.peers.resolve(&model).is_some() {
+            return ApiError::PeerModel { model }.into_response();
+        }
         return ApiError::ModelNotFound { model }.into_response();
     };
     match state.inner.router.unload(Some(vec![id])).await {

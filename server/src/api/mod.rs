@@ -72,6 +72,7 @@ mod logs;
 mod metrics;
 mod names;
 mod params;
+mod peer;
 mod request_id;
 mod routes;
 mod state;
@@ -81,7 +82,7 @@ mod websockets;
 
 pub use crate::names::SelectError;
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
-pub(crate) use error::stream_error_frames;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
+pub(crate) use error::{peer_stream_error_frames, stream_error_frames};
 pub use routes::app;
 pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};

@@ -137,6 +137,8 @@ pub(crate) struct Inner {
     pub(crate) trust: Trust,
     /// Profiles (which one is active) and selectors.
     pub(crate) names: crate::names::Names,
+    /// Peers: their clients, in-flight counts and pool statuses.
+    pub(crate) peers: crate::peers::Peers,
     /// Requests in flight and the most recent finished ones.
     pub(crate) activity: Arc<Activity>,
     /// The router snapshot shared by every `/api/events` subscriber.
@@ -222,6 +224,24 @@ impl AppState {
                 (m.id.clone(), Arc::new(entry))
             })
             .collect();
+        // Peers get clients of their own: a stream that breaks mid-response
+        // must name the peer, not a local model.
+        let mut peer_clients: Vec<Proxy> = Vec::new();
+        let peers = crate::peers::Peers::new(
+            &config.peers,
+            |timeouts| {
+                if let Some(client) = peer_clients.iter().find(|c| c.timeouts() == timeouts) {
+                    return client.clone();
+                }
+                let client = Proxy::with_options(
+                    super::peer_stream_error_frames,
+                    ProxyOptions::default().timeouts(*timeouts).tls(tls.clone()),
+                );
+                peer_clients.push(client.clone());
+                client
+            },
+            &metrics,
+        );
         let keys = ApiKeys::new(config.api_keys.iter().map(|k| k.expose()));
         Self {
             inner: Arc::new(Inner {
@@ -247,6 +267,7 @@ impl AppState {
                     .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
                 trust: config.trust(),
                 names: crate::names::Names::new(config),
+                peers,
                 activity: Arc::new(Activity::default()),
                 snapshots: SnapshotCache::default(),
             }),

@@ -75,14 +75,15 @@ impl Config {
     }
 
     /// The TLS client for `https://` upstreams: the system's roots plus
-    /// `upstream.caFile`; `None` when no model uses `https://` and no CA file
-    /// is set (the system store is then not read at all).
+    /// `upstream.caFile`; `None` when no model or peer uses `https://` and no
+    /// CA file is set (the system store is then not read at all).
     ///
     /// # Errors
     ///
     /// [`TlsSetupError`] when a CA certificate cannot be a trust anchor.
     pub fn upstream_tls(&self) -> Result<Option<UpstreamTls>, TlsSetupError> {
-        let https = self.models.iter().any(|m| m.proxy.starts_with("https://"));
+        let https = self.models.iter().any(|m| m.proxy.starts_with("https://"))
+            || self.peers.iter().any(|p| p.proxy.starts_with("https://"));
         if !https && self.upstream.ca_certificates.der.is_empty() {
             return Ok(None);
         }

@@ -22,6 +22,8 @@
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
 //! | `llamaswap_model_requests_in_flight` | gauge | `model` |
 //! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
+//! | `llamaswap_peer_requests_in_flight` | gauge | `peer` (configured peer IDs) |
+//! | `llamaswap_peer_failures_total` | counter | `peer`, `reason` (unreachable, timeout) |
 //!
 //! Beside these, [`SystemSampler`] renders the host gauges llama-swap serves
 //! (and its Grafana dashboard reads) under llama-swap's names:
@@ -98,6 +100,8 @@ pub struct Metrics {
     model_state: Family<L2, Gauge>,
     model_in_flight: Family<L1, Gauge>,
     model_slots: Family<L1, Gauge>,
+    peer_in_flight: Family<L1, Gauge>,
+    peer_failures: Family<L2, Counter>,
 }
 
 impl Metrics {
@@ -201,6 +205,18 @@ impl Metrics {
             "The parallel limit of models that have one: most requests in flight at once",
             model_slots.clone(),
         );
+        let peer_in_flight = Family::<L1, Gauge>::default();
+        registry.register(
+            "peer_requests_in_flight",
+            "Requests forwarded to a peer whose response has not ended",
+            peer_in_flight.clone(),
+        );
+        let peer_failures = Family::<L2, Counter>::default();
+        registry.register(
+            "peer_failures",
+            "Requests a peer could not take: not reachable, or a transport timeout ran out",
+            peer_failures.clone(),
+        );
         let metrics = Self {
             registry,
             bands,
@@ -220,6 +236,8 @@ impl Metrics {
             model_state,
             model_in_flight,
             model_slots,
+            peer_in_flight,
+            peer_failures,
         };
         metrics.zero_series();
         metrics
@@ -326,6 +344,27 @@ impl Metrics {
         self.swap_duration
             .get_or_create(&[("model", model)])
             .observe(took.as_secs_f64());
+    }
+
+    /// The in-flight gauge of a configured peer (created at 0, with its
+    /// failure series). Only [`crate::peers::Peers`] calls it, once per
+    /// configured peer, so the label values stay bounded.
+    pub fn peer_in_flight(&self, peer: &str) -> Gauge {
+        for reason in ["unreachable", "timeout"] {
+            let _ = self
+                .peer_failures
+                .get_or_create(&[("peer", peer.to_owned()), ("reason", reason.to_owned())]);
+        }
+        self.peer_in_flight
+            .get_or_create(&[("peer", peer.to_owned())])
+            .clone()
+    }
+
+    /// Records a request `peer` could not take (`reason`: `unreachable` or `timeout`).
+    pub fn peer_failed(&self, peer: &str, reason: &'static str) {
+        self.peer_failures
+            .get_or_create(&[("peer", peer.to_owned()), ("reason", reason.to_owned())])
+            .inc();
     }
 
     /// Records `n` more requests held back by the drain fence.

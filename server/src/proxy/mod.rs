@@ -63,6 +63,9 @@ pub struct Outbound {
     /// and its `101` is returned for [`splice`]. When false, `Connection` and
     /// `Upgrade` are dropped like every hop-by-hop header.
     pub websocket: bool,
+    /// Headers set after the client's were cleaned, replacing any of the same
+    /// name (a peer's credential, the priority carried across to a peer).
+    pub set_headers: HeaderMap,
 }
 
 /// The body of an [`Outbound`] request.
@@ -221,11 +224,13 @@ impl Proxy {
                 client_ip: outbound.client_ip,
                 body_limit: outbound.body_limit,
                 websocket: outbound.websocket,
+                set_headers: outbound.set_headers.clone(),
             }),
             OutboundBody::Streaming(_) => None,
         };
         let mut headers = outbound.headers;
         request_headers_for_upstream(&mut headers);
+        headers.extend(outbound.set_headers);
         if let Some(ip) = outbound.client_ip {
             append_forwarded_for(&mut headers, ip);
         }

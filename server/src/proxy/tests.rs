@@ -127,6 +127,7 @@ fn outbound(method: Method, path: &str, headers: HeaderMap, body: OutboundBody) 
         client_ip: Some("10.0.0.7".parse().unwrap()),
         body_limit: 1024,
         websocket: false,
+        set_headers: HeaderMap::new(),
     }
 }
 
@@ -257,6 +258,48 @@ async fn request_headers_and_body_are_forwarded_without_priority_and_hop_headers
     assert_eq!(headers["content-length"], "16");
     assert_eq!(headers["x-custom"], "kept");
     assert_eq!(headers["x-forwarded-for"], "10.0.0.7");
+}
+
+#[tokio::test]
+async fn set_headers_replace_the_clients_after_cleaning_and_may_carry_the_priority() {
+    let upstream = start_upstream().await;
+    let mut headers = HeaderMap::new();
+    headers.insert("x-priority", HeaderValue::from_static("99"));
+    headers.insert("authorization", HeaderValue::from_static("Bearer caller"));
+    headers.append("x-api-key", HeaderValue::from_static("caller-1"));
+    headers.append("x-api-key", HeaderValue::from_static("caller-2"));
+    let mut request = outbound(
+        Method::POST,
+        "/echo",
+        headers,
+        OutboundBody::Buffered(Bytes::from_static(b"{}")),
+    );
+    request
+        .set_headers
+        .insert("x-priority", HeaderValue::from_static("-10"));
+    request
+        .set_headers
+        .insert("authorization", HeaderValue::from_static("Bearer peer"));
+    request
+        .set_headers
+        .insert("x-api-key", HeaderValue::from_static("peer"));
+    let response = Proxy::new(crate::api::stream_error_frames)
+        .forward("m", &upstream.base, request, ())
+        .await
+        .unwrap();
+    response.into_body().collect().await.unwrap();
+    let seen = upstream.seen.lock().unwrap().clone();
+    let (headers, _, _) = &seen[0];
+    let all = |name: &str| -> Vec<&str> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect()
+    };
+    assert_eq!(all("x-priority"), ["-10"]);
+    assert_eq!(all("authorization"), ["Bearer peer"]);
+    assert_eq!(all("x-api-key"), ["peer"]);
 }
 
 #[tokio::test]

@@ -23,6 +23,7 @@ fn outbound(method: Method, headers: HeaderMap, body: OutboundBody) -> Outbound 
         client_ip: None,
         body_limit: 1 << 20,
         websocket: false,
+        set_headers: HeaderMap::new(),
     }
 }
 
