@@ -225,7 +225,8 @@ impl AppState {
             })
             .collect();
         // Peers get clients of their own: a stream that breaks mid-response
-        // must name the peer, not a local model.
+        // must name the peer, not a local model; and no loop mark, which a
+        // peer served by this same process would take for a loop.
         let mut peer_clients: Vec<Proxy> = Vec::new();
         let peers = crate::peers::Peers::new(
             &config.peers,
@@ -235,7 +236,10 @@ impl AppState {
                 }
                 let client = Proxy::with_options(
                     super::peer_stream_error_frames,
-                    ProxyOptions::default().timeouts(*timeouts).tls(tls.clone()),
+                    ProxyOptions::default()
+                        .timeouts(*timeouts)
+                        .tls(tls.clone())
+                        .mark_hops(false),
                 );
                 peer_clients.push(client.clone());
                 client

@@ -41,10 +41,17 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// This server's mark is added to the [`VIA_HEADER`](super::VIA_HEADER) list,
 /// so a request that comes back through a model's upstream is recognised.
 pub fn request_headers_for_upstream(headers: &mut HeaderMap) {
+    request_headers_without_mark(headers);
+    super::hops::add_own_hop(headers);
+}
+
+/// As [`request_headers_for_upstream`] without adding this server's mark
+/// (the marks already there stay): what a peer gets (see
+/// [`ProxyOptions::mark_hops`](super::ProxyOptions::mark_hops)).
+pub(crate) fn request_headers_without_mark(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::HOST);
     headers.remove(PRIORITY_HEADER);
-    super::hops::add_own_hop(headers);
 }
 
 #[cfg(test)]

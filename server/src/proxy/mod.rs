@@ -95,6 +95,11 @@ pub struct ProxyOptions {
     pub timeouts: Timeouts,
     /// TLS for `https://` upstreams (default none: `https://` URLs fail).
     pub tls: Option<UpstreamTls>,
+    /// When true, requests do not carry this process's loop mark in
+    /// [`VIA_HEADER`] (default false: they do). Peers' clients turn it off: several servers may share
+    /// one process (embedded, or the test suite's front and back), and a peer
+    /// that is another server in this process would refuse them as a loop.
+    pub no_hop_mark: bool,
 }
 
 impl ProxyOptions {
@@ -111,6 +116,14 @@ impl ProxyOptions {
         self.tls = tls;
         self
     }
+
+    /// Sets whether requests carry this process's loop mark (see
+    /// [`no_hop_mark`](Self::no_hop_mark)).
+    #[must_use]
+    pub fn mark_hops(mut self, mark: bool) -> Self {
+        self.no_hop_mark = !mark;
+        self
+    }
 }
 
 /// The pooled client that forwards requests to upstreams. Cheap to clone.
@@ -120,6 +133,7 @@ pub struct Proxy {
     stream_error: StreamErrorFrames,
     timeouts: Timeouts,
     https: bool,
+    no_hop_mark: bool,
 }
 
 impl Proxy {
@@ -143,6 +157,7 @@ impl Proxy {
             stream_error,
             timeouts: options.timeouts,
             https,
+            no_hop_mark: options.no_hop_mark,
         }
     }
 
@@ -229,7 +244,11 @@ impl Proxy {
             OutboundBody::Streaming(_) => None,
         };
         let mut headers = outbound.headers;
-        request_headers_for_upstream(&mut headers);
+        if self.no_hop_mark {
+            headers::request_headers_without_mark(&mut headers);
+        } else {
+            request_headers_for_upstream(&mut headers);
+        }
         headers.extend(outbound.set_headers);
         if let Some(ip) = outbound.client_ip {
             append_forwarded_for(&mut headers, ip);

@@ -497,3 +497,37 @@ async fn refused_buffered_request_is_handed_back_for_replay() {
         "a streamed body cannot be replayed"
     );
 }
+
+async fn send_with_a_mark(proxy: Proxy, base: &str) {
+    let mut headers = HeaderMap::new();
+    headers.insert(crate::proxy::VIA_HEADER, HeaderValue::from_static("other"));
+    let request = outbound(
+        Method::POST,
+        "/echo",
+        headers,
+        OutboundBody::Buffered(Bytes::from_static(b"{}")),
+    );
+    let response = proxy.forward("m", base, request, ()).await.unwrap();
+    response.into_body().collect().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_without_hop_marks_keeps_the_marks_it_got_and_adds_none() {
+    let upstream = start_upstream().await;
+    let options = crate::proxy::ProxyOptions::default();
+    let frames = crate::api::stream_error_frames;
+    send_with_a_mark(Proxy::with_options(frames, options.clone()), &upstream.base).await;
+    send_with_a_mark(
+        Proxy::with_options(frames, options.mark_hops(false)),
+        &upstream.base,
+    )
+    .await;
+    let seen = upstream.seen.lock().unwrap().clone();
+    let marks = |i: usize| seen[i].0.get_all(crate::proxy::VIA_HEADER).iter().count();
+    assert_eq!(marks(0), 2, "a model's client adds this server's mark");
+    assert_eq!(
+        marks(1),
+        1,
+        "a peer's client passes the marks on, adding none"
+    );
+}
