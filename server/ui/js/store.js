@@ -130,9 +130,9 @@ function lastSeq() {
   return null;
 }
 
-/** The configured models, without selectors. */
+/** The configured local models, without selectors and peer models. */
 export function realModels() {
-  return state.models.filter((m) => m.kind !== "selector");
+  return state.models.filter((m) => m.kind !== "selector" && m.kind !== "peer");
 }
 
 /** The band class of a band name: the lowest band, the highest, or between. */

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `uiConfig` | `{"version", "bands": [{"name", "from"}]}` | once, first |
 //! | `profileChanged` | `{"active": name or null, "profiles": [{"id", "description", "pins"}]}` (as `GET /api/profiles`) | at connect and when the active profile changes |
-//! | `modelStatus` | every model and selector: `id`, `kind` (`model`, `selector`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`; a selector's is its warmest target's), `unlisted`, `peerID`, `aliases`, `waiting`, `in_flight`, and a selector's `strategy` and `targets` | at connect and when any of it changes |
+//! | `modelStatus` | every model, selector and peer model: `id`, `kind` (`model`, `selector`, `peer`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`; a selector's is its warmest target's; a peer model's is `unknown`), `unlisted`, `peerID` (a peer model's peer), `aliases`, `waiting`, `in_flight` (for a peer model: this server's requests to it), and a selector's `strategy` and `targets` | at connect and when any of it changes |
 //! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "reason", "waited_ms"}]}` (first 500; `reason` is `"slots full"` or `"swap"`) | at connect and when a request joins, leaves, moves or starts waiting for another reason |
 //! | `inflight` | `{"total", "requests": [{"request_id", "seq", "model", "path", "requested_priority", "capped_priority", "effective_priority", "band", "time_ms", "granted_ms", "queue_ms"}]}` | at connect and when a request is granted or ends |
 //! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |

@@ -72,7 +72,7 @@ impl SnapshotCache {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(super) struct ModelRow {
     id: String,
-    /// `model` or `selector`.
+    /// `model`, `selector` or `peer`.
     kind: &'static str,
     name: String,
     description: String,
@@ -143,7 +143,30 @@ pub(super) fn model_rows(
             ..ModelRow::default()
         }
     });
-    models.chain(selectors).collect()
+    // A peer model's state lives on the peer; what is known here is how many
+    // of this server's requests it holds.
+    let peers = &state.inner.peers;
+    let peer_rows = peers
+        .routes()
+        .qualified()
+        .filter_map(|(name, index, model)| {
+            let peer = peers.get(index)?;
+            Some(ModelRow {
+                id: name.to_owned(),
+                kind: "peer",
+                name: format!("{}: {model}", peer.config.id),
+                description: String::new(),
+                state: "unknown",
+                unlisted: false,
+                peer_id: peer.config.id.clone(),
+                aliases: Vec::new(),
+                waiting: 0,
+                in_flight: holding.get(name).copied().unwrap_or_default(),
+                strategy: None,
+                targets: Vec::new(),
+            })
+        });
+    models.chain(selectors).chain(peer_rows).collect()
 }
 
 /// The `profileChanged` event: the active profile (or `null`) and every

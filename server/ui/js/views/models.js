@@ -175,11 +175,13 @@ function refresh(row) {
 
 function updateRow(row, model) {
   const selector = model.kind === "selector";
-  row.el.dataset.kind = selector ? "selector" : "model";
+  const peer = model.kind === "peer";
+  row.el.dataset.kind = model.kind || "model";
   row.name.textContent = model.name || model.id;
   let idLine = model.name ? model.id : "";
   if (model.aliases?.length) idLine += `${idLine ? " · " : ""}aliases: ${model.aliases.join(", ")}`;
   if (selector) idLine += `${idLine ? " · " : ""}selector (${model.strategy}) → ${model.targets.join(", ")}`;
+  if (peer) idLine += `${idLine ? " · " : ""}on peer ${model.peerID}`;
   row.idText.textContent = idLine;
   row.desc.textContent = model.description || "";
   row.desc.hidden = !model.description;
@@ -192,8 +194,9 @@ function updateRow(row, model) {
   if (model.unlisted) parts.push("unlisted");
   row.counts.textContent = parts.join(" · ");
   // A selector picks a target per request: its targets are loaded and unloaded themselves.
-  row.load.hidden = selector;
-  row.unload.hidden = selector;
+  // A peer model is loaded and unloaded on its peer.
+  row.load.hidden = selector || peer;
+  row.unload.hidden = selector || peer;
   const busy = BUSY.has(model.state);
   setDisabled(row.load, row.pending !== null || model.state === "ready" || busy);
   setDisabled(row.unload, row.pending !== null || model.state === "stopped");
