@@ -21,6 +21,7 @@ mod observability;
 mod openai_client;
 mod orphans;
 mod parallel;
+mod peers;
 mod priority;
 mod profiles;
 mod selectors;
