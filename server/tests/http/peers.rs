@@ -492,3 +492,43 @@ async fn a_selector_and_a_profile_pin_may_name_peer_models() {
     assert_eq!(models, [Some("m".to_owned()), Some("m2".to_owned())]);
     front.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_websocket_to_a_peer_model_reaches_the_peers_upstream_and_counts_in_flight() {
+    use crate::websockets::{close, echo, open};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let back = Harness::start(&[model("a", "")], "apiKeys: [back-key]\n").await;
+    let front = front(
+        &[],
+        &peer_yaml("back", &back.base, &["a"], "apiKey: back-key"),
+    )
+    .await;
+    for path in ["/upstream/back/a/ws?client=1", "/props?model=back/a"] {
+        let mut ws = open(&front, path, &[]).await;
+        echo(&mut ws, Message::text("across the hop")).await;
+        echo(&mut ws, Message::binary(vec![0_u8, 1, 255])).await;
+        assert!(
+            front
+                .metrics()
+                .await
+                .contains("llamaswap_peer_requests_in_flight{peer=\"back\"} 1\n"),
+            "{path}: the open socket counts as in flight to the peer"
+        );
+        close(ws).await;
+    }
+    let journal = back.journal("a").await.unwrap();
+    let sockets: Vec<(&str, &str)> = journal
+        .iter()
+        .filter(|e| e["websocket"] == true)
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap(),
+                e["query"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(sockets, [("/ws", "client=1"), ("/props", "model=a")]);
+    front.shutdown().await;
+    back.shutdown().await;
+}

@@ -11,7 +11,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
 
 use crate::support::{Harness, LIMIT, ModelSpec, model};
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A model that ignores websockets.
 fn ignoring(id: &'static str) -> ModelSpec {
@@ -27,7 +27,7 @@ fn ws_url(h: &Harness, path: &str) -> String {
 }
 
 /// Opens a websocket through the server, sending `headers` with the handshake.
-async fn open(h: &Harness, path: &str, headers: &[(&'static str, &'static str)]) -> Ws {
+pub(crate) async fn open(h: &Harness, path: &str, headers: &[(&'static str, &'static str)]) -> Ws {
     match try_open(h, path, headers).await {
         Ok(ws) => ws,
         Err(error) => panic!("websocket to {path} refused: {error:?}"),
@@ -70,14 +70,14 @@ async fn next(ws: &mut Ws) -> Option<Result<Message, WsError>> {
 }
 
 /// Sends `message` and expects it back unchanged.
-async fn echo(ws: &mut Ws, message: Message) {
+pub(crate) async fn echo(ws: &mut Ws, message: Message) {
     ws.send(message.clone()).await.unwrap();
     let reply = next(ws).await.expect("socket closed").unwrap();
     assert_eq!(reply, message);
 }
 
 /// Closes from the client side and reads until the server's side is closed too.
-async fn close(mut ws: Ws) {
+pub(crate) async fn close(mut ws: Ws) {
     ws.close(None).await.unwrap();
     while let Some(Ok(_)) = next(&mut ws).await {}
 }
