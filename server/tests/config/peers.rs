@@ -276,3 +276,33 @@ peers:
     assert!(text.contains("big -> [back, gpu2]"), "{text}");
     assert!(!text.contains("secret-key-123"), "{text}");
 }
+
+#[test]
+fn the_readme_two_host_example_loads_without_warnings() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = &readme[readme
+        .find("### More than one host: `peers`")
+        .expect("the README section")..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    let blocks: Vec<&str> = section
+        .split("```yaml\n")
+        .skip(1)
+        .map(|rest| &rest[..rest.find("```").unwrap()])
+        .collect();
+    assert_eq!(blocks.len(), 2, "the back host's config and the front's");
+    let mut loaded = blocks.iter().map(|yaml| load(yaml));
+    let back = loaded.next().unwrap();
+    let front = loaded.next().unwrap();
+    for config in [&back, &front] {
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+    let peer = &front.config.peers[0];
+    assert_eq!(peer.id, "gpu-b");
+    let back_models: Vec<&str> = back.config.models.iter().map(|m| m.id.as_str()).collect();
+    let mut listed: Vec<&str> = peer.models.iter().map(String::as_str).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, back_models, "the front lists what the back serves");
+    assert_eq!(peer.timeouts.connect, Some(Duration::from_secs(2)));
+    assert!(peer.api_key.is_some());
+}

@@ -532,3 +532,37 @@ async fn a_websocket_to_a_peer_model_reaches_the_peers_upstream_and_counts_in_fl
     front.shutdown().await;
     back.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_name_several_peers_list_goes_to_the_peer_that_has_it_loaded() {
+    let cold = Harness::start(&[model("a", "")], "").await;
+    let warm = Harness::start(&[model("a", "")], "").await;
+    // `p1` comes first by ID, so only the loaded model makes `p2` win.
+    let yaml = format!(
+        "{}  p2:\n    proxy: {}\n    models: [a]\n",
+        peer_yaml("p1", &cold.base, &["a"], ""),
+        warm.base
+    );
+    let front = front(&[], &yaml).await;
+    let status = warm.chat("a", None, false).send().await.unwrap().status();
+    assert_eq!(status, 200, "a is loaded on the second peer");
+    for _ in 0..2 {
+        let status = front.chat("a", None, false).send().await.unwrap().status();
+        assert_eq!(status, 200);
+    }
+    let chats = warm
+        .journal("a")
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e["path"] == "/v1/chat/completions")
+        .count();
+    assert_eq!(chats, 3, "both pool requests went to the peer with a ready");
+    assert!(
+        cold.running().await.is_empty(),
+        "the cold peer started nothing"
+    );
+    front.shutdown().await;
+    cold.shutdown().await;
+    warm.shutdown().await;
+}
