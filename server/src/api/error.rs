@@ -608,13 +608,18 @@ fn launch_message(error: &LaunchError) -> String {
     }
 }
 
-fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String {
+/// What an upstream or peer failed to do before `phase` ran out.
+fn timed_out_doing(phase: crate::proxy::TimeoutPhase) -> &'static str {
     use crate::proxy::TimeoutPhase;
-    let what = match phase {
+    match phase {
         TimeoutPhase::Connect => "did not accept a connection",
         TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
         TimeoutPhase::ResponseHeader => "sent no response headers",
-    };
+    }
+}
+
+fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String {
+    let what = timed_out_doing(phase);
     format!(
         "{what} within {} s ({phase}); raise that timeout in the model's config if it is too short, or check GET /logs/stream",
         after.as_secs()
@@ -622,14 +627,7 @@ fn timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String
 }
 
 fn peer_timeout_message(phase: crate::proxy::TimeoutPhase, after: Duration) -> String {
-    use crate::proxy::TimeoutPhase;
-    let what = match phase {
-        TimeoutPhase::Connect => "did not accept a connection",
-        TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
-        TimeoutPhase::ResponseHeader => "sent no response headers",
-        #[allow(unreachable_patterns)]
-        _ => "did not answer",
-    };
+    let what = timed_out_doing(phase);
     format!(
         "{what} within {} s ({phase}); raise peers.<id>.timeouts if it is too short, or check the peer",
         after.as_secs()
