@@ -1,0 +1,442 @@
+//! The tracing layer writing the proxy's log (history and stdout), and the
+//! settings a reload changes. Built with the `cli` feature only.
+
+use std::fmt::{self, Write as _};
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use super::stdout::StdoutWriter;
+use super::{ProxyLog, UPSTREAM_TARGET, timestamp};
+use crate::config::{Config, LogLevel, LogTimeFormat, LogToStdout};
+
+/// The settings a reload may change: level and timestamp format.
+#[derive(Debug)]
+pub struct LogSettings {
+    level: AtomicU8,
+    time_format: Mutex<Option<LogTimeFormat>>,
+    to_stdout: LogToStdout,
+    colour: bool,
+    /// `RUST_LOG` decides what is logged instead of `logLevel`.
+    env_filtered: bool,
+    /// Stdout lines held until [`LogSettings::release_stdout`], so that the
+    /// `listening on` line comes first; `None` once released.
+    held: Mutex<Option<Vec<String>>>,
+    /// Where released lines go: a writer thread, off the request path.
+    stdout: StdoutWriter,
+}
+
+/// Most lines held back before the listening line; more are dropped.
+const MAX_HELD: usize = 10_000;
+
+fn level_rank(level: LogLevel) -> u8 {
+    match level {
+        LogLevel::Debug => 0,
+        LogLevel::Warn => 2,
+        LogLevel::Error => 3,
+        _ => 1,
+    }
+}
+
+fn event_rank(level: Level) -> u8 {
+    match level {
+        Level::TRACE | Level::DEBUG => 0,
+        Level::INFO => 1,
+        Level::WARN => 2,
+        Level::ERROR => 3,
+    }
+}
+
+impl LogSettings {
+    fn new(config: &Config, colour: bool, env_filtered: bool) -> Self {
+        Self {
+            level: AtomicU8::new(level_rank(config.log_level)),
+            time_format: Mutex::new(config.log_time_format),
+            to_stdout: config.log_to_stdout,
+            colour,
+            env_filtered,
+            held: Mutex::new(Some(Vec::new())),
+            stdout: StdoutWriter::start(),
+        }
+    }
+
+    /// Writes every stdout line still queued; the binary calls it before it
+    /// exits. Lines logged after it are written at once.
+    pub fn flush_stdout(&self) {
+        self.stdout.flush();
+    }
+
+    /// Writes the lines held so far and every later one straight to stdout.
+    /// The binary calls it right after its `listening on` line.
+    pub fn release_stdout(&self) {
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        for line in held.into_iter().flatten() {
+            self.stdout.write_line(&line);
+        }
+    }
+
+    fn write_stdout(&self, line: &str) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.as_mut() {
+            Some(lines) if lines.len() < MAX_HELD => lines.push(line.to_owned()),
+            Some(_) => {}
+            None => {
+                drop(held);
+                self.stdout.write_line(line);
+            }
+        }
+    }
+
+    /// Takes `logLevel` and `logTimeFormat` from a (reloaded) configuration.
+    pub fn apply(&self, config: &Config) {
+        let old = self
+            .level
+            .swap(level_rank(config.log_level), Ordering::Relaxed);
+        *self
+            .time_format
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = config.log_time_format;
+        if old != level_rank(config.log_level) {
+            // Callsites cache whether they are enabled; make them ask again.
+            tracing::callsite::rebuild_interest_cache();
+        }
+    }
+
+    fn time_format(&self) -> Option<LogTimeFormat> {
+        *self
+            .time_format
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether an event passes `logLevel`: our own crate's events from the
+    /// configured level, other crates' from warnings, upstream output always.
+    fn passes(&self, metadata: &Metadata<'_>) -> bool {
+        if self.env_filtered || metadata.target() == UPSTREAM_TARGET {
+            return true;
+        }
+        let ours = metadata.target().starts_with("llama_swap_server");
+        let floor = if ours {
+            self.level.load(Ordering::Relaxed)
+        } else {
+            2
+        };
+        event_rank(*metadata.level()) >= floor
+    }
+}
+
+/// Installs the process's tracing subscriber for `config`: the proxy's log
+/// (history + stdout per `logToStdout`). Returns the history and the settings
+/// handle for reloads. Lines for stdout are held until
+/// [`LogSettings::release_stdout`] (the binary prints its `listening on`
+/// line first). Call once; a second call leaves the first in place.
+pub fn install(config: &Config) -> (ProxyLog, Arc<LogSettings>) {
+    let env_filter = std::env::var_os("RUST_LOG")
+        .is_some()
+        .then(tracing_subscriber::EnvFilter::from_default_env);
+    let settings = Arc::new(LogSettings::new(
+        config,
+        std::io::stdout().is_terminal(),
+        env_filter.is_some(),
+    ));
+    let log = ProxyLog::new();
+    let layer = ProxyLogLayer {
+        log: log.clone(),
+        settings: Arc::clone(&settings),
+    };
+    let installed = match env_filter {
+        Some(filter) => tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
+            .try_init(),
+        None => tracing_subscriber::registry().with(layer).try_init(),
+    };
+    if installed.is_err() {
+        eprintln!("warning: a tracing subscriber was already installed; the proxy log stays empty");
+    }
+    (log, settings)
+}
+
+/// The tracing layer writing the proxy's log.
+#[derive(Debug)]
+pub struct ProxyLogLayer {
+    log: ProxyLog,
+    settings: Arc<LogSettings>,
+}
+
+impl ProxyLogLayer {
+    /// A layer recording into `log` with `settings` (for embedding in another
+    /// subscriber; [`install`] does it for the binary).
+    #[must_use]
+    pub fn new(log: ProxyLog, settings: Arc<LogSettings>) -> Self {
+        Self { log, settings }
+    }
+}
+
+/// A span's fields, rendered once as ` key=value` pairs.
+struct SpanFields(String);
+
+impl<S> Layer<S> for ProxyLogLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn register_callsite(
+        &self,
+        metadata: &'static Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if self.settings.passes(metadata) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        self.settings.passes(metadata)
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: Context<'_, S>,
+    ) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(SpanFields(fields.pairs));
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: Context<'_, S>,
+    ) {
+        let mut fields = Fields::default();
+        values.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            let mut extensions = span.extensions_mut();
+            match extensions.get_mut::<SpanFields>() {
+                Some(existing) => existing.0.push_str(&fields.pairs),
+                None => extensions.insert(SpanFields(fields.pairs)),
+            }
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let metadata = event.metadata();
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if metadata.target() == UPSTREAM_TARGET {
+            if matches!(
+                self.settings.to_stdout,
+                LogToStdout::Upstream | LogToStdout::Both
+            ) {
+                let model = fields.model.as_deref().unwrap_or("upstream");
+                self.settings
+                    .write_stdout(&format!("[{model}] {}", fields.message));
+            }
+            return;
+        }
+        let mut rest = fields.pairs;
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(span_fields) = span.extensions().get::<SpanFields>() {
+                    rest.push_str(&span_fields.0);
+                }
+            }
+        }
+        let stamp = self
+            .settings
+            .time_format()
+            .map(|format| format!("{} ", timestamp(format, &jiff::Zoned::now())))
+            .unwrap_or_default();
+        let level = level_name(*metadata.level());
+        let message = fields.message;
+        let line = format!("{stamp}[{level}] {message}{rest}");
+        if matches!(
+            self.settings.to_stdout,
+            LogToStdout::Proxy | LogToStdout::Both
+        ) {
+            if self.settings.colour {
+                let colour = level_colour(*metadata.level());
+                self.settings.write_stdout(&format!(
+                    "{stamp}[\x1b[{colour}m{level}\x1b[0m] {message}{rest}"
+                ));
+            } else {
+                // Off a terminal the stdout line is the history's line.
+                self.settings.write_stdout(&line);
+            }
+        }
+        self.log.record(line);
+    }
+}
+
+fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::TRACE | Level::DEBUG => "DEBUG",
+        Level::INFO => "INFO",
+        Level::WARN => "WARN",
+        Level::ERROR => "ERROR",
+    }
+}
+
+/// ANSI SGR colour of a level.
+fn level_colour(level: Level) -> &'static str {
+    match level {
+        Level::TRACE | Level::DEBUG => "34",
+        Level::INFO => "32",
+        Level::WARN => "33",
+        Level::ERROR => "31",
+    }
+}
+
+/// An event's or span's fields: the message, the `model` field (for upstream
+/// output), and the rest as ` key=value`.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    model: Option<String>,
+    pairs: String,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.message.push_str(value),
+            "model" => {
+                self.model = Some(value.to_owned());
+                let _ = write!(self.pairs, " model={value}");
+            }
+            name => {
+                if value.contains(char::is_whitespace) || value.is_empty() {
+                    let _ = write!(self.pairs, " {name}={value:?}");
+                } else {
+                    let _ = write!(self.pairs, " {name}={value}");
+                }
+            }
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        match field.name() {
+            "message" => {
+                let _ = write!(self.message, "{value:?}");
+            }
+            name => {
+                let text = format!("{value:?}");
+                self.record_str_named(name, &text);
+            }
+        }
+    }
+}
+
+impl Fields {
+    fn record_str_named(&mut self, name: &str, text: &str) {
+        if name == "model" {
+            self.model = Some(text.trim_matches('"').to_owned());
+        }
+        let _ = write!(self.pairs, " {name}={text}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> jiff::Zoned {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn go_layouts_print_like_go() {
+        let utc = at("2026-01-05T15:04:05.120000000+00:00[UTC]");
+        let cases = [
+            (LogTimeFormat::Ansic, "Mon Jan  5 15:04:05 2026"),
+            (LogTimeFormat::UnixDate, "Mon Jan  5 15:04:05 UTC 2026"),
+            (LogTimeFormat::RubyDate, "Mon Jan 05 15:04:05 +0000 2026"),
+            (LogTimeFormat::Rfc822, "05 Jan 26 15:04 UTC"),
+            (LogTimeFormat::Rfc822Z, "05 Jan 26 15:04 +0000"),
+            (LogTimeFormat::Rfc850, "Monday, 05-Jan-26 15:04:05 UTC"),
+            (LogTimeFormat::Rfc1123, "Mon, 05 Jan 2026 15:04:05 UTC"),
+            (LogTimeFormat::Rfc1123Z, "Mon, 05 Jan 2026 15:04:05 +0000"),
+            (LogTimeFormat::Rfc3339, "2026-01-05T15:04:05Z"),
+            (LogTimeFormat::Rfc3339Nano, "2026-01-05T15:04:05.12Z"),
+            (LogTimeFormat::Kitchen, "3:04PM"),
+            (LogTimeFormat::Stamp, "Jan  5 15:04:05"),
+            (LogTimeFormat::StampMilli, "Jan  5 15:04:05.120"),
+            (LogTimeFormat::StampMicro, "Jan  5 15:04:05.120000"),
+            (LogTimeFormat::StampNano, "Jan  5 15:04:05.120000000"),
+        ];
+        for (format, expected) in cases {
+            assert_eq!(timestamp(format, &utc), expected, "{}", format.name());
+        }
+        let east = at("2026-01-05T15:04:05+02:00[+02:00]");
+        assert_eq!(
+            timestamp(LogTimeFormat::Rfc3339, &east),
+            "2026-01-05T15:04:05+02:00"
+        );
+    }
+
+    #[test]
+    fn events_become_lines_with_level_fields_and_span_fields() {
+        let config = Config::from_yaml_str("t.yaml", "logTimeFormat: rfc3339\n", &|_| None)
+            .unwrap()
+            .config;
+        let log = ProxyLog::new();
+        let settings = Arc::new(LogSettings::new(&config, false, false));
+        let layer = ProxyLogLayer::new(log.clone(), Arc::clone(&settings));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", request_id = "r-1");
+            let _entered = span.enter();
+            tracing::info!(model = "qwen", status = 200, "served");
+            tracing::debug!("hidden at info");
+            tracing::warn!(target: "hyper", "a dependency's warning");
+            tracing::info!(target: "hyper", "a dependency's chatter");
+            tracing::info!(target: UPSTREAM_TARGET, model = "qwen", "upstream text");
+        });
+        let lines: Vec<String> = log.history().into_iter().map(|l| l.text).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let (stamp, rest) = lines[0].split_once(' ').unwrap();
+        assert!(stamp.ends_with('Z') && stamp.contains('T'), "{stamp}");
+        assert_eq!(rest, "[INFO] served model=qwen status=200 request_id=r-1");
+        assert!(
+            lines[1].ends_with("[WARN] a dependency's warning request_id=r-1"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_reload_changes_the_level() {
+        let info = Config::from_yaml_str("t.yaml", "", &|_| None)
+            .unwrap()
+            .config;
+        let debug = Config::from_yaml_str("t.yaml", "logLevel: debug\n", &|_| None)
+            .unwrap()
+            .config;
+        let log = ProxyLog::new();
+        let settings = Arc::new(LogSettings::new(&info, false, false));
+        let subscriber =
+            tracing_subscriber::registry().with(ProxyLogLayer::new(log.clone(), settings.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let emit = || tracing::debug!("detail");
+            emit();
+            settings.apply(&debug);
+            emit();
+        });
+        let lines: Vec<String> = log.history().into_iter().map(|l| l.text).collect();
+        assert_eq!(lines, ["[DEBUG] detail"]);
+    }
+}
