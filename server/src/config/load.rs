@@ -131,7 +131,23 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         None => None,
         Some((node, path)) => read_log_time_format(node, path, cx),
     };
-    let log_requests = flag(&mut fields, "logRequests", cx);
+    let log_requests = match fields.take("logRequests") {
+        None => false,
+        Some((node, path)) => {
+            let value = cx.bool(node, &path).unwrap_or(false);
+            if value {
+                // llama-swap reads the key and ignores it; say so rather than
+                // accept it silently.
+                cx.warn(
+                    path,
+                    WarningKind::NoEffect {
+                        because: "every request is logged anyway (one INFO line each; logLevel: warn drops them), as llama-swap ignores it too",
+                    },
+                );
+            }
+            value
+        }
+    };
     let global_ttl = fields
         .take("globalTTL")
         .and_then(|(node, path)| cx.seconds(node, &path))

@@ -349,3 +349,19 @@ fn a_group_member_that_is_not_a_model_is_a_warning() {
         )]
     );
 }
+
+#[test]
+fn log_requests_true_warns_that_it_has_no_effect_and_false_loads_quietly() {
+    let on = load("models:\n  a: {cmd: srv, proxy: 'http://127.0.0.1:9'}\nlogRequests: true\n");
+    assert_eq!(
+        warnings(&on),
+        [(
+            "logRequests".to_owned(),
+            WarningKind::NoEffect {
+                because: "every request is logged anyway (one INFO line each; logLevel: warn drops them), as llama-swap ignores it too"
+            }
+        )]
+    );
+    let off = load("models:\n  a: {cmd: srv, proxy: 'http://127.0.0.1:9'}\nlogRequests: false\n");
+    assert!(warnings(&off).is_empty());
+}
