@@ -399,7 +399,9 @@ fn read_check_endpoint(
     Some(polled)
 }
 
-fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
+/// Reads an upstream URL (a model's `proxy`, a peer's `proxy`): http or https
+/// with a host.
+pub(super) fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
     let text = cx.non_empty_string(node, path)?;
     let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
         matches!(uri.scheme_str(), Some("http" | "https"))

@@ -7,6 +7,7 @@ use super::error::{KeyPath, Reason};
 use super::fields::{Diagnostics, Fields};
 use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::Scope;
+use super::model::read_proxy;
 use super::node::Node;
 use super::routing::Resolver;
 use super::transport::read_timeouts;
@@ -100,7 +101,7 @@ fn read_peer(
     let issues_before = cx.issues.len();
     let mut fields = Fields::new(node, path.clone(), cx)?;
     let proxy = match fields.take("proxy") {
-        Some((n, p)) => read_peer_url(n, &p, cx),
+        Some((n, p)) => read_proxy(n, &p, cx),
         None => {
             cx.error(path.key("proxy"), Reason::Missing);
             None
@@ -175,19 +176,6 @@ fn read_peer_timeouts(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Time
     } else {
         read.response_header(Some(PEER_RESPONSE_HEADER_TIMEOUT))
     }
-}
-
-fn read_peer_url(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
-    let text = cx.non_empty_string(node, path)?;
-    let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
-        matches!(uri.scheme_str(), Some("http" | "https"))
-            && uri.host().is_some_and(|h| !h.is_empty())
-    });
-    if !valid {
-        cx.error(path.clone(), Reason::InvalidUrl { got: text });
-        return None;
-    }
-    Some(text)
 }
 
 /// Qualified peer names (`<peer>/<model>`) are reserved: two peers may not
