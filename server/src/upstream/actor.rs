@@ -17,7 +17,7 @@ use super::logs::LogRing;
 use super::orphans::Marker;
 use super::port;
 use super::process::{Cutoff, Upstream, describe_exit};
-use super::{ProcessSpec, ProcessState, ProcessStatus};
+use super::{ActorConfig, ProcessSpec, ProcessState, ProcessStatus};
 use crate::launcher::{LaunchError, UpstreamEvent};
 use crate::proxy::UpstreamTls;
 
@@ -54,7 +54,10 @@ type Waiters = Vec<oneshot::Sender<Result<(), LaunchError>>>;
 
 /// The state owned by one model's task.
 pub(crate) struct ModelActor {
+    /// The definition of the process running now (or of the last one).
     pub(crate) spec: ProcessSpec,
+    /// The definition the next start uses (a reload changes it).
+    pub(crate) config: watch::Receiver<ActorConfig>,
     pub(crate) ring: Arc<LogRing>,
     pub(crate) requests: mpsc::Receiver<Request>,
     pub(crate) events: mpsc::Sender<UpstreamEvent>,
@@ -97,6 +100,11 @@ impl ModelActor {
 
     /// One process lifetime: spawn, start, ready, until it is stopped or exits.
     async fn run_process(&mut self, mut waiters: Waiters) -> Flow {
+        // The whole lifetime uses one definition: the stop of a process started
+        // before a reload is the one it was started with.
+        let config = self.config.borrow_and_update().clone();
+        self.spec = config.spec;
+        self.tls = config.tls;
         let model = self.spec.model.clone();
         if self.shutdown_at.borrow().is_some() {
             // Queued before the shutdown request: starting now would be wasted work.

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::broadcast;
@@ -169,8 +169,10 @@ impl LogRing {
 /// all of them.
 #[derive(Debug)]
 pub struct LogHub {
-    rings: BTreeMap<String, Arc<LogRing>>,
+    /// Grows when a reload adds a model (a removed model's history stays).
+    rings: RwLock<BTreeMap<String, Arc<LogRing>>>,
     live: broadcast::Sender<LogLine>,
+    capacity: usize,
 }
 
 impl LogHub {
@@ -181,48 +183,64 @@ impl LogHub {
         S: Into<String>,
     {
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
-        let rings = models
-            .into_iter()
-            .map(|m| {
-                let model: String = m.into();
-                let ring = LogRing {
-                    model: Arc::from(model.as_str()),
-                    capacity,
-                    lines: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
-                    live: broadcast::channel(LIVE_CAPACITY).0,
-                    hub_live: live.clone(),
-                };
-                (model, Arc::new(ring))
+        let hub = Self {
+            rings: RwLock::new(BTreeMap::new()),
+            live,
+            capacity,
+        };
+        for model in models {
+            hub.add(model.into());
+        }
+        hub
+    }
+
+    /// The ring of `model`, made empty if it has none yet.
+    pub(crate) fn add(&self, model: String) -> Arc<LogRing> {
+        let mut rings = self.rings.write().unwrap_or_else(PoisonError::into_inner);
+        let ring = rings.entry(model).or_insert_with_key(|model| {
+            Arc::new(LogRing {
+                model: Arc::from(model.as_str()),
+                capacity: self.capacity,
+                lines: Mutex::new(VecDeque::with_capacity(self.capacity.min(1024))),
+                live: broadcast::channel(LIVE_CAPACITY).0,
+                hub_live: self.live.clone(),
             })
-            .collect();
-        Self { rings, live }
+        });
+        Arc::clone(ring)
     }
 
-    /// The ring of `model`, if it is configured.
-    pub fn ring(&self, model: &str) -> Option<&Arc<LogRing>> {
-        self.rings.get(model)
+    fn rings(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<LogRing>>> {
+        // Insertions cannot leave the map inconsistent if they panic.
+        self.rings.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The configured models, sorted.
-    pub fn models(&self) -> impl Iterator<Item = &str> {
-        self.rings.keys().map(String::as_str)
+    /// The ring of `model`, if it is (or was) configured.
+    pub fn ring(&self, model: &str) -> Option<Arc<LogRing>> {
+        self.rings().get(model).cloned()
+    }
+
+    /// The models with a ring, sorted: every configured one, and those a
+    /// reload removed (their history stays).
+    pub fn models(&self) -> Vec<String> {
+        self.rings().keys().cloned().collect()
     }
 
     /// A copy of `model`'s history, oldest first; `None` for an unknown model.
     pub fn history(&self, model: &str) -> Option<Vec<LogLine>> {
-        self.rings.get(model).map(|r| r.history())
+        self.ring(model).map(|r| r.history())
     }
 
     /// Every model's history merged in the order the lines were written.
     pub fn history_all(&self) -> Vec<LogLine> {
-        let mut all: Vec<LogLine> = self.rings.values().flat_map(|r| r.history()).collect();
+        let rings: Vec<Arc<LogRing>> = self.rings().values().cloned().collect();
+        let mut all: Vec<LogLine> = rings.iter().flat_map(|r| r.history()).collect();
         all.sort_by_key(|l| l.seq);
         all
     }
 
     /// Follows `model`'s output; `None` for an unknown model.
     pub fn subscribe(&self, model: &str) -> Option<LogSubscription> {
-        self.rings.get(model).map(|r| r.subscribe())
+        self.ring(model).map(|r| r.subscribe())
     }
 
     /// Follows the output of every model. Lines already written are in
@@ -375,7 +393,7 @@ mod tests {
         let hub = LogHub::new(["a"], 10);
         let ring = hub.ring("a").unwrap();
         let input: &[u8] = b"one\r\ntwo\n\nthree without newline";
-        pump_lines(input, ring, LogStream::Stdout).await;
+        pump_lines(input, &ring, LogStream::Stdout).await;
         assert_eq!(
             texts(&ring.history()),
             ["one", "two", "", "three without newline"]
@@ -388,7 +406,7 @@ mod tests {
         let ring = hub.ring("a").unwrap();
         let mut input = vec![b'x'; MAX_LINE_BYTES * 2 + 10];
         input.extend_from_slice(b"\nnext\n");
-        pump_lines(input.as_slice(), ring, LogStream::Stderr).await;
+        pump_lines(input.as_slice(), &ring, LogStream::Stderr).await;
         let lens: Vec<usize> = ring.history().iter().map(|l| l.text.len()).collect();
         assert_eq!(lens, [MAX_LINE_BYTES, MAX_LINE_BYTES, 10, 4]);
     }
@@ -404,7 +422,7 @@ mod tests {
 z
 ",
         );
-        pump_lines(input.as_slice(), ring, LogStream::Stdout).await;
+        pump_lines(input.as_slice(), &ring, LogStream::Stdout).await;
         let lens: Vec<usize> = ring.history().iter().map(|l| l.text.len()).collect();
         assert_eq!(lens, [MAX_LINE_BYTES, 0, 1]);
     }
@@ -414,7 +432,7 @@ z
         let hub = LogHub::new(["a"], 10);
         let ring = hub.ring("a").unwrap();
         let input: &[u8] = b"ok \xff end\n";
-        pump_lines(input, ring, LogStream::Stdout).await;
+        pump_lines(input, &ring, LogStream::Stdout).await;
         assert_eq!(texts(&ring.history()), ["ok \u{fffd} end"]);
     }
 }

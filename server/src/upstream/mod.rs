@@ -51,7 +51,7 @@ mod props;
 mod spawn;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -142,26 +142,73 @@ pub struct ProcessStatus {
 /// Runs the upstream processes of every configured model, one owner task each.
 ///
 /// Dropping the last handle kills every process group at once (SIGKILL) and reaps;
-/// [`shutdown`](Self::shutdown) is the graceful way.
+/// [`shutdown`](Self::shutdown) is the graceful way. [`reconfigure`](Self::reconfigure)
+/// follows a reload without touching the processes of models it keeps.
 #[derive(Debug)]
 pub struct Supervisor {
-    models: BTreeMap<String, ModelHandle>,
+    /// Every model with an owner task: the configured ones, and removed ones
+    /// whose task has not ended yet (`listed: false`).
+    models: RwLock<BTreeMap<String, ModelHandle>>,
     logs: LogHub,
     tasks: TaskTracker,
     cancel: CancellationToken,
     /// Ends the reaper of adopted orphans once every model is stopped.
     reaper: CancellationToken,
     shutdown_at: watch::Sender<Option<Instant>>,
+    /// Where owner tasks report exits (a reload adds tasks); dropped at
+    /// shutdown, so the channel closes once the tasks have ended.
+    events: Mutex<Option<mpsc::Sender<UpstreamEvent>>>,
     /// TLS client for `https://` upstreams (`/props` of `parallel: auto`).
-    tls: Option<UpstreamTls>,
+    tls: RwLock<Option<UpstreamTls>>,
 }
 
 #[derive(Debug)]
 struct ModelHandle {
     requests: mpsc::Sender<Request>,
     status: watch::Receiver<ProcessStatus>,
-    /// Base URL of the upstream.
-    proxy: String,
+    /// The definition the next start uses (the owner task reads it then).
+    config: watch::Sender<ActorConfig>,
+    /// Configured (false: removed by a reload, waiting for its task to end).
+    listed: bool,
+}
+
+/// What an owner task starts its next process with.
+#[derive(Debug, Clone)]
+pub(crate) struct ActorConfig {
+    pub(crate) spec: ProcessSpec,
+    pub(crate) tls: Option<UpstreamTls>,
+}
+
+/// What [`Supervisor::reconfigure`] did, each list sorted by model ID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reconfigured {
+    /// Models that were not configured before.
+    pub added: Vec<String>,
+    /// Models whose process is started differently now
+    /// ([`ProcessSpec::starts_like`] is false): the next start uses the new
+    /// definition; a process running now keeps the old one until it stops.
+    /// (A removed model configured again before its task ended can be in
+    /// `added` too.)
+    pub changed: Vec<String>,
+    /// Models no longer configured: they can still be stopped, and their
+    /// task ends once they are stopped.
+    pub removed: Vec<String>,
+}
+
+impl ProcessSpec {
+    /// Whether a process started from `other` is the one this spec starts:
+    /// the same command, stop command, environment and upstream address and
+    /// health check. The health check's time limit is not part of it (it is
+    /// read at the next start either way).
+    pub fn starts_like(&self, other: &Self) -> bool {
+        self.model == other.model
+            && self.cmd == other.cmd
+            && self.cmd_stop == other.cmd_stop
+            && self.env == other.env
+            && self.proxy == other.proxy
+            && self.check_endpoint == other.check_endpoint
+    }
 }
 
 /// Optional parts of a [`Supervisor`]; the default has none.
@@ -180,6 +227,22 @@ impl SupervisorOptions {
         self.tls = tls;
         self
     }
+}
+
+/// The specs by model ID, the first of a repeated ID kept (with a warning).
+fn unique_specs(specs: Vec<ProcessSpec>) -> BTreeMap<String, ProcessSpec> {
+    let mut unique: BTreeMap<String, ProcessSpec> = BTreeMap::new();
+    for spec in specs {
+        if unique.contains_key(&spec.model) {
+            tracing::warn!(
+                model = spec.model,
+                "duplicate process spec ignored; the first one is used"
+            );
+            continue;
+        }
+        unique.insert(spec.model.clone(), spec);
+    }
+    unique
 }
 
 impl Supervisor {
@@ -208,68 +271,166 @@ impl Supervisor {
         log_capacity: usize,
         options: SupervisorOptions,
     ) -> (Arc<Self>, mpsc::Receiver<UpstreamEvent>) {
-        let mut unique: BTreeMap<String, ProcessSpec> = BTreeMap::new();
-        for spec in specs {
-            if unique.contains_key(&spec.model) {
-                tracing::warn!(
-                    model = spec.model,
-                    "duplicate process spec ignored; the first one is used"
-                );
-                continue;
-            }
-            unique.insert(spec.model.clone(), spec);
-        }
+        let unique = unique_specs(specs);
         let logs = LogHub::new(unique.keys().cloned(), log_capacity);
         let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
         let tasks = TaskTracker::new();
         let cancel = CancellationToken::new();
-        let (shutdown_at, shutdown_at_rx) = watch::channel(None);
-        let mut models = BTreeMap::new();
-        for (model, spec) in unique {
-            let Some(ring) = logs.ring(&model).cloned() else {
-                continue;
-            };
-            let proxy = spec.proxy.clone();
-            let (requests, requests_rx) = mpsc::channel(REQUEST_QUEUE);
-            let (status, status_rx) = watch::channel(ProcessStatus {
-                state: ProcessState::Stopped,
-                pid: None,
-            });
-            let actor = ModelActor {
-                spec,
-                ring,
-                requests: requests_rx,
-                events: events.clone(),
-                status,
-                cancel: cancel.clone(),
-                shutdown_at: shutdown_at_rx.clone(),
-                tls: options.tls.clone(),
-            };
-            tasks.spawn(actor.run());
-            models.insert(
-                model,
-                ModelHandle {
-                    requests,
-                    status: status_rx,
-                    proxy,
-                },
-            );
-        }
+        let (shutdown_at, _) = watch::channel(None);
         let reaper = cancel.child_token();
         if orphans::adopting() {
             tasks.spawn(orphans::reap_adopted_until(reaper.clone()));
         }
+        // Closed so that `wait` returns once the tasks end; a reload may still add some.
         tasks.close();
         let supervisor = Self {
-            models,
+            models: RwLock::new(BTreeMap::new()),
             logs,
             tasks,
             cancel,
             reaper,
             shutdown_at,
-            tls: options.tls,
+            events: Mutex::new(Some(events)),
+            tls: RwLock::new(options.tls),
         };
+        {
+            let mut models = supervisor.write_models();
+            for (model, spec) in unique {
+                let handle = supervisor.spawn_actor(spec);
+                models.insert(model, handle);
+            }
+        }
         (Arc::new(supervisor), events_rx)
+    }
+
+    /// Starts the owner task of one model.
+    fn spawn_actor(&self, spec: ProcessSpec) -> ModelHandle {
+        let events = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| mpsc::channel(1).0);
+        let ring = self.logs.add(spec.model.clone());
+        let (requests, requests_rx) = mpsc::channel(REQUEST_QUEUE);
+        let (status, status_rx) = watch::channel(ProcessStatus {
+            state: ProcessState::Stopped,
+            pid: None,
+        });
+        let tls = self.current_tls();
+        let (config, config_rx) = watch::channel(ActorConfig {
+            spec: spec.clone(),
+            tls: tls.clone(),
+        });
+        let actor = ModelActor {
+            spec,
+            config: config_rx,
+            ring,
+            requests: requests_rx,
+            events,
+            status,
+            cancel: self.cancel.clone(),
+            shutdown_at: self.shutdown_at.subscribe(),
+            tls,
+        };
+        self.tasks.spawn(actor.run());
+        ModelHandle {
+            requests,
+            status: status_rx,
+            config,
+            listed: true,
+        }
+    }
+
+    fn read_models(&self) -> RwLockReadGuard<'_, BTreeMap<String, ModelHandle>> {
+        // Every write leaves the map consistent, even one that panics midway.
+        self.models.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_models(&self) -> RwLockWriteGuard<'_, BTreeMap<String, ModelHandle>> {
+        self.models.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn current_tls(&self) -> Option<UpstreamTls> {
+        self.tls
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Follows a reload: `specs` become the configured models and `tls` the
+    /// client for `https://` health checks and `/props`.
+    ///
+    /// Nothing is stopped or started here: a kept model's process keeps
+    /// running (with its definition, even a changed one, until it stops: the
+    /// next start uses the new one); a new model gets its owner task (no
+    /// process yet); a removed model is no longer listed, can still be
+    /// stopped, and its task ends once it is stopped. Stopping changed and
+    /// removed models when their requests are over is the router's decision.
+    /// After [`shutdown`](Self::shutdown) it changes nothing.
+    pub fn reconfigure(&self, specs: Vec<ProcessSpec>, tls: Option<UpstreamTls>) -> Reconfigured {
+        let mut done = Reconfigured::default();
+        if self.shutdown_at.borrow().is_some() {
+            return done;
+        }
+        *self.tls.write().unwrap_or_else(PoisonError::into_inner) = tls.clone();
+        let mut unique = unique_specs(specs);
+        let mut models = self.write_models();
+        // Tasks of models removed by an earlier reload end once they are stopped.
+        models.retain(|model, handle| {
+            let state = handle.status.borrow().state;
+            if handle.requests.is_closed() || state == ProcessState::ShutDown {
+                return false;
+            }
+            if handle.listed || unique.contains_key(model) || state != ProcessState::Stopped {
+                return true;
+            }
+            // Nobody waits for the answer: the task ends on its own.
+            let (done, _) = oneshot::channel();
+            let _ = handle.requests.try_send(Request::Shutdown {
+                grace: Duration::ZERO,
+                done,
+            });
+            false
+        });
+        for (model, handle) in models.iter_mut() {
+            match unique.remove(model) {
+                Some(spec) => {
+                    if !handle.listed {
+                        // Configured again before its task ended.
+                        handle.listed = true;
+                        done.added.push(model.clone());
+                    }
+                    if !handle.config.borrow().spec.starts_like(&spec) {
+                        done.changed.push(model.clone());
+                    }
+                    handle.config.send_replace(ActorConfig {
+                        spec,
+                        tls: tls.clone(),
+                    });
+                }
+                None if handle.listed => {
+                    handle.listed = false;
+                    done.removed.push(model.clone());
+                }
+                None => {}
+            }
+        }
+        for (model, spec) in unique {
+            let handle = self.spawn_actor(spec);
+            models.insert(model.clone(), handle);
+            done.added.push(model);
+        }
+        done.added.sort();
+        if !done.added.is_empty() || !done.changed.is_empty() || !done.removed.is_empty() {
+            tracing::info!(
+                added = ?done.added,
+                changed = ?done.changed,
+                removed = ?done.removed,
+                "upstreams reconfigured"
+            );
+        }
+        done
     }
 
     /// Stops every process in parallel (graceful stop, SIGKILL after `grace`), reaps
@@ -286,11 +447,21 @@ impl Supervisor {
                 true
             }
         });
-        let mut pending = Vec::with_capacity(self.models.len());
-        for handle in self.models.values() {
+        drop(
+            self.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let senders: Vec<mpsc::Sender<Request>> = self
+            .read_models()
+            .values()
+            .map(|h| h.requests.clone())
+            .collect();
+        let mut pending = Vec::with_capacity(senders.len());
+        for requests in senders {
             let (done, done_rx) = oneshot::channel();
-            if handle
-                .requests
+            if requests
                 .send(Request::Shutdown { grace, done })
                 .await
                 .is_ok()
@@ -312,19 +483,28 @@ impl Supervisor {
     }
 
     /// The configured model IDs, sorted.
-    pub fn models(&self) -> impl Iterator<Item = &str> {
-        self.models.keys().map(String::as_str)
+    pub fn models(&self) -> Vec<String> {
+        self.read_models()
+            .iter()
+            .filter(|(_, h)| h.listed)
+            .map(|(m, _)| m.clone())
+            .collect()
     }
 
-    /// The current state of `model`, or `None` if it is not configured.
+    /// The current state of `model`, or `None` if it has no owner task (never
+    /// configured, or removed and stopped).
     pub fn status(&self, model: &str) -> Option<ProcessStatus> {
-        self.models.get(model).map(|h| *h.status.borrow())
+        self.read_models().get(model).map(|h| *h.status.borrow())
     }
 
-    /// A receiver that sees every state change of `model`, or `None` if it is not
-    /// configured.
+    /// A receiver that sees every state change of `model`, or `None` if it has
+    /// no owner task.
     pub fn watch_status(&self, model: &str) -> Option<watch::Receiver<ProcessStatus>> {
-        self.models.get(model).map(|h| h.status.clone())
+        self.read_models().get(model).map(|h| h.status.clone())
+    }
+
+    fn requests(&self, model: &str) -> Option<mpsc::Sender<Request>> {
+        self.read_models().get(model).map(|h| h.requests.clone())
     }
 }
 
@@ -338,11 +518,10 @@ impl Drop for Supervisor {
 
 impl Launcher for Supervisor {
     fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>> {
-        let Some(handle) = self.models.get(model) else {
+        let Some(requests) = self.requests(model) else {
             let model = model.to_owned();
             return Box::pin(async move { Err(LaunchError::UnknownModel { model }) });
         };
-        let requests = handle.requests.clone();
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             requests
@@ -355,10 +534,9 @@ impl Launcher for Supervisor {
     }
 
     fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
-        let Some(handle) = self.models.get(model) else {
+        let Some(requests) = self.requests(model) else {
             return Box::pin(async {});
         };
-        let requests = handle.requests.clone();
         Box::pin(async move {
             let (done, done_rx) = oneshot::channel();
             if requests.send(Request::Stop { grace, done }).await.is_ok() {
@@ -370,8 +548,11 @@ impl Launcher for Supervisor {
     }
 
     fn slots(&self, model: &str) -> BoxFuture<'static, Option<usize>> {
-        let proxy = self.models.get(model).map(|h| h.proxy.clone());
-        let tls = self.tls.clone();
+        let proxy = self
+            .read_models()
+            .get(model)
+            .map(|h| h.config.borrow().spec.proxy.clone());
+        let tls = self.current_tls();
         Box::pin(async move { props::total_slots(&proxy?, tls.as_ref()).await })
     }
 }

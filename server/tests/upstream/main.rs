@@ -7,4 +7,5 @@
 mod lifecycle;
 mod mockswap;
 mod orphans;
+mod reconfigure;
 mod support;
