@@ -295,7 +295,14 @@ impl Call {
                 upgrade: Some(client),
                 ..
             }) if model.ignore_websockets => {
-                websockets::serve_ignored(state, model, outbound, client, self.outcome).await
+                Box::pin(websockets::serve_ignored(
+                    state,
+                    model,
+                    outbound,
+                    client,
+                    self.outcome,
+                ))
+                .await
             }
             Ok(Prepared::Forward {
                 model,
@@ -325,7 +332,7 @@ impl Call {
             },
             Ok(Prepared::Peer(mut forward)) => {
                 let hold = forward.hold.take();
-                match peer::serve(&state, self.priority, self.outcome, forward).await {
+                match Box::pin(peer::serve(&state, self.priority, self.outcome, forward)).await {
                     Ok(response) => hold_until_body_ends(response, hold),
                     Err(error) => error.into_response(),
                 }
@@ -411,6 +418,12 @@ impl Call {
         tracing::Span::current().record("seq", ticket.id().0);
         let status = ticket.status();
         let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
+        let mut outbound = outbound;
+        if !granted_at_once {
+            // It may wait long, beside thousands of others: its own copy of the
+            // headers lets the connection's read buffer go.
+            outbound.headers = detached(outbound.headers);
+        }
         if loading && !granted_at_once {
             let target = LoadingTarget {
                 model: model.id.clone(),
@@ -436,6 +449,30 @@ impl Call {
         record(outcome, &result);
         result
     }
+}
+
+/// The same headers, each value copied out of the buffer it was parsed from.
+///
+/// hyper parses a request's header values as slices of the connection's read
+/// buffer (8 KiB or more), so a request that keeps its headers keeps that buffer
+/// alive, and the connection allocates a second one for its next read. A
+/// request about to wait for its turn is worth the copy (a few hundred bytes);
+/// one granted at once is not.
+fn detached(headers: http::HeaderMap) -> http::HeaderMap {
+    let mut owned = http::HeaderMap::with_capacity(headers.len());
+    let mut last = None;
+    for (name, value) in headers {
+        // `None`: another value of the previous name.
+        if let Some(name) = name {
+            last = Some(name);
+        }
+        let Some(name) = &last else { continue };
+        let mut copy =
+            http::HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+        copy.set_sensitive(value.is_sensitive());
+        owned.append(name.clone(), copy);
+    }
+    owned
 }
 
 /// Where a request stands when it is forwarded: waiting for its grant, or
@@ -662,5 +699,35 @@ mod tests {
         assert_eq!(forward_path("/v/chat/completions"), "/chat/completions");
         assert_eq!(forward_path("/audioapi/v1/tasks/run"), "/v1/tasks/run");
         assert_eq!(forward_path("/v1/chat/completions"), "/v1/chat/completions");
+    }
+
+    #[test]
+    fn detached_headers_keep_every_value_but_not_the_parse_buffer() {
+        // Values sliced out of one buffer, as hyper parses them.
+        let buffer = bytes::Bytes::from_static(b"application/jsonBearer xfirstsecond");
+        let slice = |a: usize, b: usize| {
+            http::HeaderValue::from_maybe_shared(buffer.slice(a..b)).expect("valid value")
+        };
+        let mut headers = http::HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, slice(0, 16));
+        let mut secret = slice(16, 24);
+        secret.set_sensitive(true);
+        headers.insert(header::AUTHORIZATION, secret);
+        headers.append("x-tag", slice(24, 29));
+        headers.append("x-tag", slice(29, 35));
+
+        let owned = detached(headers.clone());
+
+        assert_eq!(owned, headers);
+        let tags: Vec<_> = owned.get_all("x-tag").iter().collect();
+        assert_eq!(tags, ["first", "second"]);
+        assert!(owned[header::AUTHORIZATION].is_sensitive());
+        let range = buffer.as_ptr_range();
+        for value in owned.values() {
+            assert!(
+                !range.contains(&value.as_bytes().as_ptr()),
+                "{value:?} still points into the parse buffer"
+            );
+        }
     }
 }
