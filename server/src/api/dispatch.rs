@@ -57,23 +57,34 @@ pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Re
 
 /// What a model endpoint found in a request before scheduling it.
 pub(super) enum Prepared {
-    /// A request for `model`, ready to be sent once granted.
-    Forward {
-        model: Arc<ModelEntry>,
-        outbound: Outbound,
-        /// Stream the loading state while it waits.
-        loading: bool,
-        /// A selector's hold on the chosen target, kept until the response ends.
-        hold: Option<Reservation>,
-        /// The selector that chose the model, for the activity record.
-        selector: Option<String>,
-        /// The client's side of a websocket handshake.
-        upgrade: Option<OnUpgrade>,
-    },
+    /// A request for a local model, ready to be sent once granted (boxed: it
+    /// moves through several futures and may wait long).
+    Forward(Box<Forward>),
     /// A request for a peer model, forwarded without scheduling.
-    Peer(PeerForward),
+    Peer(Box<PeerForward>),
     /// Not a model request after all (a redirect): answered as is.
     Answer(Response),
+}
+
+/// A request for a local model, ready to be sent once granted.
+pub(super) struct Forward {
+    model: Arc<ModelEntry>,
+    outbound: Outbound,
+    /// Stream the loading state while it waits.
+    loading: bool,
+    /// A selector's hold on the chosen target, kept until the response ends.
+    hold: Option<Reservation>,
+    /// The selector that chose the model, for the activity record.
+    selector: Option<String>,
+    /// The client's side of a websocket handshake.
+    upgrade: Option<OnUpgrade>,
+}
+
+impl Forward {
+    /// Moves the request out of its box, freeing the box.
+    fn unboxed(forward: Box<Self>) -> Self {
+        *forward
+    }
 }
 
 async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
@@ -106,7 +117,9 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
             path,
             upgrade,
         };
-        return Ok(Prepared::Peer(peer::by_body(state, route, request).await?));
+        // Boxed: the rare path's state would otherwise enlarge every request's.
+        let forward = Box::pin(peer::by_body(state, route, request)).await?;
+        return Ok(Prepared::Peer(Box::new(forward)));
     };
     // A pinned or selected name goes upstream in place of the client's.
     let upstream_name = model
@@ -148,14 +161,14 @@ async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         websocket: upgrade.is_some(),
         set_headers: http::HeaderMap::new(),
     };
-    Ok(Prepared::Forward {
+    Ok(Prepared::Forward(Box::new(Forward {
         model,
         outbound,
         loading,
         hold: renamed.hold,
         selector: renamed.selector,
         upgrade,
-    })
+    })))
 }
 
 async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
@@ -192,9 +205,8 @@ async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiErro
                     model: target.model.clone(),
                 })?;
             let rest = target.rest.to_owned();
-            return Ok(Prepared::Peer(
-                peer::by_path(state, route, parts, body, &rest).await?,
-            ));
+            let forward = Box::pin(peer::by_path(state, route, parts, body, &rest)).await?;
+            return Ok(Prepared::Peer(Box::new(forward)));
         };
         // Static assets a browser asks for must not start (or swap in) a model.
         if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
@@ -248,14 +260,14 @@ pub(super) fn passthrough(
         websocket: upgrade.is_some(),
         set_headers: http::HeaderMap::new(),
     };
-    Ok(Prepared::Forward {
+    Ok(Prepared::Forward(Box::new(Forward {
         model,
         outbound,
         loading,
         hold: None,
         selector: None,
         upgrade,
-    })
+    })))
 }
 
 /// One model request from its arrival: its priority, parsed once, and the
@@ -289,50 +301,38 @@ impl Call {
         prepared: Result<Prepared, ApiError>,
     ) -> Response {
         match prepared {
-            Ok(Prepared::Forward {
-                model,
-                outbound,
-                upgrade: Some(client),
-                ..
-            }) if model.ignore_websockets => {
-                Box::pin(websockets::serve_ignored(
-                    state,
-                    model,
-                    outbound,
-                    client,
-                    self.outcome,
-                ))
-                .await
-            }
-            Ok(Prepared::Forward {
-                model,
-                outbound,
-                loading,
-                hold,
-                selector,
-                upgrade,
-            }) => match self
-                .serve(
-                    state.clone(),
-                    Arc::clone(&model),
-                    outbound,
-                    loading,
-                    selector,
-                )
-                .await
-            {
-                Ok(response) => {
-                    let response = hold_until_body_ends(response, hold);
-                    match upgrade {
-                        Some(client) => websockets::open(&state, &model, response, client),
-                        None => response,
-                    }
+            Ok(Prepared::Forward(mut forward)) => {
+                let hold = forward.hold.take();
+                let upgrade = forward.upgrade.take();
+                let model = Arc::clone(&forward.model);
+                if model.ignore_websockets
+                    && let Some(client) = upgrade
+                {
+                    drop(hold);
+                    let Forward { outbound, .. } = Forward::unboxed(forward);
+                    return Box::pin(websockets::serve_ignored(
+                        state,
+                        model,
+                        outbound,
+                        client,
+                        self.outcome,
+                    ))
+                    .await;
                 }
-                Err(error) => error.into_response(),
-            },
+                match self.serve(state.clone(), forward).await {
+                    Ok(response) => {
+                        let response = hold_until_body_ends(response, hold);
+                        match upgrade {
+                            Some(client) => websockets::open(&state, &model, response, client),
+                            None => response,
+                        }
+                    }
+                    Err(error) => error.into_response(),
+                }
+            }
             Ok(Prepared::Peer(mut forward)) => {
                 let hold = forward.hold.take();
-                match Box::pin(peer::serve(&state, self.priority, self.outcome, forward)).await {
+                match Box::pin(peer::serve(&state, self.priority, self.outcome, *forward)).await {
                     Ok(response) => hold_until_body_ends(response, hold),
                     Err(error) => error.into_response(),
                 }
@@ -354,28 +354,31 @@ impl Call {
     }
 
     /// Submits the request, waits for its turn and forwards it.
-    async fn serve(
-        self,
-        state: AppState,
-        model: Arc<ModelEntry>,
-        outbound: Outbound,
-        loading: bool,
-        selector: Option<String>,
-    ) -> Result<Response, ApiError> {
-        let Self {
-            priority,
-            mut outcome,
-        } = self;
+    async fn serve(self, state: AppState, forward: Box<Forward>) -> Result<Response, ApiError> {
+        let Self { priority, outcome } = self;
+        // Unboxed here, so the box is freed before the wait.
+        let Forward {
+            model,
+            outbound,
+            loading,
+            selector,
+            hold: _,
+            upgrade: _,
+        } = Forward::unboxed(forward);
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
         let mut tracked = begin_activity(&state, &model.id, &outbound, priority);
         if let Some(selector) = selector {
             tracked.selector(selector);
         }
+        let mut pending = Box::new(Pending {
+            outbound,
+            tracked,
+            outcome,
+            token,
+        });
         if let Err(error) = wait_for_gate(&state).await {
-            outcome.rejected(error.kind().code);
-            tracked.failed(error.status(), error.kind().code);
-            return Err(error);
+            return Err(pending.refused(error));
         }
         if priority.is_capped() {
             state.inner.metrics.capped();
@@ -387,15 +390,37 @@ impl Call {
             );
         }
         // A ready model with nothing waiting: granted without the router's round trip.
-        if let Some(lease) = state.inner.router.try_fast(&model.id, priority) {
-            outcome.set_priority(lease.effective_priority());
-            tracked.admitted(lease.id().0, lease.effective_priority());
-            tracing::Span::current().record("seq", lease.id().0);
-            let turn = Turn::Granted(lease);
-            let result = grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
-            record(outcome, &result);
-            return result;
-        }
+        let turn = match state.inner.router.try_fast(&model.id, priority) {
+            Some(lease) => {
+                pending.admitted(lease.id().0, lease.effective_priority());
+                Turn::Granted(lease)
+            }
+            None => match Self::submit(&state, &model, priority, &mut pending, loading).await {
+                Ok(Queued::Turn(turn)) => turn,
+                Ok(Queued::Loading(target, status, ticket)) => {
+                    let work = async move {
+                        grant_and_forward(&state, &model, pending, Turn::Waiting(ticket)).await
+                    }
+                    .in_current_span();
+                    return Ok(loading_response(target, status, describe, work));
+                }
+                Err(error) => return Err(pending.refused(error)),
+            },
+        };
+        // One call site: each would take its own room in this future.
+        grant_and_forward(&state, &model, pending, turn).await
+    }
+
+    /// Submits to the router; a request that must wait gets its own copy of
+    /// its headers and, when it asked for the loading state, what streaming it
+    /// needs.
+    async fn submit(
+        state: &AppState,
+        model: &ModelEntry,
+        priority: Priority,
+        pending: &mut Pending,
+        loading: bool,
+    ) -> Result<Queued, ApiError> {
         let submitted = state
             .inner
             .router
@@ -404,50 +429,70 @@ impl Call {
                 priority,
             })
             .await;
-        let ticket = match submitted {
-            Ok(ticket) => ticket,
-            Err(error) => {
-                let error = ApiError::from(error);
-                outcome.rejected(error.kind().code);
-                tracked.failed(error.status(), error.kind().code);
-                return Err(error);
-            }
-        };
-        outcome.set_priority(ticket.effective_priority());
-        tracked.admitted(ticket.id().0, ticket.effective_priority());
-        tracing::Span::current().record("seq", ticket.id().0);
+        let ticket = submitted?;
+        pending.admitted(ticket.id().0, ticket.effective_priority());
         let status = ticket.status();
         let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
-        let mut outbound = outbound;
-        if !granted_at_once {
-            // It may wait long, beside thousands of others: its own copy of the
-            // headers lets the connection's read buffer go.
-            outbound.headers = detached(outbound.headers);
+        if granted_at_once {
+            return Ok(Queued::Turn(Turn::Waiting(ticket)));
         }
-        if loading && !granted_at_once {
-            let target = LoadingTarget {
-                model: model.id.clone(),
-                request_id: outbound
-                    .headers
-                    .get(REQUEST_ID_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned(),
-            };
-            let work = async move {
-                let turn = Turn::Waiting(ticket);
-                let result =
-                    grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
-                record(outcome, &result);
-                result
-            }
-            .in_current_span();
-            return Ok(loading_response(target, status, describe, work));
+        // It may wait long, beside thousands of others: its own copy of the
+        // headers lets the connection's read buffer go.
+        let headers = std::mem::take(&mut pending.outbound.headers);
+        pending.outbound.headers = detached(headers);
+        if !loading {
+            return Ok(Queued::Turn(Turn::Waiting(ticket)));
         }
-        let turn = Turn::Waiting(ticket);
-        let result = grant_and_forward(&state, &model, outbound, turn, token, tracked).await;
-        record(outcome, &result);
-        result
+        let target = LoadingTarget {
+            model: model.id.clone(),
+            request_id: pending
+                .outbound
+                .headers
+                .get(REQUEST_ID_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        Ok(Queued::Loading(target, status, ticket))
+    }
+}
+
+/// A request the router admitted: its turn, or, for a request that streams
+/// the loading state while it waits, what the stream needs.
+enum Queued {
+    Turn(Turn),
+    Loading(
+        LoadingTarget,
+        tokio::sync::watch::Receiver<WaitStatus>,
+        Ticket,
+    ),
+}
+
+/// What a request carries from its admission to its answer. Boxed once, so
+/// that the futures waiting with it (there may be thousands) hold a pointer
+/// rather than each its own copy of a few hundred bytes.
+struct Pending {
+    outbound: Outbound,
+    tracked: Tracked,
+    outcome: RequestOutcome,
+    /// Counted until the response body ends, so a drain can wait for it.
+    token: TaskTrackerToken,
+}
+
+impl Pending {
+    /// Records the router's admission: the request's sequence number and
+    /// effective priority.
+    fn admitted(&mut self, seq: u64, effective_priority: i32) {
+        self.outcome.set_priority(effective_priority);
+        self.tracked.admitted(seq, effective_priority);
+        tracing::Span::current().record("seq", seq);
+    }
+
+    /// Records a refusal before the request was admitted.
+    fn refused(mut self: Box<Self>, error: ApiError) -> ApiError {
+        self.outcome.rejected(error.kind().code);
+        self.tracked.failed(error.status(), error.kind().code);
+        error
     }
 }
 
@@ -516,34 +561,42 @@ fn record(outcome: RequestOutcome, result: &Result<Response, ApiError>) {
 async fn grant_and_forward(
     state: &AppState,
     model: &ModelEntry,
-    outbound: Outbound,
+    pending: Box<Pending>,
     turn: Turn,
-    token: TaskTrackerToken,
-    mut tracked: Tracked,
 ) -> Result<Response, ApiError> {
-    let result = async {
-        let lease = match turn {
-            Turn::Waiting(ticket) => wait_for_grant(state, ticket).await?,
-            Turn::Granted(lease) => {
-                let metrics = &state.inner.metrics;
-                metrics.granted(&model.id, lease.effective_priority(), Duration::ZERO);
-                lease
-            }
-        };
-        tracked.granted();
-        // Boxed so that a request waiting for its grant (there may be thousands)
-        // does not carry the larger state of the forwarding stage (~1.4 KB).
-        Box::pin(forward_granted(state, model, outbound, lease, token)).await
-    }
-    .await;
-    match result {
+    let lease = match turn {
+        Turn::Waiting(ticket) => wait_for_grant(state, ticket).await,
+        Turn::Granted(lease) => {
+            let metrics = &state.inner.metrics;
+            metrics.granted(&model.id, lease.effective_priority(), Duration::ZERO);
+            Ok(lease)
+        }
+    };
+    let Pending {
+        outbound,
+        mut tracked,
+        outcome,
+        token,
+    } = *pending;
+    let result = match lease {
+        Ok(lease) => {
+            tracked.granted();
+            // Boxed so that a request waiting for its grant does not carry the
+            // larger state of the forwarding stage.
+            Box::pin(forward_granted(state, model, outbound, lease, token)).await
+        }
+        Err(error) => Err(error),
+    };
+    let result = match result {
         // The record ends with the response body.
         Ok(response) => Ok(tracked.respond(response)),
         Err(error) => {
             tracked.failed(error.status(), error.kind().code);
             Err(error)
         }
-    }
+    };
+    record(outcome, &result);
+    result
 }
 
 /// Forwards a granted request; see [`grant_and_forward`].
