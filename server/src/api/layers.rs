@@ -1,23 +1,79 @@
-//! Layers in front of every endpoint: CORS preflight, the loop check and the
-//! access log.
+//! What every request passes before its endpoint, in one layer: the request
+//! id and its tracing span, the access log, CORS preflight, the loop check and
+//! authentication.
+//!
+//! One layer rather than a stack of them: each `from_fn` layer costs every
+//! request a boxed future and a clone of the inner service, which a request
+//! waiting for its model (there may be thousands) keeps until it is answered.
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::request_id::{self, REQUEST_ID_HEADER};
+use super::state::AppState;
+
+/// The layer: assigns the request id, then, within the request's span,
+/// answers a preflight, refuses a loop, checks the API key, runs the
+/// endpoint, and logs the outcome.
+pub(crate) async fn front(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let (id, echoed) = request_id::assign(&mut request);
+    let span = tracing::info_span!("request", request_id = %id, seq = tracing::field::Empty);
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let mut response = match span.in_scope(|| admit(&state, request)) {
+        Admission::Pass(request) => next.run(request).instrument(span.clone()).await,
+        Admission::Answer(answer) => answer,
+    };
+    span.in_scope(|| access_log(&method, &path, response.status(), started));
+    if let Some(value) = echoed {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+/// What the checks before the endpoint decided.
+enum Admission {
+    /// On to the endpoint.
+    Pass(Request),
+    /// Answered here.
+    Answer(Response),
+}
+
+/// The checks before the endpoint, in order: CORS preflight (answered before
+/// authentication, like llama-swap), the loop check, the API key.
+fn admit(state: &AppState, mut request: Request) -> Admission {
+    if request.method() == Method::OPTIONS {
+        return Admission::Answer(preflight(&request));
+    }
+    let checked =
+        refuse_loops(&request).and_then(|()| super::routes::authenticate(state, &mut request));
+    match checked {
+        Ok(()) => Admission::Pass(request),
+        Err(refusal) => Admission::Answer(refusal.into_response()),
+    }
+}
 
 /// Refuses (508 `proxy_loop`) a request this server itself sent to an
 /// upstream: the upstream address leads back here, and serving it would send
 /// it upstream again, without end.
-pub(crate) async fn refuse_loops(request: Request, next: Next) -> Response {
+fn refuse_loops(request: &Request) -> Result<(), super::ApiError> {
     if crate::proxy::came_through_here(request.headers()) {
         tracing::warn!(
             path = request.uri().path(),
             "a request came back to this server through a model's upstream; refused"
         );
-        return super::ApiError::ProxyLoop.into_response();
+        return Err(super::ApiError::ProxyLoop);
     }
-    next.run(request).await
+    Ok(())
 }
 
 /// Headers a browser may send when the preflight does not name any.
@@ -26,12 +82,9 @@ const DEFAULT_ALLOWED_HEADERS: &str =
 /// Longest `Access-Control-Request-Headers` echoed back.
 const MAX_ECHOED_HEADERS: usize = 1024;
 
-/// Answers CORS preflight (`OPTIONS`) requests before routing and
+/// Answers a CORS preflight (`OPTIONS`) request before routing and
 /// authentication, like llama-swap, so browser UIs can call the API.
-pub(crate) async fn preflight(request: Request, next: Next) -> Response {
-    if request.method() != Method::OPTIONS {
-        return next.run(request).await;
-    }
+fn preflight(request: &Request) -> Response {
     let requested = request
         .headers()
         .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
@@ -65,22 +118,17 @@ fn is_header_list(raw: &[u8]) -> bool {
 /// One log line per request: method, path, status and time to the response
 /// head (a streamed body may last much longer). Paths that are polled are
 /// logged at debug level.
-pub(crate) async fn access_log(request: Request, next: Next) -> Response {
-    let started = tokio::time::Instant::now();
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let response = next.run(request).await;
-    let status = response.status().as_u16();
+fn access_log(method: &Method, path: &str, status: StatusCode, started: Instant) {
+    let status = status.as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if matches!(
-        path.as_str(),
+        path,
         "/health" | "/wol-health" | "/api/queue" | "/running" | "/metrics"
     ) {
         tracing::debug!(%method, %path, status, ms, "request");
     } else {
         tracing::info!(%method, %path, status, ms, "request");
     }
-    response
 }
 
 #[cfg(test)]

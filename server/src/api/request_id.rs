@@ -10,10 +10,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::Response;
 use http::HeaderValue;
-use tracing::Instrument;
 
 /// The request and response header that carries the id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -39,8 +36,10 @@ fn usable(value: &HeaderValue) -> Option<String> {
     ok.then(|| String::from_utf8_lossy(bytes).into_owned())
 }
 
-/// The layer: assigns the id, runs the request in its span, echoes the id.
-pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
+/// Assigns the request its id: the client's usable one or a fresh one, set
+/// in the request's headers (so the upstream sees it too). Returns the id and
+/// the header value to echo in the response.
+pub(crate) fn assign(request: &mut Request) -> (String, Option<HeaderValue>) {
     let id = request
         .headers()
         .get(REQUEST_ID_HEADER)
@@ -52,12 +51,7 @@ pub(crate) async fn request_id(mut request: Request, next: Next) -> Response {
             .headers_mut()
             .insert(REQUEST_ID_HEADER, value.clone());
     }
-    let span = tracing::info_span!("request", request_id = %id, seq = tracing::field::Empty);
-    let mut response = next.run(request).instrument(span).await;
-    if let Some(value) = value {
-        response.headers_mut().insert(REQUEST_ID_HEADER, value);
-    }
-    response
+    (id, value)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use axum::Router;
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::{self, Next};
+use axum::extract::{ConnectInfo, Request};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, any, get, post, put};
 use http::{Method, Uri};
@@ -22,7 +22,6 @@ use super::layers;
 use super::logs;
 use super::metrics;
 use super::names;
-use super::request_id;
 use super::state::AppState;
 use super::ui;
 use crate::priority::KeyIndex;
@@ -119,14 +118,9 @@ pub fn app(state: AppState) -> Router {
         .route("/ui/{*path}", only(GET, get(ui::file)))
         .route("/favicon.ico", only(GET, get(ui::favicon)))
         .fallback(not_found);
-    // The last layer added runs first: request id, log, preflight, the loop
-    // check, then auth.
+    // Request id, log, preflight, the loop check, then auth: one layer.
     router
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(middleware::from_fn(layers::refuse_loops))
-        .layer(middleware::from_fn(layers::preflight))
-        .layer(middleware::from_fn(layers::access_log))
-        .layer(middleware::from_fn(request_id::request_id))
+        .layer(middleware::from_fn_with_state(state.clone(), layers::front))
         .with_state(state)
 }
 
@@ -154,34 +148,36 @@ fn is_open(path: &str) -> bool {
     OPEN_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/")
 }
 
-/// Checks the API key (except on [open](is_open) paths) and removes it from the request.
-async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    if state.inner.keys.is_enabled() && !is_open(request.uri().path()) {
-        let client = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|info| info.0.ip());
-        let limiter = &state.inner.auth_failures;
-        if let Some(ip) = client
-            && let Some(retry_after) = limiter.blocked(ip, Instant::now())
-        {
-            return ApiError::TooManyAuthFailures { retry_after }.into_response();
-        }
-        if let Err(error) = state.inner.keys.check(request.headers()) {
-            if let Some(ip) = client
-                && ApiKeys::presents_credentials(request.headers())
-            {
-                limiter.record_failure(ip, Instant::now());
-                tracing::info!(client = %ip, code = error.kind().code, "API key refused");
-            }
-            return error.into_response();
-        }
-        if let Some(index) = state.inner.keys.matched(request.headers()) {
-            request.extensions_mut().insert(KeyIndex(index));
-        }
-        state.inner.keys.strip_credentials(request.headers_mut());
+/// Checks the API key (except on [open](is_open) paths) and removes it from
+/// the request; a refusal is the answer.
+pub(super) fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
+    if !state.inner.keys.is_enabled() || is_open(request.uri().path()) {
+        return Ok(());
     }
-    next.run(request).await
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    let limiter = &state.inner.auth_failures;
+    if let Some(ip) = client
+        && let Some(retry_after) = limiter.blocked(ip, Instant::now())
+    {
+        return Err(ApiError::TooManyAuthFailures { retry_after });
+    }
+    if let Err(error) = state.inner.keys.check(request.headers()) {
+        if let Some(ip) = client
+            && ApiKeys::presents_credentials(request.headers())
+        {
+            limiter.record_failure(ip, Instant::now());
+            tracing::info!(client = %ip, code = error.kind().code, "API key refused");
+        }
+        return Err(error);
+    }
+    if let Some(index) = state.inner.keys.matched(request.headers()) {
+        request.extensions_mut().insert(KeyIndex(index));
+    }
+    state.inner.keys.strip_credentials(request.headers_mut());
+    Ok(())
 }
 
 async fn not_found(request: Request) -> Response {
