@@ -298,9 +298,22 @@ async fn connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set");
     }
-    let Some(tls) = tls else {
-        return serve_io(stream, peer, apps, stop).await;
-    };
+    match tls {
+        None => serve_io(stream, peer, apps, stop).await,
+        // Boxed: the handshake's and the TLS stream's state (several KiB)
+        // would otherwise be reserved in every plain connection's task too.
+        Some(tls) => Box::pin(tls_connection(stream, peer, tls, apps, stop)).await,
+    }
+}
+
+/// [`connection`] after a TLS handshake.
+async fn tls_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    tls: TlsFiles,
+    apps: watch::Receiver<axum::Router>,
+    stop: CancellationToken,
+) {
     let handshake = tokio::select! {
         () = stop.cancelled() => return,
         done = tokio::time::timeout(TLS_HANDSHAKE_LIMIT, tls.acceptor().accept(stream)) => done,
