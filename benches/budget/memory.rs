@@ -105,12 +105,31 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         )
         .note("includes its connection and HTTP state; the body is ~100 bytes"),
     ];
+    const BEYOND: &str = "RSS per waiting request beyond a held hyper connection";
     match reference(ctx).await {
-        Ok(per_held) => rows.push(
-            Row::info(SECTION, "reference: mockswap RSS per held request", Some(per_held / 1024.0), "KiB")
-                .note("hyper HTTP/1 server, requests held at its gate: the cost of a waiting connection alone"),
-        ),
-        Err(err) => rows.push(Row::missing(SECTION, "reference: mockswap RSS per held request", err.to_string())),
+        Ok(per_held) => {
+            rows.push(
+                Row::info(SECTION, "reference: mockswap RSS per held request", Some(per_held / 1024.0), "KiB")
+                    .note("hyper HTTP/1 server, requests held at its gate: the cost of a waiting connection alone"),
+            );
+            // #17's target: what the server adds to the cost of the connection itself.
+            rows.push(
+                Row::at_most(SECTION, BEYOND, Some((per_waiter - per_held) / 1024.0), "KiB", 2.0)
+                    .note("server's RSS per waiter minus mockswap's per held request, same run; negative: cheaper"),
+            );
+        }
+        Err(err) => {
+            rows.push(Row::missing(
+                SECTION,
+                "reference: mockswap RSS per held request",
+                err.to_string(),
+            ));
+            rows.push(Row::missing(
+                SECTION,
+                BEYOND,
+                "no reference figure".to_owned(),
+            ));
+        }
     }
     Ok(rows)
 }
