@@ -128,6 +128,11 @@ const EXIT_INVALID: u8 = 2;
 const EXIT_FAILED: u8 = 1;
 /// How often `--watch-config` looks at the files.
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+/// Longest wait for the files' modification times and sizes.
+const FINGERPRINT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Every source file with its modification time and size (`None`: unreadable).
+type Fingerprint = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
 
 /// Where the configuration (and certificate) comes from.
 #[derive(Debug, Clone)]
@@ -156,7 +161,7 @@ impl Sources {
 
     /// What `--watch-config` compares: every file read (the directory's list
     /// of files included) with its modification time and size.
-    fn fingerprint(&self) -> Vec<(PathBuf, Option<(SystemTime, u64)>)> {
+    fn fingerprint(&self) -> Fingerprint {
         let mut files = source_files(self.config.as_deref(), self.config_dir.as_deref())
             .unwrap_or_else(|_| self.config.iter().cloned().collect());
         if let Some(tls) = &self.tls {
@@ -445,11 +450,12 @@ async fn reload_source(
     mut hangup: Option<Signal>,
     sources: Sources,
     watch: bool,
-    mut seen: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
+    mut seen: Fingerprint,
     reloads: mpsc::Sender<Config>,
     stop: CancellationToken,
 ) {
     let mut loader = ConfigLoader::new();
+    let mut watcher = ConfigLoader::new();
     let mut ticks = tokio::time::interval(WATCH_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -462,32 +468,50 @@ async fn reload_source(
                 }
             } => {
                 tracing::info!("SIGHUP: reloading the configuration");
-                seen = sources.fingerprint();
+                let taken = tokio::select! {
+                    () = stop.cancelled() => return,
+                    taken = fingerprint(&mut watcher, &sources) => taken,
+                };
+                if let Some(now) = taken {
+                    seen = now;
+                }
             }
             _ = ticks.tick(), if watch => {
-                let now = sources.fingerprint();
-                if now == seen {
-                    continue;
+                let taken = tokio::select! {
+                    () = stop.cancelled() => return,
+                    taken = fingerprint(&mut watcher, &sources) => taken,
+                };
+                match taken {
+                    Some(now) if now != seen => seen = now,
+                    _ => continue,
                 }
-                seen = now;
                 tracing::info!(sources = %sources.describe(), "configuration changed: reloading");
             }
         }
-        if let Some(tls) = &sources.tls {
-            match tls.reload() {
-                Ok(()) => tracing::info!("TLS certificate reloaded"),
-                Err(err) => tracing::error!(
-                    "TLS certificate reload failed, the one in use is kept: {}",
-                    error_chain(&err)
-                ),
-            }
-        }
-        // Off the runtime and bounded: a source that never finishes reading
-        // must not hold a worker or keep SIGTERM from ending the server.
+        // Off the runtime and bounded, the certificate too: a source that never
+        // finishes reading must not hold a worker or keep SIGTERM from ending
+        // the server.
         let reading = sources.clone();
         let loaded = tokio::select! {
             () = stop.cancelled() => return,
-            loaded = loader.load(DEFAULT_LOAD_LIMIT, move || reading.load()) => loaded,
+            loaded = loader.load(DEFAULT_LOAD_LIMIT, move || {
+                let certificate = reading.tls.as_ref().map(TlsFiles::reload);
+                (certificate, reading.load())
+            }) => loaded,
+        };
+        let loaded = match loaded {
+            Ok((certificate, loaded)) => {
+                match certificate {
+                    Some(Ok(())) => tracing::info!("TLS certificate reloaded"),
+                    Some(Err(err)) => tracing::error!(
+                        "TLS certificate reload failed, the one in use is kept: {}",
+                        error_chain(&err)
+                    ),
+                    None => {}
+                }
+                Ok(loaded)
+            }
+            Err(stalled) => Err(stalled),
         };
         match loaded {
             Err(stalled) => tracing::error!(
@@ -509,6 +533,26 @@ async fn reload_source(
                 "reload failed, the running configuration is kept: {}",
                 error_chain(&err)
             ),
+        }
+    }
+}
+
+/// The sources' [fingerprint](Sources::fingerprint), taken off the runtime:
+/// `None` (reported) when it did not finish within [`FINGERPRINT_LIMIT`], as
+/// on a file system that stopped answering.
+async fn fingerprint(watcher: &mut ConfigLoader, sources: &Sources) -> Option<Fingerprint> {
+    let reading = sources.clone();
+    match watcher
+        .load(FINGERPRINT_LIMIT, move || reading.fingerprint())
+        .await
+    {
+        Ok(taken) => Some(taken),
+        Err(stalled) => {
+            tracing::warn!(
+                "checking the configuration files for changes failed: {}",
+                error_chain(&stalled)
+            );
+            None
         }
     }
 }

@@ -139,6 +139,15 @@ fn certificate(
 /// `GET /health` over TLS trusting only `trusted`; the status line and the
 /// certificate the server presented.
 async fn https_health(addr: &str, trusted: &CertificateDer<'static>) -> (String, Vec<u8>) {
+    tokio::time::timeout(LIMIT, https_health_unbounded(addr, trusted))
+        .await
+        .unwrap_or_else(|_| panic!("GET https://{addr}/health: no answer within {LIMIT:?}"))
+}
+
+async fn https_health_unbounded(
+    addr: &str,
+    trusted: &CertificateDer<'static>,
+) -> (String, Vec<u8>) {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(trusted.clone()).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -194,6 +203,45 @@ async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
     let (status, presented) = https_health(&addr, &second).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(presented, second.to_vec());
+    server.terminate().await;
+}
+
+#[tokio::test]
+async fn a_certificate_that_never_finishes_reading_stalls_neither_serving_nor_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let (cert, key, first) = certificate(dir.path());
+    let mut server = Server::start_args(&[
+        "-config",
+        file.to_str().unwrap(),
+        "-listen",
+        "127.0.0.1:0",
+        "-tls-cert-file",
+        cert.to_str().unwrap(),
+        "-tls-key-file",
+        key.to_str().unwrap(),
+    ])
+    .await;
+    let addr = server.base.strip_prefix("https://").unwrap().to_owned();
+    assert_eq!(https_health(&addr, &first).await.0, "HTTP/1.1 200 OK");
+
+    // Opening a FIFO with no writer blocks until one comes: a read that never ends.
+    std::fs::remove_file(&cert).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&cert)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    server.signal(Signal::SIGHUP);
+    server.wait_log("SIGHUP: reloading").await;
+    // Both workers still serve (a runtime thread stuck in the read would
+    // take one), with the certificate in use.
+    for _ in 0..4 {
+        let (status, presented) = https_health(&addr, &first).await;
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert_eq!(presented, first.to_vec());
+    }
     server.terminate().await;
 }
 
