@@ -285,6 +285,14 @@ pub enum ApiError {
         /// The model ID.
         model: String,
     },
+    /// A reload removed the model while the request waited for it.
+    #[error(
+        "model '{model}' was removed from the configuration by a reload while this request waited for it; GET /v1/models lists the models"
+    )]
+    ModelRemoved {
+        /// The model ID.
+        model: String,
+    },
     /// The server is shutting down.
     #[error("the server is shutting down and accepts no more work; retry against a running server")]
     ShuttingDown,
@@ -417,6 +425,7 @@ impl ApiError {
             Self::ModelUnloaded { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_unloaded")
             }
+            Self::ModelRemoved { .. } => (StatusCode::NOT_FOUND, INVALID, "model_removed"),
             Self::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "shutting_down"),
             Self::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error"),
         };
@@ -521,6 +530,7 @@ impl From<RouteError> for ApiError {
                 source,
             },
             RouteError::Unloaded { model } => Self::ModelUnloaded { model },
+            RouteError::Removed { model } => Self::ModelRemoved { model },
             RouteError::UpstreamRefused { model } => Self::UpstreamUnreachable { model },
             RouteError::ShuttingDown => Self::ShuttingDown,
         }

@@ -10,16 +10,16 @@ use tokio::task::{Id as TaskId, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::RouterOptions;
 use super::fast::Gates;
 use super::serve_times::ServeTimes;
 use super::ticket::{Lease, Notice, Ticket, Waiter};
+use super::{Published, ReconfigureError, RouterOptions};
 use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::scheduler::{
-    Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, StopId, StopModel, Tick,
-    WaitStatus,
+    Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, SchedulerSettings, StopId,
+    StopModel, Tick, WaitStatus,
 };
 
 /// A request to the actor from a [`super::RouterHandle`].
@@ -41,6 +41,12 @@ pub(super) enum Command {
     },
     Shutdown {
         reply: oneshot::Sender<()>,
+    },
+    Reconfigure {
+        settings: Box<SchedulerSettings>,
+        /// The launcher's side, called in the step: returns the models to restart.
+        update: Box<dyn FnOnce() -> Vec<String> + Send>,
+        reply: oneshot::Sender<Result<(), ReconfigureError>>,
     },
 }
 
@@ -92,6 +98,11 @@ pub(super) struct Actor {
     serve_times: ServeTimes,
     /// The fast path's gates, one per model (see `fast.rs`).
     gates: Arc<Gates>,
+    /// Where the names and gates are published to the handles.
+    published: Arc<std::sync::RwLock<Published>>,
+    /// The model IDs of earlier configurations by number, to place the fast
+    /// leases of their gates that end after a reconfigure.
+    past_ids: HashMap<u64, Vec<String>>,
 }
 
 /// One event the loop took.
@@ -112,7 +123,7 @@ impl Step {
     fn closes_gates(&self) -> bool {
         !matches!(
             self,
-            Self::Notice(Notice::FastDone(_))
+            Self::Notice(Notice::FastDone { .. })
                 | Self::Command(Command::Queue { .. } | Command::Running { .. })
         )
     }
@@ -124,9 +135,15 @@ impl Actor {
         launcher: Arc<dyn Launcher>,
         notices_tx: mpsc::UnboundedSender<Notice>,
         changes: watch::Sender<u64>,
-        gates: Arc<Gates>,
+        published: Arc<std::sync::RwLock<Published>>,
         options: RouterOptions,
     ) -> Self {
+        let gates = Arc::clone(
+            &published
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .gates,
+        );
         Self {
             scheduler,
             launcher,
@@ -144,7 +161,71 @@ impl Actor {
             swap_started: HashMap::new(),
             serve_times: ServeTimes::default(),
             gates,
+            published,
+            past_ids: HashMap::new(),
         }
+    }
+
+    /// The current index of model `t` of configuration `config`.
+    fn current_index(&self, config: u64, t: usize) -> Option<usize> {
+        if config == self.gates.config() {
+            return Some(t);
+        }
+        let id = self.past_ids.get(&config)?.get(t)?;
+        self.scheduler.model_index(id)
+    }
+
+    fn reconfigure(
+        &mut self,
+        settings: &SchedulerSettings,
+        update: Box<dyn FnOnce() -> Vec<String> + Send>,
+        reply: oneshot::Sender<Result<(), ReconfigureError>>,
+    ) {
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(ReconfigureError::ShuttingDown));
+            return;
+        }
+        if let Err(error) = Scheduler::new(settings) {
+            let _ = reply.send(Err(error.into()));
+            return;
+        }
+        let restart = update();
+        let restart = restart.as_slice();
+        let before = self.scheduler.model_ids();
+        let mut out = Vec::new();
+        // Every gate is closed (this step closes them): nothing is granted
+        // from the old indices meanwhile.
+        match self
+            .scheduler
+            .reconfigure(self.now(), settings, restart, &mut out)
+        {
+            Err(error) => {
+                let _ = reply.send(Err(error.into()));
+                return;
+            }
+            Ok(_) => {
+                let config = self.gates.config();
+                self.past_ids.insert(config, before);
+                let names = self.scheduler.names();
+                let gates = Arc::new(Gates::new(
+                    self.scheduler.model_ids().len(),
+                    self.gates.epoch(),
+                    config + 1,
+                ));
+                self.gates = Arc::clone(&gates);
+                *self
+                    .published
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Published { names, gates };
+                tracing::info!(
+                    restart = ?restart,
+                    "router reconfigured: waiting requests and running models kept"
+                );
+                let _ = reply.send(Ok(()));
+            }
+        }
+        self.apply(out);
     }
 
     fn now(&self) -> Tick {
@@ -240,19 +321,29 @@ impl Actor {
                 self.waiters.insert(id, waiter);
                 self.scheduler.refused(now, id, &mut out);
             }
-            Notice::FastDone(model) => self.scheduler.fast_done(now, model, &mut out),
+            Notice::FastDone { config, model } => {
+                if let Some(t) = self.current_index(config, model) {
+                    self.scheduler.fast_done(now, t, &mut out);
+                }
+            }
             Notice::FastRefused {
+                config,
                 model,
                 id,
                 priority,
                 start,
                 absorbed,
                 waiter,
-            } => {
-                self.waiters.insert(id, waiter);
-                self.scheduler
-                    .fast_refused(now, model, id, priority, start, absorbed, &mut out);
-            }
+            } => match self.current_index(config, model) {
+                Some(t) => {
+                    self.waiters.insert(id, waiter);
+                    self.scheduler
+                        .fast_refused(now, t, id, priority, start, absorbed, &mut out);
+                }
+                None => {
+                    let _ = waiter.grant.send(Err(RouteError::ShuttingDown));
+                }
+            },
         }
         self.apply(out);
     }
@@ -396,6 +487,11 @@ impl Actor {
                 self.apply(out);
             }
             Command::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+            Command::Reconfigure {
+                settings,
+                update,
+                reply,
+            } => self.reconfigure(&settings, update, reply),
         }
     }
 

@@ -36,6 +36,9 @@ pub(super) struct Gates {
     gates: Box<[Gate]>,
     /// Time zero of the actor's clock, for the end times of grants.
     epoch: Instant,
+    /// The configuration these gates are indexed by (a reload makes new
+    /// gates; leases of older ones report with their number).
+    config: u64,
 }
 
 #[derive(Debug, Default)]
@@ -77,12 +80,18 @@ fn generation(word: u64) -> u64 {
 }
 
 impl Gates {
-    /// `models` closed gates.
-    pub(super) fn new(models: usize, epoch: Instant) -> Self {
+    /// `models` closed gates for configuration number `config`.
+    pub(super) fn new(models: usize, epoch: Instant, config: u64) -> Self {
         Self {
             gates: (0..models).map(|_| Gate::default()).collect(),
             epoch,
+            config,
         }
+    }
+
+    /// The configuration these gates are indexed by.
+    pub(super) fn config(&self) -> u64 {
+        self.config
     }
 
     /// Time zero of the actor's clock.
@@ -248,14 +257,14 @@ mod tests {
 
     #[test]
     fn a_closed_gate_grants_nothing() {
-        let gates = Gates::new(1, Instant::now());
+        let gates = Gates::new(1, Instant::now(), 0);
         assert_eq!(gates.try_acquire(0), None);
         assert_eq!(gates.try_acquire(7), None);
     }
 
     #[test]
     fn an_open_gate_grants_up_to_its_admits_with_the_instance_and_floor() {
-        let gates = Gates::new(1, Instant::now());
+        let gates = Gates::new(1, Instant::now(), 0);
         gates.open(0, cap(2));
         let first = gates.try_acquire(0).map(|g| (g.start, g.floor));
         assert_eq!(first, Some((3, Some(-2))));
@@ -266,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_grant_ended_while_open_counts_itself_out_and_frees_its_room() {
-        let gates = Gates::new(1, Instant::now());
+        let gates = Gates::new(1, Instant::now(), 0);
         gates.open(0, cap(1));
         let grant = gates.try_acquire(0).map(|g| g.generation);
         assert_eq!(grant.map(|g| gates.release(0, g)), Some(false));
@@ -275,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_close_hands_over_the_outstanding_grants_which_then_report_their_end() {
-        let gates = Gates::new(1, Instant::now());
+        let gates = Gates::new(1, Instant::now(), 0);
         gates.open(0, cap(5));
         let a = gates.try_acquire(0).map(|g| g.generation);
         let b = gates.try_acquire(0).map(|g| g.generation);
@@ -291,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_close_reports_when_the_last_grant_counted_out_ended() {
-        let gates = Gates::new(1, Instant::now());
+        let gates = Gates::new(1, Instant::now(), 0);
         gates.open(0, cap(1));
         assert_eq!(gates.close(0).and_then(|c| c.last_done), None);
         gates.open(0, cap(1));
@@ -305,7 +314,7 @@ mod tests {
     /// itself out) or by the scheduler (absorbed by a close, then reported).
     #[test]
     fn grants_racing_closes_are_each_accounted_for_once() {
-        let gates = Arc::new(Gates::new(1, Instant::now()));
+        let gates = Arc::new(Gates::new(1, Instant::now(), 0));
         gates.open(0, cap(1_000));
         let reported = Arc::new(AtomicUsize::new(0));
         let taken = Arc::new(AtomicUsize::new(0));

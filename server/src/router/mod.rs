@@ -54,7 +54,7 @@ mod serve_times;
 mod ticket;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -117,7 +117,15 @@ impl Router {
         let scheduler = Scheduler::new(&settings)?;
         let names = scheduler.names();
         let ids = scheduler.id_source();
-        let gates = Arc::new(Gates::new(names.ids().len(), tokio::time::Instant::now()));
+        let gates = Arc::new(Gates::new(
+            names.ids().len(),
+            tokio::time::Instant::now(),
+            0,
+        ));
+        let published = Arc::new(RwLock::new(Published {
+            names,
+            gates: Arc::clone(&gates),
+        }));
         let (commands_tx, commands_rx) = mpsc::channel(MAILBOX);
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         let (changes_tx, changes_rx) = watch::channel(0);
@@ -126,17 +134,16 @@ impl Router {
             launcher,
             notices_tx.clone(),
             changes_tx,
-            Arc::clone(&gates),
+            Arc::clone(&published),
             options,
         );
         let task = tokio::spawn(actor.run(commands_rx, notices_rx, events));
         Ok(RouterHandle {
             commands: commands_tx,
-            names,
+            published,
             changes: changes_rx,
             task: Arc::new(Mutex::new(Some(task))),
             fast: Arc::new(FastPath {
-                gates,
                 ids,
                 notices: notices_tx,
             }),
@@ -174,8 +181,9 @@ pub struct Submit {
 #[derive(Debug, Clone)]
 pub struct RouterHandle {
     commands: mpsc::Sender<Command>,
-    /// The scheduler's names, to resolve without a round trip.
-    names: Arc<ModelNames>,
+    /// The scheduler's names and the fast path's gates, to resolve and grant
+    /// without a round trip; replaced by the actor on a reconfigure.
+    published: Arc<RwLock<Published>>,
     /// Generation of the queue and model states, bumped by the actor.
     changes: watch::Receiver<u64>,
     /// The actor task, awaited by the first shutdown that finds it.
@@ -184,10 +192,28 @@ pub struct RouterHandle {
     fast: Arc<FastPath>,
 }
 
+/// What the actor publishes for one configuration.
+#[derive(Debug)]
+struct Published {
+    names: Arc<ModelNames>,
+    gates: Arc<Gates>,
+}
+
+/// Why [`RouterHandle::reconfigure`] changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconfigureError {
+    /// The new settings are invalid (the running ones are kept).
+    #[error("the new configuration cannot be scheduled")]
+    Settings(#[from] SettingsError),
+    /// The router is shutting down or gone.
+    #[error("the router is shutting down")]
+    ShuttingDown,
+}
+
 /// The state the actor publishes for grants without a round trip.
 #[derive(Debug)]
 struct FastPath {
-    gates: Arc<Gates>,
     /// The scheduler's sequence of request IDs.
     ids: Arc<AtomicU64>,
     /// Where fast leases report to the actor once it counts them.
@@ -225,20 +251,78 @@ impl RouterHandle {
     /// The lease is like any other: drop it when the response has ended, or
     /// hand it back with [`Lease::refused`].
     pub fn try_fast(&self, model: &str, priority: Priority) -> Option<Lease> {
-        let index = self.names.index(model)?;
-        let id_string = self.names.ids().get(index)?;
+        let (index, id_string, gates, grant) = {
+            let published = self.published();
+            let index = published.names.index(model)?;
+            let id_string = published.names.ids().get(index)?.clone();
+            let grant = published.gates.try_acquire(index)?;
+            (index, id_string, Arc::clone(&published.gates), grant)
+        };
         let fast = &self.fast;
-        let grant = fast.gates.try_acquire(index)?;
         let id = RequestId(fast.ids.fetch_add(1, Ordering::Relaxed));
         Some(Lease::fast(
             id,
-            id_string.clone(),
+            id_string,
             priority,
             fast.notices.clone(),
-            Arc::clone(&fast.gates),
+            gates,
             index,
             grant,
         ))
+    }
+
+    fn published(&self) -> std::sync::RwLockReadGuard<'_, Published> {
+        // The actor replaces the whole value; a panic cannot leave half of it.
+        self.published
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies new settings in place (a reload): waiting requests keep their
+    /// order, those of removed models fail with [`RouteError::Removed`],
+    /// requests in flight and the models' states are kept, and the new
+    /// settings (groups, floors, limits, `parallel`, aliases, TTLs, matrix)
+    /// apply to the decisions taken from now on. `restart` names the models
+    /// whose process definition changed: each is stopped once its requests
+    /// in flight end, and what waits for it then starts the new definition.
+    ///
+    /// # Errors
+    ///
+    /// [`ReconfigureError::Settings`] when the settings are invalid (nothing
+    /// changes), [`ReconfigureError::ShuttingDown`] once shut down.
+    pub async fn reconfigure(
+        &self,
+        settings: SchedulerSettings,
+        restart: Vec<String>,
+    ) -> Result<(), ReconfigureError> {
+        self.reconfigure_with(settings, move || restart).await
+    }
+
+    /// As [`reconfigure`](Self::reconfigure), with the launcher's side of the
+    /// reload: once the settings are known to be valid, the actor calls
+    /// `update` (which gives the launcher its new process definitions and
+    /// returns the models whose definition changed) and applies the settings
+    /// in the same step, so no start is decided in between with the old
+    /// settings and a new definition.
+    ///
+    /// # Errors
+    ///
+    /// As [`reconfigure`](Self::reconfigure); `update` is not called then.
+    pub async fn reconfigure_with(
+        &self,
+        settings: SchedulerSettings,
+        update: impl FnOnce() -> Vec<String> + Send + 'static,
+    ) -> Result<(), ReconfigureError> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Reconfigure {
+            settings: Box::new(settings),
+            update: Box::new(update),
+            reply,
+        };
+        if self.commands.send(command).await.is_err() {
+            return Err(ReconfigureError::ShuttingDown);
+        }
+        answer.await.unwrap_or(Err(ReconfigureError::ShuttingDown))
     }
 
     /// Every request waiting in the ranked queue, in position order (empty once shut down).
@@ -316,6 +400,6 @@ impl RouterHandle {
 
     /// The model ID a name (ID or alias) refers to.
     pub fn resolve(&self, name: &str) -> Option<String> {
-        self.names.resolve(name).map(str::to_owned)
+        self.published().names.resolve(name).map(str::to_owned)
     }
 }

@@ -25,9 +25,16 @@ pub(super) enum Notice {
         waiter: Waiter,
     },
     /// A fast-path grant of model (index) that the scheduler absorbed ended.
-    FastDone(usize),
+    FastDone {
+        /// The configuration the index is of (the gates' number).
+        config: u64,
+        /// The model's index.
+        model: usize,
+    },
     /// The upstream refused a fast-path grant: it becomes a scheduled request.
     FastRefused {
+        /// The configuration the index is of (the gates' number).
+        config: u64,
         /// The model's index.
         model: usize,
         /// The request.
@@ -254,6 +261,7 @@ impl Lease {
         );
         let notice = match self.fast.take() {
             Some(fast) => Notice::FastRefused {
+                config: fast.gates.config(),
                 model: fast.model,
                 id: self.id,
                 priority: fast.priority,
@@ -301,7 +309,10 @@ impl Drop for Lease {
         match &self.fast {
             Some(fast) => {
                 if fast.gates.release(fast.model, fast.grant.generation) {
-                    let _ = self.notices.send(Notice::FastDone(fast.model));
+                    let _ = self.notices.send(Notice::FastDone {
+                        config: fast.gates.config(),
+                        model: fast.model,
+                    });
                 }
             }
             None => {

@@ -61,6 +61,8 @@ pub struct Scheduler {
     pub(super) not_aged: std::collections::BTreeSet<RequestId>,
     /// Refused requests held over every model, so nothing is scanned when there are none.
     pub(super) held_total: usize,
+    /// Models with `retire` set, so nothing is scanned when there are none.
+    pub(super) retiring: usize,
 }
 
 #[derive(Debug)]
@@ -99,6 +101,14 @@ pub(super) struct Model {
     /// Granted requests its upstream refused, waiting for the exit to be
     /// processed (`refusal.rs`).
     pub(super) held: Vec<Held>,
+    /// A reload changed or removed it while it ran: it is stopped once its
+    /// requests in flight end, and grants nothing until then
+    /// (`reconfigure.rs`).
+    pub(super) retire: bool,
+    /// A reload added it or changed its process definition: its new process
+    /// does not start while any retired model is up (an old process may hold
+    /// the port the new definition uses, `${PORT}` being numbered in ID order).
+    pub(super) fresh: bool,
 }
 
 /// A refused request waiting for its model's exit.
@@ -155,6 +165,15 @@ impl Scheduler {
     /// [`SettingsError`] when a model ID repeats, a name refers to two models, a limit
     /// is 0, the serial scheduler is given priorities, or the groups are invalid.
     pub fn new(settings: &SchedulerSettings) -> Result<Self, SettingsError> {
+        Self::build(settings, &|_| true)
+    }
+
+    /// As [`new`](Self::new); only the models `listed` accepts (by ID) have
+    /// names (`reconfigure.rs` keeps removed models that still run).
+    pub(super) fn build(
+        settings: &SchedulerSettings,
+        listed: &dyn Fn(&str) -> bool,
+    ) -> Result<Self, SettingsError> {
         let mut sorted: Vec<_> = settings.models.iter().collect();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
         let mut models = Vec::with_capacity(sorted.len());
@@ -198,9 +217,13 @@ impl Scheduler {
                 idle_since: None,
                 starts: 0,
                 held: Vec::new(),
+                retire: false,
+                fresh: false,
             });
         }
-        let names = Arc::new(ModelNames::new(&sorted)?);
+        let names = Arc::new(ModelNames::listing(&sorted, |index| {
+            listed(&sorted[index].id)
+        })?);
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
         let policy: Box<dyn EvictionPolicy> = match &settings.matrix {
             Some(matrix) => Box::new(Matrix::new(&ids, matrix, |name| {
@@ -239,6 +262,7 @@ impl Scheduler {
             },
             not_aged: std::collections::BTreeSet::new(),
             held_total: 0,
+            retiring: 0,
         })
     }
 

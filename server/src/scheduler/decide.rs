@@ -65,6 +65,15 @@ impl Scheduler {
     /// The decision tree for a request for model `t`, before the drain fence.
     pub(super) fn decide(&self, t: usize) -> Decision {
         let m = &self.models[t];
+        if m.retire {
+            // Its process is to stop once its requests end; what waits for it
+            // waits for the start of its new definition.
+            return Decision::Wait(Vec::new());
+        }
+        if m.fresh && self.retiring > 0 && !m.ready && m.swap.is_none() {
+            // Its new process waits until every old one is gone.
+            return Decision::Wait(Vec::new());
+        }
         match &m.swap {
             Some(swap) if !swap.cancelled => return Decision::Join,
             Some(_) => return Decision::Wait(Vec::new()),
@@ -300,6 +309,7 @@ impl Scheduler {
         if self.shutting_down {
             return;
         }
+        self.retire_idle(out);
         self.release_held();
         if self.queue.is_empty() {
             self.needed_stopped.fill(None);

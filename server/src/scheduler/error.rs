@@ -54,6 +54,13 @@ pub enum RouteError {
         /// The model ID.
         model: String,
     },
+    /// A reload removed the model from the configuration while the request
+    /// waited for it (404 `model_removed`).
+    #[error("model {model} was removed from the configuration while the request waited")]
+    Removed {
+        /// The model ID.
+        model: String,
+    },
     /// The upstream refused the request's connection and did not exit within
     /// [`REFUSAL_GRACE`](super::REFUSAL_GRACE) (502 `upstream_unreachable`): it runs
     /// but does not listen where the config says.

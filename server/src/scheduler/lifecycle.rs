@@ -156,7 +156,7 @@ impl Scheduler {
 
     /// Fails every queued and swap-waiting request of the models `error_for` names,
     /// cancelling those models' swaps.
-    fn fail_waiters(
+    pub(super) fn fail_waiters(
         &mut self,
         now: Tick,
         out: &mut Vec<Effect>,
@@ -191,7 +191,11 @@ impl Scheduler {
     }
 
     /// Emits a stop for `batches` of model indices (empty batches skipped).
-    fn issue_stop(&mut self, batches: Vec<Vec<usize>>, out: &mut Vec<Effect>) -> Option<StopId> {
+    pub(super) fn issue_stop(
+        &mut self,
+        batches: Vec<Vec<usize>>,
+        out: &mut Vec<Effect>,
+    ) -> Option<StopId> {
         let batches: Vec<Vec<usize>> = batches.into_iter().filter(|b| !b.is_empty()).collect();
         if batches.is_empty() {
             return None;

@@ -90,6 +90,7 @@ mod error;
 mod fast;
 mod lifecycle;
 mod names;
+mod reconfigure;
 mod refusal;
 mod settings;
 mod slots;

@@ -18,8 +18,13 @@ pub struct ModelNames {
 }
 
 impl ModelNames {
-    /// The names of `models`, which must be sorted by ID without repeats.
-    pub(super) fn new(models: &[&ModelSettings]) -> Result<Self, SettingsError> {
+    /// The names of `models`, which must be sorted by ID without repeats; only
+    /// the models `listed` accepts (by index) have names: the others (removed
+    /// by a reload, still running) keep their index and cannot be asked for.
+    pub(super) fn listing(
+        models: &[&ModelSettings],
+        listed: impl Fn(usize) -> bool,
+    ) -> Result<Self, SettingsError> {
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
         let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
         // IDs first, so an alias that names another model is reported against that model.
@@ -29,6 +34,9 @@ impl ModelNames {
             .enumerate()
             .flat_map(|(index, m)| m.aliases.iter().map(move |alias| (index, alias)));
         for (index, name) in id_names.chain(aliases) {
+            if !listed(index) {
+                continue;
+            }
             match by_name.get(name) {
                 Some(&other) if other == index => {}
                 Some(&other) => {

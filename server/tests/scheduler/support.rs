@@ -265,6 +265,20 @@ impl Harness {
         result
     }
 
+    /// A reload: `settings` apply from now on; `restart` changed their process.
+    pub fn reconfigure(
+        &mut self,
+        settings: &SchedulerSettings,
+        restart: &[&str],
+    ) -> Result<Vec<Option<usize>>, llama_swap_server::scheduler::SettingsError> {
+        let mut out = Vec::new();
+        let result = self
+            .s
+            .reconfigure(self.now, settings, &names(restart), &mut out);
+        self.record(out);
+        result
+    }
+
     pub fn stop_done(&mut self, id: StopId) {
         let mut out = Vec::new();
         self.s.stop_done(id, &mut out);
