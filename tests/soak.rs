@@ -123,8 +123,8 @@ fn config(bin: &Path, dir: &Path) -> String {
     yaml
 }
 
-/// `config` with one more model, as the reload phase writes it (the ports of the
-/// others stay: `${PORT}` numbers models in order and the new one comes last).
+/// `config` with one more model, as the reload phase writes it (`${PORT}` numbers
+/// models in ID order: the models whose ID sorts after it get new ports).
 fn config_with(base: &str, bin: &Path, model: &str) -> String {
     format!(
         "{base}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
@@ -590,8 +590,11 @@ async fn slow_body_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &m
 }
 
 /// The reload phase: SIGHUP with a configuration that adds a model, while requests
-/// are in flight. Every request resolves (those queued at the switch may be refused
-/// with 503 and the crashing upstream may fail), and the new model is then served.
+/// are in flight. The added model sorts before most others, so `${PORT}` gives
+/// those new ports: they are changed models and restart once their requests in
+/// flight end; the others are kept. Either way every request is served (only the
+/// crashing upstream may fail), none is refused with 503, and the new model is
+/// then served.
 async fn reload_phase(
     client: &reqwest::Client,
     server: &Arc<Server>,
@@ -626,8 +629,12 @@ async fn reload_phase(
                 status: 200,
                 complete,
             } => *complete || crashy,
-            Outcome::Answered { status: 503, .. } => true,
-            Outcome::Answered { status: 502, .. } | Outcome::Transport(_) => crashy,
+            // The crashing upstream's requests may fail (502, or 503 when its
+            // restart fails); never one of a healthy model, kept or changed.
+            Outcome::Answered {
+                status: 502 | 503, ..
+            }
+            | Outcome::Transport(_) => crashy,
             _ => false,
         };
         assert!(

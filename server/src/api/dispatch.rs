@@ -581,6 +581,10 @@ async fn grant_and_forward(
     let result = match lease {
         Ok(lease) => {
             tracked.granted();
+            // A reload while it waited may have given the model a new
+            // definition (address, filters, timeouts): the grant is for it.
+            let latest = state.latest_model(&model.id);
+            let model = latest.as_deref().unwrap_or(model);
             // Boxed so that a request waiting for its grant does not carry the
             // larger state of the forwarding stage.
             Box::pin(forward_granted(state, model, outbound, lease, token)).await
@@ -619,7 +623,10 @@ async fn forward_granted(
         }) => {
             tracing::info!(model = %model.id, "the upstream refused the request before it reached it; handing it back to the router");
             let lease = wait_for_grant(state, lease.refused()).await?;
-            Ok(proxy
+            let latest = state.latest_model(&model.id);
+            let model = latest.as_deref().unwrap_or(model);
+            Ok(model
+                .client
                 .forward(&model.id, &model.proxy, outbound, (lease, token))
                 .await?)
         }

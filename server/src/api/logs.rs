@@ -126,7 +126,7 @@ pub(crate) async fn stream_all(
     QueryParams(query): QueryParams<StreamQuery>,
 ) -> Response {
     let (history, feeds) = combined(&state, true, true);
-    follow(&query, history, feeds, state.inner.draining.clone())
+    follow(&query, history, feeds, state.inner.streams.clone())
 }
 
 /// `GET /logs/stream/<id>`: `proxy`, `upstream`, or one model (ID or alias).
@@ -135,7 +135,7 @@ pub(crate) async fn stream_one(
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<StreamQuery>,
 ) -> Response {
-    let draining = state.inner.draining.clone();
+    let draining = state.inner.streams.clone();
     match id.as_str() {
         PROXY_LOG_ID => {
             let (history, feeds) = combined(&state, true, false);

@@ -124,6 +124,10 @@ pub(crate) struct Inner {
     /// Cancelled when the server starts shutting down: waiting requests answer
     /// 503, log streams end, new requests are refused.
     pub(crate) draining: CancellationToken,
+    /// Ends `/api/events` and `/logs` streams: cancelled with `draining`, or
+    /// alone when a reload replaces this state (the page reconnects and sees
+    /// the new configuration).
+    pub(crate) streams: CancellationToken,
     /// Requests wait for `true` before they are scheduled; `None` = always open.
     pub(crate) gate: Option<watch::Receiver<bool>>,
     /// One token per model-dispatched request, held until its response body
@@ -143,6 +147,8 @@ pub(crate) struct Inner {
     pub(crate) activity: Arc<Activity>,
     /// The router snapshot shared by every `/api/events` subscriber.
     pub(crate) snapshots: SnapshotCache,
+    /// The state of the configuration a reload replaced this one with.
+    pub(crate) successor: std::sync::OnceLock<AppState>,
 }
 
 impl AppState {
@@ -247,6 +253,7 @@ impl AppState {
             &metrics,
         );
         let keys = ApiKeys::new(config.api_keys.iter().map(|k| k.expose()));
+        let draining = CancellationToken::new();
         Self {
             inner: Arc::new(Inner {
                 router,
@@ -263,7 +270,8 @@ impl AppState {
                     budget: Arc::new(BodyBudget::new(options.max_body_bytes_in_flight)),
                 },
                 proxy_log: options.proxy_log,
-                draining: CancellationToken::new(),
+                streams: draining.child_token(),
+                draining,
                 gate,
                 inflight: TaskTracker::new(),
                 metrics,
@@ -274,6 +282,7 @@ impl AppState {
                 peers,
                 activity: Arc::new(Activity::default()),
                 snapshots: SnapshotCache::default(),
+                successor: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -288,6 +297,34 @@ impl AppState {
     /// A token that keeps [`wait_idle`](Self::wait_idle) waiting while it lives.
     pub(crate) fn track(&self) -> TaskTrackerToken {
         self.inner.inflight.token()
+    }
+
+    /// Takes over from `previous` after a reload: the same drain (a shutdown
+    /// drains both) and activity feed, and `previous`'s event and log streams
+    /// end so that their readers reconnect to this configuration. Call it
+    /// before this state serves anything.
+    pub(crate) fn succeed(&mut self, previous: &AppState) {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.draining = previous.inner.draining.clone();
+            inner.streams = previous.inner.draining.child_token();
+            inner.activity = Arc::clone(&previous.inner.activity);
+        }
+        // Requests still waiting in `previous` are granted for this configuration.
+        let _ = previous.inner.successor.set(self.clone());
+        previous.inner.streams.cancel();
+    }
+
+    /// The entry of model `id` in the newest configuration, when a reload
+    /// replaced this state (`None`: this is the newest, or the model is gone).
+    /// A request granted after a reload is for the model's newest definition
+    /// (upstream address, filters, timeouts): a changed model grants nothing
+    /// on its old process.
+    pub(crate) fn latest_model(&self, id: &str) -> Option<Arc<ModelEntry>> {
+        let mut latest = self.inner.successor.get()?;
+        while let Some(next) = latest.inner.successor.get() {
+            latest = next;
+        }
+        latest.inner.models.get(id).cloned()
     }
 
     /// Starts draining: requests still waiting for a model answer 503

@@ -9,8 +9,10 @@
 //! the model under the open socket, which then closes.
 //!
 //! Pipes run on the state's in-flight tracker and end when the server starts
-//! draining (a reload or a shutdown would otherwise wait for sockets that
-//! never close by themselves).
+//! draining for a shutdown (which would otherwise wait for sockets that never
+//! close by themselves). A reload keeps them: the socket's lease keeps its
+//! model running, so a model the reload changed or removed stops once its
+//! last socket closes.
 
 use std::sync::Arc;
 

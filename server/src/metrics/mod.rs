@@ -84,7 +84,9 @@ fn swap_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     bands: Bands,
-    models: BTreeSet<String>,
+    /// The configured models; a reload adds its new ones (series of removed
+    /// models stay, frozen).
+    models: std::sync::RwLock<BTreeSet<String>>,
     requests: Family<L3, Counter>,
     queue_depth: Family<L1, Gauge>,
     model_queue_depth: Family<L2, Gauge>,
@@ -220,7 +222,7 @@ impl Metrics {
         let metrics = Self {
             registry,
             bands,
-            models: models.into_iter().map(Into::into).collect(),
+            models: std::sync::RwLock::new(models.into_iter().map(Into::into).collect()),
             requests,
             queue_depth,
             model_queue_depth,
@@ -269,6 +271,25 @@ impl Metrics {
         &self.bands
     }
 
+    /// Adds the models a reload configured (kept ones keep their series).
+    pub fn add_models<I, S>(&self, models: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.models
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(models.into_iter().map(Into::into));
+    }
+
+    fn model_set(&self) -> BTreeSet<String> {
+        self.models
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The band label of a priority.
     pub fn band(&self, priority: i32) -> String {
         self.bands.name_of(priority).to_owned()
@@ -276,7 +297,12 @@ impl Metrics {
 
     /// The model label of a name: itself if configured, [`OTHER_MODEL`] otherwise.
     pub fn model_label(&self, model: &str) -> String {
-        if self.models.contains(model) {
+        let known = self
+            .models
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(model);
+        if known {
             model.to_owned()
         } else {
             OTHER_MODEL.to_owned()
@@ -382,7 +408,7 @@ impl Metrics {
         for band in self.bands.iter() {
             band_depth.insert(band.name.clone(), 0);
             oldest.insert(band.name.clone(), Duration::ZERO);
-            for model in &self.models {
+            for model in &self.model_set() {
                 depth.insert((model.clone(), band.name.clone()), 0);
             }
         }
@@ -408,7 +434,7 @@ impl Metrics {
                 .get_or_create(&[("band", band)])
                 .set(waited.as_secs_f64());
         }
-        for model in &self.models {
+        for model in &self.model_set() {
             let entry = running.iter().find(|r| &r.model == model);
             let current = entry.map_or(ModelState::Stopped, |r| r.state);
             let label = [("model", model.clone())];

@@ -1,9 +1,8 @@
-//! One configuration's running parts: supervisor, router and HTTP state.
+//! The running parts: supervisor, router and the current HTTP state.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{ServeError, ServeOptions};
@@ -13,31 +12,28 @@ use crate::launcher::Launcher;
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::router::{Router, RouterHandle, RouterOptions, Submit};
+use crate::scheduler::Scheduler;
 use crate::upstream::{Supervisor, SupervisorOptions};
 
 /// Lines of output kept per model for `/logs`.
 const LOG_LINES_PER_MODEL: usize = 2000;
 
-/// A configuration being served.
+/// The configuration being served: one supervisor and one router for the
+/// server's whole life, and the HTTP state of the current configuration.
 pub(super) struct Instance {
     pub(super) state: AppState,
     router: RouterHandle,
     supervisor: Arc<Supervisor>,
-    /// `hooks.on_startup.preload`, cancelled (aborted) when the instance stops.
+    metrics: Arc<Metrics>,
+    /// `hooks.on_startup.preload`, cancelled (aborted) when the instance stops
+    /// or a reload starts the next configuration's.
     preload: JoinSet<()>,
 }
 
 impl Instance {
     /// Starts the supervisor and router for `config` (no process is spawned
     /// until a request or the preload hook asks for a model).
-    ///
-    /// With a `gate`, requests wait until it turns `true` before they are
-    /// scheduled (a reload waits for the old instance's upstreams to stop).
-    pub(super) fn start(
-        config: &Config,
-        options: &ServeOptions,
-        gate: Option<watch::Receiver<bool>>,
-    ) -> Result<Self, ServeError> {
+    pub(super) fn start(config: &Config, options: &ServeOptions) -> Result<Self, ServeError> {
         let settings = config.scheduler_settings();
         let specs = config.process_specs();
         let tls = config.upstream_tls()?;
@@ -57,33 +53,89 @@ impl Instance {
             events,
             RouterOptions::default().metrics(Arc::clone(&metrics)),
         )?;
+        let state = Self::state_for(config, options, &router, &supervisor, &metrics, tls);
+        let mut instance = Self {
+            state,
+            router,
+            supervisor,
+            metrics,
+            preload: JoinSet::new(),
+        };
+        instance.preload(config);
+        Ok(instance)
+    }
+
+    fn state_for(
+        config: &Config,
+        options: &ServeOptions,
+        router: &RouterHandle,
+        supervisor: &Arc<Supervisor>,
+        metrics: &Arc<Metrics>,
+        tls: Option<crate::proxy::UpstreamTls>,
+    ) -> AppState {
         let mut http = options.http.clone();
         if let Some(limit) = config.request_body_limit {
             http = http.max_body_bytes(limit);
         }
-        let state = AppState::assemble(
+        AppState::assemble(
             config,
             router.clone(),
-            Some(supervisor.clone()),
+            Some(Arc::clone(supervisor)),
             http,
-            gate.clone(),
-            metrics,
+            None,
+            Arc::clone(metrics),
             tls,
-        );
-        let mut preload = JoinSet::new();
+        )
+    }
+
+    fn preload(&mut self, config: &Config) {
+        self.preload.abort_all();
         if !config.hooks.preload.is_empty() {
-            preload.spawn(preload_models(
-                router.clone(),
+            self.preload.spawn(preload_models(
+                self.router.clone(),
                 config.hooks.preload.clone(),
-                gate,
             ));
         }
-        Ok(Self {
-            state,
-            router,
-            supervisor,
-            preload,
-        })
+    }
+
+    /// Switches to `config` in place: models whose process definition is
+    /// unchanged keep running with their requests; changed and removed ones
+    /// stop once their requests in flight end; waiting requests keep their
+    /// order (those of removed models fail); the HTTP state is replaced.
+    /// Refused (nothing changes) when the configuration cannot be scheduled.
+    pub(super) async fn reload(
+        &mut self,
+        config: &Config,
+        options: &ServeOptions,
+    ) -> Result<(), ServeError> {
+        let settings = config.scheduler_settings();
+        // Checked before anything changes: the supervisor's reconfigure cannot be undone.
+        Scheduler::new(&settings)?;
+        let tls = config.upstream_tls()?;
+        // Applied by the router actor in the same step as the settings, so it
+        // decides no start with the old settings for a new definition.
+        let supervisor = Arc::clone(&self.supervisor);
+        let (specs, upstream_tls) = (config.process_specs(), tls.clone());
+        self.router
+            .reconfigure_with(settings, move || {
+                supervisor.reconfigure(specs, upstream_tls).changed
+            })
+            .await
+            .map_err(ServeError::Reload)?;
+        self.metrics
+            .add_models(config.models.iter().map(|m| m.id.clone()));
+        let mut state = Self::state_for(
+            config,
+            options,
+            &self.router,
+            &self.supervisor,
+            &self.metrics,
+            tls,
+        );
+        state.succeed(&self.state);
+        self.state = state;
+        self.preload(config);
+        Ok(())
     }
 
     /// Drains and stops: waiting requests answer 503, responses in flight may
@@ -106,18 +158,9 @@ impl Instance {
 }
 
 /// `hooks.on_startup.preload`: loads each model in turn like a request would
-/// (so swaps apply), holding nothing once it is ready. After a reload it
-/// first waits, like requests do, for the old upstreams to be gone.
-async fn preload_models(
-    router: RouterHandle,
-    models: Vec<String>,
-    gate: Option<watch::Receiver<bool>>,
-) {
-    if let Some(mut gate) = gate
-        && gate.wait_for(|open| *open).await.is_err()
-    {
-        return;
-    }
+/// (so swaps apply), holding nothing once it is ready. After a reload a kept
+/// model that runs is granted at once: nothing restarts.
+async fn preload_models(router: RouterHandle, models: Vec<String>) {
     for model in models {
         let outcome = match router
             .submit(Submit {

@@ -11,11 +11,15 @@
 //!    reaps them;
 //! 5. `serve` returns.
 //!
-//! A reload builds a new instance (router, supervisor, HTTP state) and routes
-//! new requests to it at once; they wait while the old instance drains like a
-//! shutdown and stops its upstreams (which may hold the ports the new ones
-//! need), then proceed. A configuration that cannot be scheduled is refused and
-//! the running one kept.
+//! A reload keeps the router and the supervisor and applies the new
+//! configuration to them in place: a model whose process definition is
+//! unchanged keeps its upstream running and its requests (in flight and
+//! waiting, in their order); a changed model is stopped once its requests in
+//! flight end and its new definition starts for what waits for it; a removed
+//! model's waiting requests fail with `model_removed` and it is stopped once
+//! its requests in flight end. New requests use the new HTTP state at once.
+//! A configuration that cannot be scheduled is refused and the running one
+//! kept.
 //!
 //! ```
 //! use llama_swap_server::config::Config;
@@ -129,6 +133,9 @@ pub enum ServeError {
     /// Models whose upstream is the server's own listen address.
     #[error("{}", self_proxy_lines(.0))]
     SelfProxy(Vec<crate::config::SelfProxy>),
+    /// The router did not take the reloaded configuration.
+    #[error("the router did not take the new configuration")]
+    Reload(#[source] crate::router::ReconfigureError),
 }
 
 fn self_proxy_lines(models: &[crate::config::SelfProxy]) -> String {
@@ -192,12 +199,10 @@ pub async fn serve_reloading(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     refuse_self_proxies(&config, &listener)?;
-    let mut current = Instance::start(&config, &options, None)?;
+    let mut current = Instance::start(&config, &options)?;
     let (app_tx, app_rx) = watch::channel(app(current.state.clone()));
     let stop = CancellationToken::new();
     let mut connections = JoinSet::new();
-    // Old instances draining after a reload.
-    let mut retiring: JoinSet<()> = JoinSet::new();
     let mut reloads_open = true;
 
     tokio::pin!(shutdown);
@@ -223,20 +228,14 @@ pub async fn serve_reloading(
             },
             reload = reloads.recv(), if reloads_open => match reload {
                 Some(config) => {
-                    let (gate_tx, gate_rx) = watch::channel(false);
-                    let started = refuse_self_proxies(&config, &listener)
-                        .and_then(|()| Instance::start(&config, &options, Some(gate_rx)));
-                    match started {
-                        Ok(next) => {
-                            let old = std::mem::replace(&mut current, next);
+                    let reloaded = match refuse_self_proxies(&config, &listener) {
+                        Ok(()) => current.reload(&config, &options).await,
+                        Err(error) => Err(error),
+                    };
+                    match reloaded {
+                        Ok(()) => {
                             drop(app_tx.send_replace(app(current.state.clone())));
-                            let (deadline, grace) = (options.drain_deadline, options.stop_grace);
-                            retiring.spawn(async move {
-                                old.stop(deadline, grace).await;
-                                // The old upstreams are gone: the new instance may start its own.
-                                gate_tx.send_replace(true);
-                                tracing::info!("configuration reloaded");
-                            });
+                            tracing::info!("configuration reloaded");
                         }
                         Err(error) => tracing::error!(
                             error = %error_chain(&error),
@@ -247,7 +246,6 @@ pub async fn serve_reloading(
                 None => reloads_open = false,
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            Some(_) = retiring.join_next(), if !retiring.is_empty() => {}
         }
     }
     drop(listener);
@@ -266,7 +264,6 @@ pub async fn serve_reloading(
         );
         connections.shutdown().await;
     }
-    while retiring.join_next().await.is_some() {}
     current.stop(Duration::ZERO, options.stop_grace).await;
     tracing::info!("shut down");
     Ok(())

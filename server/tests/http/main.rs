@@ -24,6 +24,7 @@ mod parallel;
 mod peers;
 mod priority;
 mod profiles;
+mod reload;
 mod selectors;
 mod slow_bodies;
 mod support;

@@ -132,6 +132,56 @@ impl Harness {
         self.reloads.send(loaded.config).await.unwrap();
     }
 
+    /// Reloads with `models` (kept IDs keep their port, new ones get a free
+    /// one) and `global_yaml`; returns once the server has applied it (its
+    /// model list shows the new models and not the removed ones).
+    pub async fn reload(&mut self, models: &[ModelSpec], global_yaml: &str) {
+        for m in models {
+            self.ports.entry(m.id.to_owned()).or_insert_with(free_port);
+        }
+        let placed: Vec<(ModelSpec, u16)> = models
+            .iter()
+            .map(|m| (m.clone(), self.ports[m.id]))
+            .collect();
+        let mut yaml = config_yaml(&placed);
+        yaml.push_str(global_yaml);
+        let loaded = Config::from_yaml_str("test.yaml", &yaml, &|_: &str| None)
+            .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        self.yaml = yaml;
+        self.reloads.send(loaded.config).await.unwrap();
+        let mut want: Vec<String> = models.iter().map(|m| m.id.to_owned()).collect();
+        want.sort();
+        self.wait_for(|h| {
+            let want = want.clone();
+            async move {
+                let body: Value = h.get_json(&h.url("/v1/models")).await;
+                let mut ids: Vec<String> = body["data"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                    .collect();
+                ids.sort();
+                (ids == want).then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// Gives `model` a new port at the next [`reload`](Self::reload) (its
+    /// command and upstream address change); returns the old one.
+    pub fn move_port(&mut self, model: &str) -> u16 {
+        let old = self.ports[model];
+        self.ports.insert(model.to_owned(), free_port());
+        old
+    }
+
+    /// The pid of the process listening on `model`'s port, if any.
+    pub fn upstream_pid(&self, model: &str) -> Option<u32> {
+        processes_listening_on(&[self.ports[model]])
+            .first()
+            .map(|(pid, _)| *pid)
+    }
+
     /// A URL on the server.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)

@@ -136,7 +136,7 @@ impl Subscriber {
             dirty: false,
             next_snapshot: Instant::now(),
             keepalive,
-            draining: inner.draining.clone(),
+            draining: inner.streams.clone(),
             state,
         };
         subscriber
