@@ -83,16 +83,16 @@ async fn priority_tiers_example_reaches_the_real_server_as_10_0_minus_10_twice()
     let example = run_example(stack.base_url());
     let mut ranks = Vec::new();
     for call in 0..6 {
+        // Both halves hold until the test opens other's gate, so waiting for
+        // one and then the other sees them hold together.
+        stack.wait_held("other", 1).await;
         let queue = stack
-            .wait_for(
-                &format!("call {call} of the example queued, other holding"),
-                || async {
-                    let queue = stack.queue().await;
-                    let other_holds = stack.held("other").await == Some(1);
-                    (models_of(&queue) == ["demo"] && other_holds).then_some(queue)
-                },
-            )
+            .wait_for(&format!("call {call} of the example queued"), || async {
+                let queue = stack.queue().await;
+                (models_of(&queue) == ["demo"]).then_some(queue)
+            })
             .await;
+        assert_eq!(stack.held("other").await, Some(1), "call {call}");
         ranks.push((queue[0].requested_priority, queue[0].effective_priority));
 
         stack.open_gate("other").await;

@@ -18,15 +18,12 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::events::ServerEvents;
 use crate::procs::{self, Process};
 
 /// Generous upper bound for anything a test waits for: it turns a hang into a
 /// failure, it is never a measurement.
 pub const LIMIT: Duration = Duration::from_secs(30);
-
-/// How often cross-process state (`/api/queue`, a mockswap gate) is polled:
-/// there is no event to wait on across processes.
-const POLL: Duration = Duration::from_millis(20);
 
 /// `target/<profile>` of the running test binary (`target/debug/deps/<test>-<hash>`).
 pub fn target_dir() -> PathBuf {
@@ -297,20 +294,13 @@ impl Stack {
             .unwrap_or_else(|e| panic!("GET {url}: body is not JSON: {e}"))
     }
 
-    /// Polls `/api/queue` until it holds exactly `n` waiters and returns them.
+    /// Waits until `/api/queue` holds exactly `n` waiters and returns them.
     pub async fn wait_queue_len(&self, n: usize) -> Vec<Waiter> {
-        let deadline = tokio::time::Instant::now() + LIMIT;
-        loop {
+        self.wait_for(&format!("{n} waiter(s) in /api/queue"), || async {
             let queue = self.queue().await;
-            if queue.len() == n {
-                return queue;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "waited {LIMIT:?} for {n} waiter(s) in /api/queue; last seen: {queue:?}"
-            );
-            tokio::time::sleep(POLL).await;
-        }
+            (queue.len() == n).then_some(queue)
+        })
+        .await
     }
 
     /// How many requests a model's mockswap holds at its gate; `None` while no
@@ -321,10 +311,31 @@ impl Stack {
         state["held"].as_u64()
     }
 
-    /// Waits until a model's mockswap holds `n` requests at its gate.
+    /// Long-polls a model's mockswap until its gate holds at least `n` requests
+    /// (mockswap answers on its gate's own change notification) and returns the
+    /// count; `None` while no process answers on its port.
+    async fn held_at_least(&self, model: &str, n: u64) -> Option<u64> {
+        let url = format!(
+            "{}/__mockswap/gate?wait_held={n}&timeout_ms={}",
+            self.upstream_url(model),
+            LIMIT.as_millis()
+        );
+        let response = self.http.get(&url).send().await.ok()?;
+        assert_eq!(
+            response.status(),
+            200,
+            "{model} did not hold {n} request(s) within {LIMIT:?}"
+        );
+        let state: Value = response.json().await.ok()?;
+        state["held"].as_u64()
+    }
+
+    /// Waits until a model's mockswap holds exactly `n` requests at its gate.
+    /// Until its process answers, the wait follows the server's events (the
+    /// model becoming ready is one).
     pub async fn wait_held(&self, model: &str, n: u64) {
         self.wait_for(&format!("{model} holding {n} request(s)"), || async {
-            (self.held(model).await == Some(n)).then_some(())
+            (self.held_at_least(model, n).await == Some(n)).then_some(())
         })
         .await;
     }
@@ -333,24 +344,41 @@ impl Stack {
     /// returns it: with one model running at a time, that is the waiter the
     /// scheduler picked next. Failing fast on the wrong one beats waiting for
     /// the right one until the limit.
+    ///
+    /// Woken by the server's events and by a long-poll on every candidate's
+    /// gate, whichever answers first: the server has no event for a request
+    /// reaching the upstream, the upstream none for starting.
     pub async fn next_started(&self, candidates: &[&str]) -> String {
-        self.wait_for(
-            &format!("one of {candidates:?} to hold a request"),
-            || async {
-                let mut started = Vec::new();
-                for model in candidates {
-                    if self.held(model).await.unwrap_or(0) > 0 {
-                        started.push((*model).to_owned());
-                    }
+        let what = format!("one of {candidates:?} to hold a request");
+        let mut events = self.events().await;
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            let mut started = Vec::new();
+            for model in candidates {
+                if self.held(model).await.unwrap_or(0) > 0 {
+                    started.push((*model).to_owned());
                 }
-                assert!(
-                    started.len() <= 1,
-                    "several models serve at once: {started:?}"
-                );
-                started.pop()
-            },
-        )
-        .await
+            }
+            assert!(
+                started.len() <= 1,
+                "several models serve at once: {started:?}"
+            );
+            if let Some(model) = started.pop() {
+                return model;
+            }
+            // A gate that does not answer (no process yet) must not end the race.
+            let gates = candidates.iter().map(|model| {
+                Box::pin(async move {
+                    if self.held_at_least(model, 1).await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                })
+            });
+            tokio::select! {
+                changed = events.changed(deadline) => assert!(changed, "waited {LIMIT:?} for {what}"),
+                _ = futures::future::select_all(gates) => {}
+            }
+        }
     }
 
     /// Opens a model's gate: the requests it holds proceed, later ones pass.
@@ -381,14 +409,22 @@ impl Stack {
         self.http.get(url).send().await.ok()?.json().await.ok()
     }
 
-    /// Runs `probe` every 20 ms until it yields a value; panics naming `what`
-    /// after [`LIMIT`].
+    /// Subscribes to the server's `/api/events`.
+    pub async fn events(&self) -> ServerEvents {
+        ServerEvents::subscribe(&self.http, &self.base, None).await
+    }
+
+    /// Evaluates `probe` now and again on every change the server publishes
+    /// (`/api/events`: queue, model states, requests in flight, activity) until
+    /// it yields a value; panics naming `what` after [`LIMIT`]. The probe must
+    /// read server state (or wait on its own, like a mockswap long-poll): a
+    /// change only an upstream sees wakes nothing here.
     pub async fn wait_for<T, F, Fut>(&self, what: &str, probe: F) -> T
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Option<T>>,
     {
-        poll_until(what, probe).await
+        self.events().await.until(what, probe).await
     }
 
     /// Stops the server, checks that `serve` returned `Ok` and that none of the
@@ -429,26 +465,6 @@ impl Drop for Stack {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-    }
-}
-
-/// Runs `probe` every 20 ms until it yields a value; panics naming `what`
-/// after [`LIMIT`].
-pub async fn poll_until<T, F, Fut>(what: &str, probe: F) -> T
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "waited {LIMIT:?} for {what}"
-        );
-        tokio::time::sleep(POLL).await;
     }
 }
 

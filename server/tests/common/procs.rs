@@ -76,24 +76,56 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Waits until `pid` is not running and process group `pid` (the supervisor makes
-/// each upstream a group leader) has no live member. Polls the process table: a
-/// SIGKILLed process that is not our child dies asynchronously and nothing notifies
-/// us, so this is a bounded check of a condition, not a sleep standing in for one.
-pub async fn wait_gone(pid: u32) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        let members = group_members(pid);
-        if !is_alive(pid) && members.is_empty() {
-            return;
+/// Waits until `pid` has exited, on its pidfd: the kernel makes it readable
+/// when the process terminates, whether or not it is our child (a zombie
+/// counts as exited, as it does for [`is_alive`]). Returns at once when there
+/// is no such process; panics after [`LIMIT`].
+pub async fn wait_exit(pid: u32) {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    let fd = match pidfd_open(raw, PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::SRCH) => return,
+        Err(e) => panic!("pidfd_open({pid}): {e}"),
+    };
+    // A blocking poll(2) bounded by LIMIT on a thread of its own: registering
+    // the pidfd with tokio's reactor needs `unsafe` since tokio 1.54.
+    let ready = tokio::task::spawn_blocking(move || {
+        let limit = Timespec::try_from(LIMIT).expect("LIMIT fits a timespec");
+        loop {
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&limit)) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => return other,
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "process {pid} or its group survived: alive={} members={members:?}",
-            is_alive(pid)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await
+    .expect("the pidfd poll panicked")
+    .unwrap_or_else(|e| panic!("poll on the pidfd of {pid}: {e}"));
+    assert!(ready > 0, "process {pid} did not exit within {LIMIT:?}");
+}
+
+/// Waits until `pid` is not running and process group `pid` (the supervisor makes
+/// each upstream a group leader) has no live member: waits for every process
+/// seen in the group to exit, then looks again (a member may have forked).
+pub async fn wait_gone(pid: u32) {
+    within(&format!("process {pid} and its group to be gone"), async {
+        loop {
+            let mut seen = group_members(pid);
+            if is_alive(pid) {
+                seen.push(pid);
+            }
+            if seen.is_empty() {
+                return;
+            }
+            futures_util::future::join_all(seen.into_iter().map(wait_exit)).await;
+        }
+    })
+    .await;
 }
 
 /// Asserts right now that neither `pid` nor any process of its group is running.

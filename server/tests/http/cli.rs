@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -13,7 +12,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::support::{LIMIT, config_yaml, free_port, model};
+use crate::support::{LIMIT, ServerEvents, config_yaml, free_port, model};
 
 /// A `llama-swap-server` process; its log (stdout after the `listening on`
 /// line, and stderr) is read all the time, so it never blocks on a full pipe,
@@ -181,19 +180,14 @@ fn mockswaps_on(ports: &[u16]) -> Vec<String> {
     found
 }
 
-/// Polls `/v1/models` until it lists `want` (no cross-process event exists).
+/// Waits until `/v1/models` lists `want`, on the server's `/api/events`.
 async fn wait_models(server: &Server, want: &[&str]) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if server.model_ids().await == want {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "models never became {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // A reload ends the event stream of the instance it retires; the
+    // subscription renews itself on the new one.
+    ServerEvents::subscribe(&server.base, None)
+        .await
+        .until(|| async { (server.model_ids().await == want).then_some(()) })
+        .await;
 }
 
 #[tokio::test]

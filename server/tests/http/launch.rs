@@ -11,7 +11,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::Server;
-use crate::support::{LIMIT, config_yaml, free_port, model};
+use crate::support::{LIMIT, ServerEvents, config_yaml, free_port, model};
 
 async fn model_ids(base: &str) -> Vec<String> {
     let body: serde_json::Value = reqwest::get(format!("{base}/v1/models"))
@@ -110,12 +110,12 @@ async fn config_dir_is_merged_after_config_and_watched_for_new_files() {
 
     // A new file in the directory is a change to the configuration.
     write(&conf_d.join("20-b.yml"), &models_file("b"));
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    // No event crosses the process boundary: poll the listing, bounded.
-    while model_ids(&server.base).await != ["a", "b", "base"] {
-        assert!(tokio::time::Instant::now() < deadline, "b never appeared");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    // The reload retires the instance whose event stream the wait follows;
+    // the subscription renews itself on the new one.
+    ServerEvents::subscribe(&server.base, None)
+        .await
+        .until(|| async { (model_ids(&server.base).await == ["a", "b", "base"]).then_some(()) })
+        .await;
     server.terminate().await;
 }
 

@@ -3,23 +3,9 @@
 //! serves the model again.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::cli::Server;
-use crate::support::{LIMIT, free_port, is_alive, mockswap_bin};
-
-/// Polls until `cond` holds: these are processes that are not our children, so
-/// nothing notifies us when they change.
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use crate::support::{free_port, is_alive, mockswap_bin, wait_exit};
 
 /// Pids of live mockswap processes whose command line contains `needle`.
 fn pids_running(needle: &str) -> Vec<u32> {
@@ -64,10 +50,14 @@ async fn a_sigkilled_server_takes_its_upstream_with_it() {
     assert_eq!(upstream.len(), 1, "one upstream runs: {upstream:?}");
 
     server.sigkill().await;
-    eventually("the upstream died with the server", || {
-        pids_running(&needle).is_empty()
-    })
-    .await;
+    for pid in upstream {
+        wait_exit(pid).await;
+    }
+    let left = pids_running(&needle);
+    assert!(
+        left.is_empty(),
+        "the upstream outlived the server: {left:?}"
+    );
 }
 
 #[tokio::test]
@@ -94,7 +84,11 @@ async fn a_new_server_stops_what_a_killed_server_left_behind_and_serves_the_mode
     );
 
     let second = Server::start(&config, &[]).await;
-    eventually("the orphan is stopped", || !is_alive(left[0])).await;
+    wait_exit(left[0]).await;
+    assert!(
+        !is_alive(left[0]),
+        "the orphan outlived the new server's start"
+    );
     assert_eq!(second.chat("m").await, 200);
     let now = pids_running(&needle);
     assert_eq!(now.len(), 1, "{now:?}");

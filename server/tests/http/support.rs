@@ -3,11 +3,10 @@
 
 #[path = "../common/procs.rs"]
 mod procs;
-pub use procs::{LIMIT, free_port, is_alive, mockswap_bin, processes_listening_on};
+pub use procs::{LIMIT, free_port, is_alive, mockswap_bin, processes_listening_on, wait_exit};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use llama_swap_server::config::Config;
 use llama_swap_server::{ServeError, ServeOptions, serve_reloading};
@@ -66,6 +65,8 @@ pub struct Harness {
     task: Option<JoinHandle<Result<(), ServeError>>>,
     yaml: String,
     reloads: mpsc::Sender<Config>,
+    /// A key of the server's `apiKeys` (its event stream needs one).
+    key: Option<String>,
 }
 
 impl Harness {
@@ -99,6 +100,11 @@ impl Harness {
     fn launch(yaml: &str, ports: BTreeMap<String, u16>, options: ServeOptions) -> Self {
         let loaded = Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        let key = loaded
+            .config
+            .api_keys
+            .first()
+            .map(|k| k.expose().to_owned());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let listener = tokio::net::TcpListener::from_std(listener).unwrap();
@@ -122,6 +128,7 @@ impl Harness {
             task: Some(task),
             yaml: yaml.to_owned(),
             reloads,
+            key,
         }
     }
 
@@ -257,8 +264,7 @@ impl Harness {
             .unwrap()
     }
 
-    /// Polls until `/api/queue` holds `n` waiters and returns them. There is no
-    /// event to wait on across processes; `LIMIT` bounds the wait.
+    /// Waits until `/api/queue` holds `n` waiters and returns them.
     pub async fn wait_queue_len(&self, n: usize) -> Vec<Value> {
         self.wait_for(|h| async move {
             let q = h.queue().await;
@@ -268,7 +274,8 @@ impl Harness {
     }
 
     /// Waits until the model's mockswap holds `n` requests at its gate, with
-    /// mockswap's long-poll; retried only while the process is not up yet.
+    /// mockswap's long-poll; retried on the server's events only while the
+    /// process is not up yet (the model becoming ready is an event).
     pub async fn wait_held(&self, model: &str, n: u64) {
         let timeout_ms = LIMIT.as_millis();
         let url = format!(
@@ -307,23 +314,20 @@ impl Harness {
         response.json().await.ok()
     }
 
-    /// Repeats `probe` every 20 ms until it yields a value, up to `LIMIT`.
+    /// Evaluates `probe` now and again on every change the server publishes on
+    /// `/api/events` (queue, model states, requests in flight, activity,
+    /// profile switches) until it yields a value, up to `LIMIT`. The probe must
+    /// read server state, or wait on its own like a mockswap long-poll: a
+    /// change only an upstream sees wakes nothing here.
     pub async fn wait_for<'a, T, F, Fut>(&'a self, probe: F) -> T
     where
         F: Fn(&'a Self) -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
     {
-        let deadline = tokio::time::Instant::now() + LIMIT;
-        loop {
-            if let Some(value) = probe(self).await {
-                return value;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "condition not reached within {LIMIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        ServerEvents::subscribe(&self.base, self.key.as_deref())
+            .await
+            .until(|| probe(self))
+            .await
     }
 
     /// Signals shutdown without waiting.
@@ -357,5 +361,75 @@ impl Drop for Harness {
         // A failed test: the runtime drops the serve task, and the supervisor's
         // drop kills every process group.
         self.begin_shutdown();
+    }
+}
+
+/// A subscription to a server's `/api/events`, renewed when the stream ends,
+/// as the web UI does: a reload drains the instance that served it (which ends
+/// its streams at once) after the new instance took over new connections.
+pub struct ServerEvents {
+    base: String,
+    key: Option<String>,
+    response: reqwest::Response,
+}
+
+impl ServerEvents {
+    /// Subscribes to `<base>/api/events`, with `key` as the bearer token.
+    pub async fn subscribe(base: &str, key: Option<&str>) -> Self {
+        let response = Self::connect(base, key).await;
+        Self {
+            base: base.to_owned(),
+            key: key.map(str::to_owned),
+            response,
+        }
+    }
+
+    async fn connect(base: &str, key: Option<&str>) -> reqwest::Response {
+        let mut request = reqwest::Client::new().get(format!("{base}/api/events"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = tokio::time::timeout(LIMIT, request.send())
+            .await
+            .expect("/api/events answers within LIMIT")
+            .expect("/api/events answers");
+        assert_eq!(
+            response.status(),
+            200,
+            "/api/events refused the harness's key"
+        );
+        response
+    }
+
+    /// Evaluates `probe` now and after every change until it yields a value,
+    /// up to `LIMIT`.
+    pub async fn until<T, F, Fut>(&mut self, probe: F) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            if let Some(value) = probe().await {
+                return value;
+            }
+            assert!(
+                self.changed(deadline).await,
+                "condition not reached within {LIMIT:?}"
+            );
+        }
+    }
+
+    /// Waits for the next chunk of events (or a renewed subscription, whose
+    /// snapshot may differ) until `deadline`; `false` when it passed first.
+    async fn changed(&mut self, deadline: tokio::time::Instant) -> bool {
+        match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+            Err(_) => false,
+            Ok(Ok(Some(_))) => true,
+            Ok(Ok(None) | Err(_)) => {
+                self.response = Self::connect(&self.base, self.key.as_deref()).await;
+                true
+            }
+        }
     }
 }

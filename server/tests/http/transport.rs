@@ -20,12 +20,13 @@ async fn an_https_upstream_signed_by_a_trusted_ca_file_is_health_checked_and_pro
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let spawned = dir.path().join("spawned");
-    // A shell that marks its start and then sleeps stands in for the model's
-    // server; the upstream is the in-test TLS server, which binds the port only
+    // A shell that marks its start, says so on stdout (the line reaches
+    // `/api/events`, which wakes the wait) and then sleeps stands in for the
+    // model's server; the upstream is the in-test TLS server, which binds the port only
     // once the process runs (the supervisor refuses to start a model whose port
     // is already taken).
     let yaml = format!(
-        "healthCheckTimeout: 15\nupstream:\n  caFile: {ca}\nmodels:\n  secure:\n    cmd: sh -c 'touch {marker}; exec sleep 600'\n    proxy: https://localhost:{port}\n",
+        "healthCheckTimeout: 15\nupstream:\n  caFile: {ca}\nmodels:\n  secure:\n    cmd: sh -c 'touch {marker}; echo started; exec sleep 600'\n    proxy: https://localhost:{port}\n",
         ca = ca_file.path().display(),
         marker = spawned.display(),
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 use llama_swap_server::launcher::Launcher;
 use llama_swap_server::upstream::{ProcessSpec, Supervisor, adopt_orphans};
 
-use crate::support::{LIMIT, free_port, is_alive, within};
+use crate::support::{LIMIT, free_port, is_alive, wait_exit, within};
 
 fn spec(model: &str, cmd: &str) -> ProcessSpec {
     ProcessSpec {
@@ -46,8 +46,8 @@ fn stat_field(pid: u32, index: usize) -> Option<String> {
     rest.split_whitespace().nth(index - 3).map(str::to_owned)
 }
 
-/// Polls until `cond` holds: these are processes that are not our children, so
-/// nothing notifies us when they change.
+/// Polls until `cond` holds, for the changes of a process that nothing announces
+/// (its session, its parent, its reaping; its exit has [`wait_exit`]).
 pub(crate) async fn eventually(what: &str, cond: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + LIMIT;
     while !cond() {
@@ -77,7 +77,8 @@ async fn a_descendant_that_left_the_session_is_stopped_with_its_model() {
     assert_ne!(stat_field(escaped, 5), Some(leader.to_string()));
 
     within("stop", sup.stop("m", Duration::from_secs(5))).await;
-    eventually("the descendant is gone", || !is_alive(escaped)).await;
+    wait_exit(escaped).await;
+    assert!(!is_alive(escaped), "the descendant outlived its model");
     sup.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -97,6 +98,8 @@ async fn an_orphaned_descendant_is_adopted_and_reaped_when_its_model_stops() {
     .await;
 
     within("stop", sup.stop("m", Duration::from_secs(5))).await;
-    eventually("the orphan is stopped and reaped", || !exists(orphan)).await;
+    wait_exit(orphan).await;
+    // The reaper that removes the zombie announces nothing: a bounded look.
+    eventually("the orphan is reaped", || !exists(orphan)).await;
     sup.shutdown(Duration::from_secs(5)).await;
 }
