@@ -16,6 +16,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use llama_swap_suite::events::ServerEvents;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -370,22 +372,53 @@ async fn send(client: reqwest::Client, server: Arc<Server>, spec: Spec) -> Outco
     }
 }
 
-/// Polls `GET /api/queue` until it is empty; returns the last answer.
+/// Evaluates `probe` now and again on every change the server publishes on
+/// `/api/events` (a reload renews the subscription) until it yields a value, or
+/// `None` once `deadline` has passed.
+async fn on_events<T, F, Fut>(
+    client: &reqwest::Client,
+    server: &Server,
+    deadline: Instant,
+    probe: F,
+) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let mut events = ServerEvents::subscribe(client, &server.url(""), None).await;
+    let deadline = tokio::time::Instant::from_std(deadline);
+    loop {
+        if let Some(value) = probe().await {
+            return Some(value);
+        }
+        if !events.changed(deadline).await {
+            return None;
+        }
+    }
+}
+
+async fn get_queue(client: &reqwest::Client, server: &Server) -> serde_json::Value {
+    client
+        .get(server.url("/api/queue"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Waits until `GET /api/queue` is empty; returns the last answer.
 async fn queue_drained(client: &reqwest::Client, server: &Server) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let queue: serde_json::Value = client
-            .get(server.url("/api/queue"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if waiters(&queue).is_empty() || Instant::now() > deadline {
-            return queue;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let drained = on_events(client, server, deadline, || async {
+        let queue = get_queue(client, server).await;
+        waiters(&queue).is_empty().then_some(queue)
+    })
+    .await;
+    match drained {
+        Some(queue) => queue,
+        None => get_queue(client, server).await,
     }
 }
 
@@ -413,38 +446,39 @@ async fn busy_lines(client: &reqwest::Client, server: &Server) -> Vec<String> {
         .collect()
 }
 
-/// Polls `/metrics` until nothing is in progress or queued; returns the non-zero lines.
+/// Waits until `/metrics` shows nothing in progress or queued; returns the non-zero lines.
 async fn idle_metrics(client: &reqwest::Client, server: &Server) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let busy = busy_lines(client, server).await;
-        if busy.is_empty() || Instant::now() > deadline {
-            return busy;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let idle = on_events(client, server, deadline, || async {
+        busy_lines(client, server).await.is_empty().then_some(())
+    })
+    .await;
+    match idle {
+        Some(()) => Vec::new(),
+        None => busy_lines(client, server).await,
     }
 }
 
-/// Polls `GET /api/queue` until it lists exactly `n` waiters.
+/// Once the server holds some requests in progress or queued, bounded by
+/// `within` (they may all finish first).
+async fn some_busy(client: &reqwest::Client, server: &Server, within: Duration) {
+    let deadline = Instant::now() + within;
+    on_events(client, server, deadline, || async {
+        (!busy_lines(client, server).await.is_empty()).then_some(())
+    })
+    .await;
+}
+
+/// Waits until `GET /api/queue` lists exactly `n` waiters.
 async fn queue_reaches(client: &reqwest::Client, server: &Server, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let queue: serde_json::Value = client
-            .get(server.url("/api/queue"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if waiters(&queue).len() == n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the queue never held {n} waiters: {queue}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    let reached = on_events(client, server, deadline, || async {
+        (waiters(&get_queue(client, server).await).len() == n).then_some(())
+    })
+    .await;
+    if reached.is_none() {
+        let queue = get_queue(client, server).await;
+        panic!("the queue never held {n} waiters: {queue}");
     }
 }
 
@@ -614,10 +648,7 @@ async fn reload_phase(
         set.spawn(async move { (spec.clone(), send(client, server, spec).await) });
     }
     // Once the server holds some of them (bounded: they may all finish first).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while busy_lines(client, server).await.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    some_busy(client, server, Duration::from_secs(5)).await;
     let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id().unwrap()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
@@ -647,8 +678,10 @@ async fn reload_phase(
         }
     }
     // The new configuration is in force: the added model is listed and served.
+    // The reload ends the event stream of the state it replaces; the next
+    // subscription lists the new model.
     let deadline = Instant::now() + REQUEST_BOUND;
-    loop {
+    let listed = on_events(client, server, deadline, || async {
         let models: serde_json::Value = client
             .get(server.url("/v1/models"))
             .send()
@@ -657,19 +690,17 @@ async fn reload_phase(
             .json()
             .await
             .unwrap();
-        let listed = models["data"]
+        models["data"]
             .as_array()
-            .is_some_and(|rows| rows.iter().any(|m| m["id"] == ADDED));
-        if listed {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ADDED} never listed after the reload:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            .is_some_and(|rows| rows.iter().any(|m| m["id"] == ADDED))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        listed.is_some(),
+        "{ADDED} never listed after the reload:\n{}",
+        server.log()
+    );
     let outcome = send(
         client.clone(),
         Arc::clone(server),
@@ -708,25 +739,43 @@ async fn priority_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &mu
                 .map(|r| r.status())
         })
     };
-    // Wait for the held request to reach the upstream's gate.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let gate = client
-            .get(server.url(&format!("/upstream/{HOLD}/__mockswap/gate")))
+    // Wait for the held request to reach the upstream's gate: the server's
+    // events until the model is ready (its address is in `/running`), then
+    // mockswap's long-poll on the gate, asked directly so that the wait is not
+    // itself a request the scheduler sees.
+    let wait = Duration::from_secs(20);
+    let proxy = on_events(client, server, Instant::now() + wait, || async {
+        let running: serde_json::Value = client
+            .get(server.url("/running"))
             .send()
-            .await;
-        if let Ok(gate) = gate
-            && let Ok(json) = gate.json::<serde_json::Value>().await
-            && json.get("held").and_then(serde_json::Value::as_u64) == Some(1)
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the hold request never reached its upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        running["running"].as_array()?.iter().find_map(|m| {
+            (m["model"] == HOLD && m["state"] == "ready")
+                .then(|| m["proxy"].as_str().map(str::to_owned))
+                .flatten()
+        })
+    })
+    .await
+    .unwrap_or_else(|| panic!("{HOLD} never became ready:\n{}", server.log()));
+    let gate: serde_json::Value = client
+        .get(format!(
+            "{proxy}/__mockswap/gate?wait_held=1&timeout_ms={}",
+            wait.as_millis()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        gate["held"], 1,
+        "the hold request never reached its upstream: {gate}"
+    );
     // One header per model.
     let headers: Vec<Header> = ORDERED
         .iter()
@@ -935,12 +984,8 @@ async fn soak_every_request_resolves_in_priority_order_and_nothing_is_left_behin
         });
     }
     // Signal once the server holds some of them (bounded: they may all finish first).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while busy_lines(&client, &server).await.is_empty()
-        && Instant::now() < deadline
-        && !last.is_empty()
-    {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    if !last.is_empty() {
+        some_busy(&client, &server, Duration::from_secs(5)).await;
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id().unwrap()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();

@@ -14,8 +14,12 @@ use tokio::time::Instant;
 
 use crate::harness::LIMIT;
 
-/// A subscription to a server's `/api/events`.
+/// A subscription to a server's `/api/events`, renewed when the stream ends,
+/// as the web UI does: a reload ends the streams of the state it replaces.
 pub struct ServerEvents {
+    http: reqwest::Client,
+    url: String,
+    key: Option<String>,
     response: reqwest::Response,
 }
 
@@ -24,30 +28,26 @@ impl ServerEvents {
     /// server has `apiKeys`.
     pub async fn subscribe(http: &reqwest::Client, base: &str, key: Option<&str>) -> Self {
         let url = format!("{base}/api/events");
-        let mut request = http.get(&url);
-        if let Some(key) = key {
-            request = request.bearer_auth(key);
+        let response = connect(http, &url, key).await;
+        ServerEvents {
+            http: http.clone(),
+            url,
+            key: key.map(str::to_owned),
+            response,
         }
-        let response = tokio::time::timeout(LIMIT, request.send())
-            .await
-            .unwrap_or_else(|_| panic!("GET {url}: no answer within {LIMIT:?}"))
-            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-        assert_eq!(
-            response.status(),
-            200,
-            "GET {url}: the event stream needs the server's API key"
-        );
-        ServerEvents { response }
     }
 
-    /// Waits for the next chunk of the stream (one or more events), until
-    /// `deadline`; `false` when the deadline passed first.
+    /// Waits for the next chunk of the stream (one or more events, or a renewed
+    /// subscription, whose snapshot may differ) until `deadline`; `false` when
+    /// the deadline passed first.
     pub async fn changed(&mut self, deadline: Instant) -> bool {
         match tokio::time::timeout_at(deadline, self.response.chunk()).await {
             Err(_) => false,
             Ok(Ok(Some(_))) => true,
-            Ok(Ok(None)) => panic!("the server's event stream ended (did it shut down?)"),
-            Ok(Err(e)) => panic!("the server's event stream failed: {e}"),
+            Ok(Ok(None) | Err(_)) => {
+                self.response = connect(&self.http, &self.url, self.key.as_deref()).await;
+                true
+            }
         }
     }
 
@@ -66,4 +66,21 @@ impl ServerEvents {
             assert!(self.changed(deadline).await, "waited {LIMIT:?} for {what}");
         }
     }
+}
+
+async fn connect(http: &reqwest::Client, url: &str, key: Option<&str>) -> reqwest::Response {
+    let mut request = http.get(url);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = tokio::time::timeout(LIMIT, request.send())
+        .await
+        .unwrap_or_else(|_| panic!("GET {url}: no answer within {LIMIT:?}"))
+        .unwrap_or_else(|e| panic!("GET {url}: {e} (did the server shut down?)"));
+    assert_eq!(
+        response.status(),
+        200,
+        "GET {url}: the event stream needs the server's API key"
+    );
+    response
 }
