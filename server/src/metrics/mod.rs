@@ -83,7 +83,8 @@ fn swap_histogram() -> Histogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    bands: Bands,
+    /// Replaced by a reload (`set_bands`); series of old bands stay, frozen.
+    bands: std::sync::RwLock<std::sync::Arc<Bands>>,
     /// The configured models; a reload adds its new ones (series of removed
     /// models stay, frozen).
     models: std::sync::RwLock<BTreeSet<String>>,
@@ -221,7 +222,7 @@ impl Metrics {
         );
         let metrics = Self {
             registry,
-            bands,
+            bands: std::sync::RwLock::new(std::sync::Arc::new(bands)),
             models: std::sync::RwLock::new(models.into_iter().map(Into::into).collect()),
             requests,
             queue_depth,
@@ -248,7 +249,7 @@ impl Metrics {
     /// Creates the series that should read 0 before anything happened, so a
     /// dashboard sees them from the first scrape.
     fn zero_series(&self) {
-        for band in self.bands.iter() {
+        for band in self.bands().iter() {
             let _ = self
                 .queue_depth
                 .get_or_create(&[("band", band.name.clone())]);
@@ -267,8 +268,22 @@ impl Metrics {
     }
 
     /// The configured bands.
-    pub fn bands(&self) -> &Bands {
-        &self.bands
+    pub fn bands(&self) -> std::sync::Arc<Bands> {
+        std::sync::Arc::clone(
+            &self
+                .bands
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// The bands a reload configured (requests label by them from now on).
+    pub fn set_bands(&self, bands: Bands) {
+        *self
+            .bands
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(bands);
+        self.zero_series();
     }
 
     /// Adds the models a reload configured (kept ones keep their series).
@@ -292,7 +307,11 @@ impl Metrics {
 
     /// The band label of a priority.
     pub fn band(&self, priority: i32) -> String {
-        self.bands.name_of(priority).to_owned()
+        self.bands
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .name_of(priority)
+            .to_owned()
     }
 
     /// The model label of a name: itself if configured, [`OTHER_MODEL`] otherwise.
@@ -405,7 +424,7 @@ impl Metrics {
         let mut depth: BTreeMap<(String, String), i64> = BTreeMap::new();
         let mut band_depth: BTreeMap<String, i64> = BTreeMap::new();
         let mut oldest: BTreeMap<String, Duration> = BTreeMap::new();
-        for band in self.bands.iter() {
+        for band in self.bands().iter() {
             band_depth.insert(band.name.clone(), 0);
             oldest.insert(band.name.clone(), Duration::ZERO);
             for model in &self.model_set() {

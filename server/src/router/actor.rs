@@ -18,8 +18,8 @@ use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::scheduler::{
-    Effect, QueueEntry, RequestId, RouteError, RunningModel, Scheduler, SchedulerSettings, StopId,
-    StopModel, Tick, WaitStatus,
+    Effect, QueueEntry, RequestId, Restarts, RouteError, RunningModel, Scheduler,
+    SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
 
 /// A request to the actor from a [`super::RouterHandle`].
@@ -45,7 +45,7 @@ pub(super) enum Command {
     Reconfigure {
         settings: Box<SchedulerSettings>,
         /// The launcher's side, called in the step: returns the models to restart.
-        update: Box<dyn FnOnce() -> Vec<String> + Send>,
+        update: Box<dyn FnOnce() -> Restarts + Send>,
         reply: oneshot::Sender<Result<(), ReconfigureError>>,
     },
 }
@@ -178,7 +178,7 @@ impl Actor {
     fn reconfigure(
         &mut self,
         settings: &SchedulerSettings,
-        update: Box<dyn FnOnce() -> Vec<String> + Send>,
+        update: Box<dyn FnOnce() -> Restarts + Send>,
         reply: oneshot::Sender<Result<(), ReconfigureError>>,
     ) {
         if self.shutdown.is_some() {
@@ -189,15 +189,14 @@ impl Actor {
             let _ = reply.send(Err(error.into()));
             return;
         }
-        let restart = update();
-        let restart = restart.as_slice();
+        let restarts = update();
         let before = self.scheduler.model_ids();
         let mut out = Vec::new();
         // Every gate is closed (this step closes them): nothing is granted
         // from the old indices meanwhile.
         match self
             .scheduler
-            .reconfigure(self.now(), settings, restart, &mut out)
+            .reconfigure(self.now(), settings, &restarts, &mut out)
         {
             Err(error) => {
                 let _ = reply.send(Err(error.into()));
@@ -219,7 +218,7 @@ impl Actor {
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
                     Published { names, gates };
                 tracing::info!(
-                    restart = ?restart,
+                    restart = ?restarts.changed,
                     "router reconfigured: waiting requests and running models kept"
                 );
                 let _ = reply.send(Ok(()));

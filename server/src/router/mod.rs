@@ -66,7 +66,9 @@ pub use self::ticket::{Lease, Ticket};
 use crate::launcher::{Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
-use crate::scheduler::{ModelNames, RequestId, Scheduler, SchedulerSettings, SettingsError};
+use crate::scheduler::{
+    ModelNames, RequestId, Restarts, Scheduler, SchedulerSettings, SettingsError,
+};
 pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
 
 /// Room in the actor's mailbox; senders wait when it is full.
@@ -295,15 +297,16 @@ impl RouterHandle {
         settings: SchedulerSettings,
         restart: Vec<String>,
     ) -> Result<(), ReconfigureError> {
-        self.reconfigure_with(settings, move || restart).await
+        self.reconfigure_with(settings, move || Restarts::changed(restart))
+            .await
     }
 
     /// As [`reconfigure`](Self::reconfigure), with the launcher's side of the
     /// reload: once the settings are known to be valid, the actor calls
     /// `update` (which gives the launcher its new process definitions and
-    /// returns the models whose definition changed) and applies the settings
-    /// in the same step, so no start is decided in between with the old
-    /// settings and a new definition.
+    /// says which changed and which new ones must wait for old processes) and
+    /// applies the settings in the same step, so no start is decided in
+    /// between with the old settings and a new definition.
     ///
     /// # Errors
     ///
@@ -311,7 +314,7 @@ impl RouterHandle {
     pub async fn reconfigure_with(
         &self,
         settings: SchedulerSettings,
-        update: impl FnOnce() -> Vec<String> + Send + 'static,
+        update: impl FnOnce() -> Restarts + Send + 'static,
     ) -> Result<(), ReconfigureError> {
         let (reply, answer) = oneshot::channel();
         let command = Command::Reconfigure {

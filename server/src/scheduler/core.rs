@@ -105,10 +105,10 @@ pub(super) struct Model {
     /// requests in flight end, and grants nothing until then
     /// (`reconfigure.rs`).
     pub(super) retire: bool,
-    /// A reload added it or changed its process definition: its new process
-    /// does not start while any retired model is up (an old process may hold
-    /// the port the new definition uses, `${PORT}` being numbered in ID order).
-    pub(super) fresh: bool,
+    /// Retired models whose old process may hold the address its new
+    /// definition uses: it does not start while one of them is up
+    /// (`reconfigure.rs`).
+    pub(super) waits_for: Vec<String>,
 }
 
 /// A refused request waiting for its model's exit.
@@ -218,7 +218,7 @@ impl Scheduler {
                 starts: 0,
                 held: Vec::new(),
                 retire: false,
-                fresh: false,
+                waits_for: Vec::new(),
             });
         }
         let names = Arc::new(ModelNames::listing(&sorted, |index| {

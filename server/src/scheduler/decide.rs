@@ -70,7 +70,12 @@ impl Scheduler {
             // waits for the start of its new definition.
             return Decision::Wait(Vec::new());
         }
-        if m.fresh && self.retiring > 0 && !m.ready && m.swap.is_none() {
+        if self.retiring > 0
+            && !m.waits_for.is_empty()
+            && !m.ready
+            && m.swap.is_none()
+            && self.waits_for_old(t)
+        {
             // Its new process waits until every old one is gone.
             return Decision::Wait(Vec::new());
         }

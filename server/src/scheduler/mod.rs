@@ -100,6 +100,7 @@ pub use self::core::Scheduler;
 pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
 pub use fast::FastCap;
 pub use names::ModelNames;
+pub use reconfigure::Restarts;
 pub use refusal::REFUSAL_GRACE;
 pub use settings::{
     DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings, Parallel,

@@ -17,10 +17,10 @@
 //! - a removed model's waiting requests fail with [`RouteError::Removed`];
 //!   if it is up it stays (without names, so nothing new reaches it) as a
 //!   retired model until it is stopped, and the next reconfigure drops it;
-//! - an added or changed model (a new definition) does not start while a
-//!   retired model is up: the old process may hold the port the new one uses
-//!   (`${PORT}` is numbered in ID order, so adding a model renumbers the
-//!   models after it);
+//! - an added or changed model whose new definition uses the address of a
+//!   retired model's old process ([`Restarts::waits`]) does not start while
+//!   that process is up (`${PORT}` is numbered in ID order, so adding a
+//!   model renumbers the models after it);
 //! - the queue keeps its order: ranks are recomputed only for the kind of
 //!   scheduler (effective priorities were fixed at admission).
 
@@ -33,10 +33,38 @@ use super::{
     Effect, ModelSettings, ModelState, Parallel, RouteError, SchedulerSettings, SettingsError, Tick,
 };
 
+/// What a reload changed about the models' processes (the launcher's side of
+/// [`Scheduler::reconfigure`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restarts {
+    /// Models whose process definition changed: one that is up is stopped
+    /// once its requests in flight end, and starts its new definition after.
+    pub changed: Vec<String>,
+    /// `(new, old)`: the new definition of model `new` (added or changed)
+    /// uses an address the process of model `old` (changed or removed) may
+    /// still hold, so `new` does not start while `old` runs its old process.
+    pub waits: Vec<(String, String)>,
+}
+
+impl Restarts {
+    /// Only `changed`, with no addresses shared between definitions.
+    pub fn changed<I, S>(models: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            changed: models.into_iter().map(Into::into).collect(),
+            waits: Vec::new(),
+        }
+    }
+}
+
 impl Scheduler {
     /// Applies new `settings` to the running scheduler (see the module docs):
-    /// `restart` names the models whose process definition changed. Returns,
-    /// for each model index before the call, its index after (`None`: gone).
+    /// `restarts` says which models' process definitions changed and which
+    /// new definitions must wait for which old processes. Returns, for each
+    /// model index before the call, its index after (`None`: gone).
     ///
     /// # Errors
     ///
@@ -45,9 +73,10 @@ impl Scheduler {
         &mut self,
         now: Tick,
         settings: &SchedulerSettings,
-        restart: &[String],
+        restarts: &Restarts,
         out: &mut Vec<Effect>,
     ) -> Result<Vec<Option<usize>>, SettingsError> {
+        let restart = restarts.changed.as_slice();
         let configured: BTreeSet<&str> = settings.models.iter().map(|m| m.id.as_str()).collect();
         // Removed models that are up (ready, being started or stopped) or
         // have requests: kept, without names, until they are stopped and idle.
@@ -74,7 +103,6 @@ impl Scheduler {
         let map: Vec<Option<usize>> = self.models.iter().map(|m| next.index_of(&m.id)).collect();
         let remap = |t: usize| map.get(t).copied().flatten();
 
-        let had: BTreeSet<String> = self.models.iter().map(|m| m.id.clone()).collect();
         for (t, old) in std::mem::take(&mut self.models).into_iter().enumerate() {
             let Some(u) = remap(t) else { continue };
             let new = &mut next.models[u];
@@ -82,7 +110,7 @@ impl Scheduler {
             new.retire =
                 (old.retire || restart.contains(&old.id) || !configured.contains(old.id.as_str()))
                     && (up || old.evicted_by.is_some());
-            new.fresh = old.fresh || restart.contains(&old.id);
+            new.waits_for = old.waits_for;
             if new.auto_parallel && old.auto_parallel {
                 // The slot count its running upstream reported.
                 new.parallel = old.parallel;
@@ -101,10 +129,11 @@ impl Scheduler {
             new.starts = old.starts;
             new.held = old.held;
         }
-        // Models the old configuration did not have are new definitions too.
-        for m in &mut next.models {
-            if !had.contains(&m.id) {
-                m.fresh = true;
+        for (new, old) in &restarts.waits {
+            if let Some(u) = next.index_of(new)
+                && !next.models[u].waits_for.contains(old)
+            {
+                next.models[u].waits_for.push(old.clone());
             }
         }
         next.retiring = next.models.iter().filter(|m| m.retire).count();
@@ -210,8 +239,8 @@ impl Scheduler {
                     self.models[t].retire = false;
                     self.retiring -= 1;
                     if self.retiring == 0 {
-                        // Every old process is gone: new ones may start.
-                        self.models.iter_mut().for_each(|m| m.fresh = false);
+                        // Every old process is gone: nothing waits for one.
+                        self.models.iter_mut().for_each(|m| m.waits_for.clear());
                     }
                 }
                 ModelState::Ready
@@ -233,6 +262,14 @@ impl Scheduler {
     /// Every model ID by index (removed models that still run included).
     pub fn model_ids(&self) -> Vec<String> {
         self.models.iter().map(|m| m.id.clone()).collect()
+    }
+
+    /// Whether model `t` waits for the old process of a retired model.
+    pub(super) fn waits_for_old(&self, t: usize) -> bool {
+        self.models[t]
+            .waits_for
+            .iter()
+            .any(|id| self.index_of(id).is_some_and(|r| self.models[r].retire))
     }
 
     /// Whether `model` (an ID) is retired: changed or removed by a reload and

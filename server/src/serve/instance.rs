@@ -118,12 +118,13 @@ impl Instance {
         let (specs, upstream_tls) = (config.process_specs(), tls.clone());
         self.router
             .reconfigure_with(settings, move || {
-                supervisor.reconfigure(specs, upstream_tls).changed
+                supervisor.reconfigure(specs, upstream_tls).restarts()
             })
             .await
             .map_err(ServeError::Reload)?;
         self.metrics
             .add_models(config.models.iter().map(|m| m.id.clone()));
+        self.metrics.set_bands(config.priority_rules.bands.clone());
         let mut state = Self::state_for(
             config,
             options,

@@ -74,9 +74,16 @@ impl ModelActor {
     /// returns with a process still running.
     pub(crate) async fn run(mut self) {
         loop {
+            if !self.config.borrow().listed {
+                // A reload removed the model and it has no process: nothing
+                // will ask for it again.
+                break;
+            }
             let request = tokio::select! {
                 request = self.requests.recv() => request,
                 () = self.cancel.cancelled() => None,
+                // A reload removed it (checked at the top of the loop).
+                Ok(()) = self.config.changed() => continue,
             };
             match request {
                 None => break,

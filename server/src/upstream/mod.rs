@@ -177,6 +177,8 @@ struct ModelHandle {
 pub(crate) struct ActorConfig {
     pub(crate) spec: ProcessSpec,
     pub(crate) tls: Option<UpstreamTls>,
+    /// Configured; a removed model's task ends once it has no process.
+    pub(crate) listed: bool,
 }
 
 /// What [`Supervisor::reconfigure`] did, each list sorted by model ID.
@@ -192,8 +194,33 @@ pub struct Reconfigured {
     /// `added` too.)
     pub changed: Vec<String>,
     /// Models no longer configured: they can still be stopped, and their
-    /// task ends once they are stopped.
+    /// task ends once they have no process.
     pub removed: Vec<String>,
+    /// `(new, old)`: the new definition of `new` (added or changed) listens
+    /// on the port of the definition `old` (changed or removed) had, whose
+    /// process may still run: `new` must not start before it is gone. An
+    /// address without a port a URL can say counts as every port.
+    pub waits: Vec<(String, String)>,
+}
+
+impl Reconfigured {
+    /// What the router needs of it ([`RouterHandle::reconfigure_with`](crate::router::RouterHandle::reconfigure_with)).
+    pub fn restarts(&self) -> crate::scheduler::Restarts {
+        crate::scheduler::Restarts {
+            changed: self.changed.clone(),
+            waits: self.waits.clone(),
+        }
+    }
+}
+
+/// The port of an upstream's base URL (the scheme's default when it has none).
+fn address_port(proxy: &str) -> Option<u16> {
+    let uri: http::Uri = proxy.parse().ok()?;
+    uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    })
 }
 
 impl ProcessSpec {
@@ -321,6 +348,7 @@ impl Supervisor {
         let (config, config_rx) = watch::channel(ActorConfig {
             spec: spec.clone(),
             tls: tls.clone(),
+            listed: true,
         });
         let actor = ModelActor {
             spec,
@@ -365,7 +393,9 @@ impl Supervisor {
     /// running (with its definition, even a changed one, until it stops: the
     /// next start uses the new one); a new model gets its owner task (no
     /// process yet); a removed model is no longer listed, can still be
-    /// stopped, and its task ends once it is stopped. Stopping changed and
+    /// stopped, and its task ends once it has no process. The result also
+    /// says which new definitions use the port of a definition that goes away
+    /// ([`Reconfigured::waits`]). Stopping changed and
     /// removed models when their requests are over is the router's decision.
     /// After [`shutdown`](Self::shutdown) it changes nothing.
     pub fn reconfigure(&self, specs: Vec<ProcessSpec>, tls: Option<UpstreamTls>) -> Reconfigured {
@@ -375,23 +405,14 @@ impl Supervisor {
         }
         *self.tls.write().unwrap_or_else(PoisonError::into_inner) = tls.clone();
         let mut unique = unique_specs(specs);
+        // Ports of definitions that go away (their process may still run), and
+        // of the new definitions.
+        let mut leaving: Vec<(String, Option<u16>)> = Vec::new();
+        let mut arriving: Vec<(String, Option<u16>)> = Vec::new();
         let mut models = self.write_models();
-        // Tasks of models removed by an earlier reload end once they are stopped.
-        models.retain(|model, handle| {
-            let state = handle.status.borrow().state;
-            if handle.requests.is_closed() || state == ProcessState::ShutDown {
-                return false;
-            }
-            if handle.listed || unique.contains_key(model) || state != ProcessState::Stopped {
-                return true;
-            }
-            // Nobody waits for the answer: the task ends on its own.
-            let (done, _) = oneshot::channel();
-            let _ = handle.requests.try_send(Request::Shutdown {
-                grace: Duration::ZERO,
-                done,
-            });
-            false
+        // Tasks of models removed by an earlier reload end once they have no process.
+        models.retain(|_, handle| {
+            !handle.requests.is_closed() && handle.status.borrow().state != ProcessState::ShutDown
         });
         for (model, handle) in models.iter_mut() {
             match unique.remove(model) {
@@ -401,27 +422,43 @@ impl Supervisor {
                         handle.listed = true;
                         done.added.push(model.clone());
                     }
-                    if !handle.config.borrow().spec.starts_like(&spec) {
+                    let old = handle.config.borrow().spec.clone();
+                    if !old.starts_like(&spec) {
                         done.changed.push(model.clone());
+                        leaving.push((model.clone(), address_port(&old.proxy)));
+                        arriving.push((model.clone(), address_port(&spec.proxy)));
                     }
                     handle.config.send_replace(ActorConfig {
                         spec,
                         tls: tls.clone(),
+                        listed: true,
                     });
                 }
                 None if handle.listed => {
                     handle.listed = false;
                     done.removed.push(model.clone());
+                    let old = address_port(&handle.config.borrow().spec.proxy);
+                    leaving.push((model.clone(), old));
+                    handle.config.send_modify(|config| config.listed = false);
                 }
                 None => {}
             }
         }
         for (model, spec) in unique {
+            arriving.push((model.clone(), address_port(&spec.proxy)));
             let handle = self.spawn_actor(spec);
             models.insert(model.clone(), handle);
             done.added.push(model);
         }
         done.added.sort();
+        for (new, port) in &arriving {
+            for (old, old_port) in &leaving {
+                let shared = port.is_none() || old_port.is_none() || port == old_port;
+                if new != old && shared {
+                    done.waits.push((new.clone(), old.clone()));
+                }
+            }
+        }
         if !done.added.is_empty() || !done.changed.is_empty() || !done.removed.is_empty() {
             tracing::info!(
                 added = ?done.added,

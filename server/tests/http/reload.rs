@@ -246,3 +246,39 @@ async fn the_event_stream_ends_at_a_reload_and_a_new_one_lists_the_new_models() 
     drop(stream);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn metrics_keep_kept_models_and_add_new_models_and_bands_after_a_reload() {
+    let mut h = Harness::start(&[model("a", "")], "").await;
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    let before = h.metrics().await;
+    let served = |text: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("llamaswap_model_queue_wait_seconds_count{")
+                    && l.contains("model=\"a\"")
+            })
+            .map(str::to_owned)
+    };
+    let a_before = served(&before).unwrap_or_else(|| panic!("a's request counted: {before}"));
+    h.reload(
+        &[model("a", ""), model("b", "")],
+        "priority:\n  bands: { background: -2147483648, urgent: 1 }\n",
+    )
+    .await;
+    let after = h.metrics().await;
+    assert_eq!(
+        served(&after).as_deref(),
+        Some(a_before.as_str()),
+        "a's series kept"
+    );
+    assert!(
+        after.contains("llamaswap_model_queue_depth{model=\"b\",band=\"urgent\"} 0"),
+        "b has series: {after}"
+    );
+    assert!(
+        after.contains("band=\"urgent\""),
+        "the new bands label: {after}"
+    );
+    h.shutdown().await;
+}

@@ -4,7 +4,7 @@
 //! requests have ended.
 
 use llama_swap_server::scheduler::{
-    Effect, ModelState, Parallel, RequestId, RouteError, SchedulerKind, WaitStatus,
+    Effect, ModelState, Parallel, RequestId, Restarts, RouteError, SchedulerKind, WaitStatus,
 };
 
 use crate::support::{Harness, group, models, settings};
@@ -337,15 +337,26 @@ mod props {
     }
 }
 
+fn waits(changed: &[&str], pairs: &[(&str, &str)]) -> Restarts {
+    Restarts {
+        changed: changed.iter().map(|m| (*m).to_owned()).collect(),
+        waits: pairs
+            .iter()
+            .map(|(n, o)| ((*n).to_owned(), (*o).to_owned()))
+            .collect(),
+    }
+}
+
 #[test]
-fn a_new_definition_does_not_start_while_an_old_process_is_up() {
-    // b's new definition may use the port a's old one holds (`${PORT}`).
+fn a_new_definition_on_an_old_process_port_does_not_start_while_that_process_is_up() {
+    // b's new definition uses the port a's old one holds (`${PORT}`).
     let mut s = settings(models(&["a", "b"]));
     s.groups = vec![group("both", &["a", "b"], false, false, false)];
     let mut h = Harness::new(s.clone());
     h.make_ready("a");
     let serving_a = h.submit("a", 0);
-    h.reconfigure(&s, &["a", "b"]).unwrap();
+    h.reconfigure_restarts(&s, &waits(&["a", "b"], &[("b", "a")]))
+        .unwrap();
     let for_b = h.submit("b", 0);
     assert_eq!(h.swaps_of("b"), 0, "b waits for a's old process");
     h.done(serving_a);
@@ -358,13 +369,32 @@ fn a_new_definition_does_not_start_while_an_old_process_is_up() {
 }
 
 #[test]
-fn an_added_model_waits_for_the_old_processes_of_changed_models() {
+fn an_added_model_on_another_port_starts_while_a_changed_model_serves_out() {
     let mut h = Harness::new(settings(models(&["a"])));
     h.make_ready("a");
     let serving = h.submit("a", 0);
     let mut s = settings(models(&["a", "b"]));
     s.groups = vec![group("both", &["a", "b"], false, false, false)];
-    h.reconfigure(&s, &["a"]).unwrap();
+    h.reconfigure_restarts(&s, &waits(&["a"], &[])).unwrap();
+    let for_b = h.submit("b", 0);
+    assert_eq!(h.swaps_of("b"), 1, "nothing of b's is held by a");
+    h.swap_ok("b");
+    assert!(h.granted(for_b));
+    assert!(h.granted(serving), "a still serves its request");
+    assert!(h.stops.is_empty());
+}
+
+#[test]
+fn an_added_model_on_a_removed_model_port_waits_for_its_request_to_end() {
+    let mut s = settings(models(&["a", "c"]));
+    s.groups = vec![group("both", &["a", "c"], false, false, false)];
+    let mut h = Harness::new(s);
+    h.make_ready("a");
+    let serving = h.submit("a", 0);
+    let mut s = settings(models(&["b", "c"]));
+    s.groups = vec![group("both", &["b", "c"], false, false, false)];
+    h.reconfigure_restarts(&s, &waits(&[], &[("b", "a")]))
+        .unwrap();
     let for_b = h.submit("b", 0);
     assert_eq!(h.swaps_of("b"), 0);
     h.done(serving);

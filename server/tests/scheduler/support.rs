@@ -271,10 +271,20 @@ impl Harness {
         settings: &SchedulerSettings,
         restart: &[&str],
     ) -> Result<Vec<Option<usize>>, llama_swap_server::scheduler::SettingsError> {
+        self.reconfigure_restarts(
+            settings,
+            &llama_swap_server::scheduler::Restarts::changed(names(restart)),
+        )
+    }
+
+    /// A reload with the launcher's whole answer.
+    pub fn reconfigure_restarts(
+        &mut self,
+        settings: &SchedulerSettings,
+        restarts: &llama_swap_server::scheduler::Restarts,
+    ) -> Result<Vec<Option<usize>>, llama_swap_server::scheduler::SettingsError> {
         let mut out = Vec::new();
-        let result = self
-            .s
-            .reconfigure(self.now, settings, &names(restart), &mut out);
+        let result = self.s.reconfigure(self.now, settings, restarts, &mut out);
         self.record(out);
         result
     }

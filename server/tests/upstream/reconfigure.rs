@@ -90,6 +90,7 @@ async fn a_changed_model_keeps_its_old_process_until_stopped_then_starts_the_new
 
 #[tokio::test]
 async fn a_removed_model_is_unlisted_but_runs_until_stopped_and_its_task_then_ends() {
+    // (an idle removed model's task ends at once: see the next test)
     let a = mock_spec("a", free_port(), "");
     let b = mock_spec("b", free_port(), "");
     let (sup, _events) = Supervisor::new(vec![a.clone(), b.clone()], 100);
@@ -105,18 +106,18 @@ async fn a_removed_model_is_unlisted_but_runs_until_stopped_and_its_task_then_en
     );
     assert_eq!(sup.status("a").unwrap().state, ProcessState::Ready);
 
+    let mut ended = sup.watch_status("a").unwrap();
     within("stop a", sup.stop("a", Duration::from_secs(10))).await;
     assert_gone(running);
-    // The next reconfigure ends the stopped task of the removed model.
-    let mut ended = sup.watch_status("a").unwrap();
-    let again = sup.reconfigure(vec![b], None);
-    assert_eq!(again, Default::default());
+    // Stopped and removed: its task ends.
     within(
         "a's task to end",
         ended.wait_for(|s| s.state == ProcessState::ShutDown),
     )
     .await
     .unwrap();
+    // The next reconfigure forgets it.
+    assert_eq!(sup.reconfigure(vec![b], None), Default::default());
     assert!(sup.status("a").is_none());
     let unknown = within("a unknown", sup.ensure_ready("a")).await;
     assert!(
@@ -147,4 +148,46 @@ async fn a_reconfigure_after_shutdown_changes_nothing() {
     let done = sup.reconfigure(vec![mock_spec("b", free_port(), "")], None);
     assert_eq!(done, Default::default());
     assert_eq!(sup.models(), ["a"]);
+}
+
+#[tokio::test]
+async fn a_new_definition_on_the_port_of_a_leaving_one_is_told_to_wait_for_it() {
+    let (pa, pb) = (free_port(), free_port());
+    let (sup, _events) = Supervisor::new(vec![mock_spec("a", pa, ""), mock_spec("b", pb, "")], 100);
+    // a moves to b's port, b to a new one, c arrives on a's old port.
+    let pc = free_port();
+    let done = sup.reconfigure(
+        vec![
+            mock_spec("a", pb, ""),
+            mock_spec("b", pc, ""),
+            mock_spec("c", pa, ""),
+        ],
+        None,
+    );
+    assert_eq!(done.changed, ["a", "b"]);
+    assert_eq!(done.added, ["c"]);
+    let mut waits = done.waits.clone();
+    waits.sort();
+    assert_eq!(
+        waits,
+        [
+            ("a".to_owned(), "b".to_owned()),
+            ("c".to_owned(), "a".to_owned())
+        ]
+    );
+    within("shutdown", sup.shutdown(Duration::from_secs(5))).await;
+}
+
+#[tokio::test]
+async fn the_task_of_a_removed_model_without_a_process_ends_at_once() {
+    let (sup, _events) = Supervisor::new(vec![mock_spec("a", free_port(), "")], 100);
+    let mut status = sup.watch_status("a").unwrap();
+    assert_eq!(sup.reconfigure(vec![], None).removed, ["a"]);
+    within(
+        "a's task to end",
+        status.wait_for(|s| s.state == ProcessState::ShutDown),
+    )
+    .await
+    .unwrap();
+    within("shutdown", sup.shutdown(Duration::from_secs(5))).await;
 }
