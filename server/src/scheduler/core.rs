@@ -427,6 +427,14 @@ impl Scheduler {
         }
         if swap.cancelled {
             self.models[t].ready = false;
+            // The stop that cancelled it (an unload, a TTL) may have reached the
+            // model before the start did, and found nothing to stop: a start
+            // that succeeded left a process running, which is stopped now
+            // rather than counted as stopped. (At shutdown every process is
+            // stopped anyway.)
+            if result.is_ok() && !self.shutting_down {
+                self.issue_stop(vec![vec![t]], out);
+            }
         } else {
             match result {
                 Ok(()) => {

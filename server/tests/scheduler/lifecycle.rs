@@ -110,6 +110,39 @@ fn request_during_an_unload_waits_for_the_stop_then_starts_again() {
 }
 
 #[test]
+fn a_start_that_succeeds_after_its_unload_is_stopped_not_left_running() {
+    let mut h = with_timeouts(&[("a", 5)]);
+    let id = h.submit("a", 0);
+    assert_eq!(h.swaps_of("a"), 1);
+    let unload = h.unload(Some(&["a"])).unwrap().expect("a is starting");
+    assert_eq!(
+        h.failed(id),
+        Some(&RouteError::Unloaded { model: "a".into() })
+    );
+    // The unload's stop reached the model before its process was up (nothing
+    // to stop), then the start finished: a process runs.
+    h.stop_done(unload);
+    h.swap_ok("a");
+    assert_eq!(h.stops.len(), 2, "the started process is stopped");
+    let (again, batches) = h.stops[1].clone();
+    assert_eq!(batches, vec![vec![stop("a", 5)]]);
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Stopping));
+    h.stop_done(again);
+    assert!(h.s.running().is_empty());
+}
+
+#[test]
+fn a_start_that_fails_after_its_unload_needs_no_stop() {
+    let mut h = with_timeouts(&[("a", 5)]);
+    h.submit("a", 0);
+    let unload = h.unload(Some(&["a"])).unwrap().expect("a is starting");
+    h.stop_done(unload);
+    h.swap_err("a", llama_swap_server::launcher::LaunchError::ShuttingDown);
+    assert_eq!(h.stops.len(), 1);
+    assert!(h.s.running().is_empty());
+}
+
+#[test]
 fn shutdown_stops_every_running_model_and_refuses_new_requests() {
     let mut h = with_timeouts(&[("a", 5), ("b", 7)]);
     h.make_ready("a");
