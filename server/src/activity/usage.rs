@@ -8,6 +8,8 @@
 //! kept whole (its pieces are still scanned), so memory stays bounded whatever
 //! the upstream sends.
 
+use std::sync::LazyLock;
+
 use memchr::memmem;
 use serde::Deserialize;
 
@@ -18,6 +20,15 @@ const USAGE: &[u8] = b"\"usage\"";
 const TIMINGS: &[u8] = b"\"timings\"";
 /// An error envelope sent in place of (or in the middle of) a stream.
 const ERROR: &[u8] = b"{\"error\"";
+
+// Searchers built once: building one is a good part of a search's cost on the
+// short lines of a small response, which every request passes here.
+static USAGE_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(USAGE));
+static TIMINGS_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(TIMINGS));
+static ERROR_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(ERROR));
 
 /// What the upstream reported about the work it did; every part is optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -136,7 +147,7 @@ impl UsageScanner {
         if payload.starts_with(ERROR) {
             self.error = true;
         }
-        for start in values_after(line, USAGE) {
+        for start in values_after(line, &USAGE_FINDER) {
             if let Some(Some(u)) = parse_one::<Option<UsageJson>>(&line[start..]) {
                 let prompt = u.prompt_tokens.or(u.input_tokens);
                 let completion = u.completion_tokens.or(u.output_tokens);
@@ -144,7 +155,7 @@ impl UsageScanner {
                 self.usage.completion_tokens = completion.or(self.usage.completion_tokens);
             }
         }
-        for start in values_after(line, TIMINGS) {
+        for start in values_after(line, &TIMINGS_FINDER) {
             if let Some(Some(t)) = parse_one::<Option<TimingsJson>>(&line[start..]) {
                 let u = &mut self.usage;
                 u.prompt_tokens = t.prompt_n.or(u.prompt_tokens);
@@ -157,15 +168,18 @@ impl UsageScanner {
 }
 
 fn mentions_a_key(bytes: &[u8]) -> bool {
-    memmem::find(bytes, USAGE).is_some()
-        || memmem::find(bytes, TIMINGS).is_some()
-        || memmem::find(bytes, ERROR).is_some()
+    USAGE_FINDER.find(bytes).is_some()
+        || TIMINGS_FINDER.find(bytes).is_some()
+        || ERROR_FINDER.find(bytes).is_some()
 }
 
 /// Where the value of each `"key":` on the line starts.
-fn values_after<'a>(line: &'a [u8], key: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
-    memmem::find_iter(line, key).filter_map(move |at| {
-        let mut i = at + key.len();
+fn values_after<'a>(
+    line: &'a [u8],
+    key: &'a memmem::Finder<'static>,
+) -> impl Iterator<Item = usize> + 'a {
+    key.find_iter(line).filter_map(move |at| {
+        let mut i = at + key.needle().len();
         while line.get(i).is_some_and(u8::is_ascii_whitespace) {
             i += 1;
         }
