@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{Config, ConfigError, Loaded, SelfProxy, source_files};
+use llama_swap_server::config::{Config, ConfigError, KeptPorts, Loaded, SelfProxy, source_files};
 use llama_swap_server::logging::{self, LogSettings};
 use llama_swap_server::serve::{
     ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
@@ -154,6 +154,12 @@ struct Sources {
 impl Sources {
     fn load(&self) -> Result<Loaded, ConfigError> {
         Config::load_sources(self.config.as_deref(), self.config_dir.as_deref())
+    }
+
+    /// As [`load`](Self::load) for a reload: the models of the running
+    /// configuration keep their `${PORT}` numbers.
+    fn reload(&self, kept: &KeptPorts) -> Result<Loaded, ConfigError> {
+        Config::load_sources_keeping(self.config.as_deref(), self.config_dir.as_deref(), kept)
     }
 
     /// How the sources are named in messages.
@@ -363,6 +369,7 @@ async fn run(
         sources,
         watch,
         loaded_version,
+        KeptPorts::of(&config),
         reloads_tx,
         stop_reloads.clone(),
     ));
@@ -458,6 +465,7 @@ async fn reload_source(
     sources: Sources,
     watch: bool,
     mut seen: Fingerprint,
+    mut kept: KeptPorts,
     reloads: mpsc::Sender<Config>,
     stop: CancellationToken,
 ) {
@@ -498,12 +506,12 @@ async fn reload_source(
         // Off the runtime and bounded, the certificate too: a source that never
         // finishes reading must not hold a worker or keep SIGTERM from ending
         // the server.
-        let reading = sources.clone();
+        let (reading, keeping) = (sources.clone(), kept.clone());
         let loaded = tokio::select! {
             () = stop.cancelled() => return,
             loaded = loader.load(DEFAULT_LOAD_LIMIT, move || {
                 let certificate = reading.tls.as_ref().map(TlsFiles::reload);
-                (certificate, reading.load())
+                (certificate, reading.reload(&keeping))
             }) => loaded,
         };
         let loaded = match loaded {
@@ -532,6 +540,10 @@ async fn reload_source(
                 if let Some(settings) = &sources.log_settings {
                     settings.apply(&loaded.config);
                 }
+                // The server may still refuse it (a configuration that cannot
+                // be scheduled); the next load then keeps numbers the running
+                // one may not have, which costs at most a restart.
+                kept = KeptPorts::of(&loaded.config);
                 if reloads.send(loaded.config).await.is_err() {
                     return;
                 }

@@ -7,6 +7,7 @@ use super::macros::{EnvLookup, Scope, read_macros};
 use super::model::{ModelDefaults, read_models};
 use super::node::Node;
 use super::peers::{check_peer_names, read_peers};
+use super::ports::KeptPorts;
 use super::priority::read_priority;
 use super::profiles::read_profiles;
 use super::routing::{Resolver, RoutingKeys, read_hooks, read_routing};
@@ -62,7 +63,12 @@ const KNOWN_TOP_LEVEL: &[&str] = &[
 
 /// Builds a [`Config`] from a parsed document. Returns `None` when any issue was
 /// found; `cx` then holds them all.
-pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Option<Config> {
+pub(crate) fn build(
+    root: &Node,
+    env: EnvLookup<'_>,
+    kept_ports: Option<&KeptPorts>,
+    cx: &mut Diagnostics,
+) -> Option<Config> {
     let root_path = KeyPath::root();
     let global_macros = match root.get("macros") {
         Some(node) => read_macros(node, &KeyPath::from_keys(["macros"]), cx),
@@ -203,6 +209,7 @@ pub(crate) fn build(root: &Node, env: EnvLookup<'_>, cx: &mut Diagnostics) -> Op
         unload_timeout,
         send_loading_state,
         start_port,
+        kept_ports: kept_ports.and_then(|kept| kept.under(start_port)),
     };
     let models = match models_node {
         Some((node, path)) => read_models(node, &path, &defaults, cx),

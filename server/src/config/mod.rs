@@ -57,6 +57,7 @@ mod model;
 mod node;
 mod parallel;
 mod peers;
+mod ports;
 mod priority;
 mod profiles;
 mod routing;
@@ -74,6 +75,7 @@ pub use error::{ConfigError, ConfigWarning, Issue, KeyPath, Reason, WarningKind}
 pub use loops::SelfProxy;
 pub use macros::EnvLookup;
 pub use peers::{PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig};
+pub use ports::KeptPorts;
 pub use profiles::{Pin, ProfileConfig};
 pub use selectors::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 pub use sources::{MergeConflict, source_files};
@@ -134,7 +136,7 @@ impl Config {
         env: EnvLookup<'_>,
     ) -> Result<Loaded, ConfigError> {
         let root = sources::parse_document(file, yaml, env)?;
-        Self::from_document(file, &root, env)
+        Self::from_document(file, &root, env, None)
     }
 
     /// Loads `--config` and/or `--config-dir`: the file first, then the
@@ -160,6 +162,46 @@ impl Config {
         dir: Option<&Path>,
         env: EnvLookup<'_>,
     ) -> Result<Loaded, ConfigError> {
+        Self::load_sources_with(file, dir, env, None)
+    }
+
+    /// As [`Config::load_sources`] for a reload: models that `kept` lists
+    /// keep their `${PORT}` numbers (while `startPort` is unchanged), and new
+    /// models are numbered past them, so that adding a model does not
+    /// renumber, and so restart, the others.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load_sources`].
+    pub fn load_sources_keeping(
+        file: Option<&Path>,
+        dir: Option<&Path>,
+        kept: &KeptPorts,
+    ) -> Result<Loaded, ConfigError> {
+        Self::load_sources_with(file, dir, &|name| std::env::var(name).ok(), Some(kept))
+    }
+
+    /// As [`Config::load_sources_keeping`], looking environment variables up
+    /// through `env`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::load_sources`].
+    pub fn load_sources_keeping_with_env(
+        file: Option<&Path>,
+        dir: Option<&Path>,
+        env: EnvLookup<'_>,
+        kept: &KeptPorts,
+    ) -> Result<Loaded, ConfigError> {
+        Self::load_sources_with(file, dir, env, Some(kept))
+    }
+
+    fn load_sources_with(
+        file: Option<&Path>,
+        dir: Option<&Path>,
+        env: EnvLookup<'_>,
+        kept: Option<&KeptPorts>,
+    ) -> Result<Loaded, ConfigError> {
         let files = source_files(file, dir)?;
         let mut merged = node::Node::Null;
         for path in &files {
@@ -179,16 +221,17 @@ impl Config {
             },
             _ => String::new(),
         };
-        Self::from_document(&name, &merged, env)
+        Self::from_document(&name, &merged, env, kept)
     }
 
     fn from_document(
         file: &str,
         root: &node::Node,
         env: EnvLookup<'_>,
+        kept: Option<&KeptPorts>,
     ) -> Result<Loaded, ConfigError> {
         let mut cx = fields::Diagnostics::default();
-        match load::build(root, env, &mut cx) {
+        match load::build(root, env, kept, &mut cx) {
             Some(config) if cx.issues.is_empty() => Ok(Loaded {
                 config,
                 warnings: cx.warnings,

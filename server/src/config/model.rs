@@ -11,6 +11,7 @@ use super::filters::{expand_by_id_keys, read_filters};
 use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
 use super::node::Node;
 use super::parallel::read_parallel;
+use super::ports::PortAllocator;
 use super::transport::read_timeouts;
 use super::types::ModelConfig;
 use crate::filters::Filters;
@@ -29,6 +30,8 @@ pub(crate) struct ModelDefaults<'a> {
     pub(crate) unload_timeout: Duration,
     pub(crate) send_loading_state: bool,
     pub(crate) start_port: u16,
+    /// `${PORT}` numbers a reload keeps (see [`super::ports`]).
+    pub(crate) kept_ports: Option<&'a std::collections::BTreeMap<String, u16>>,
 }
 
 /// A model plus where its aliases were written, for cross-model checks.
@@ -56,7 +59,11 @@ pub(crate) fn read_models(
             return Vec::new();
         }
     };
-    let mut next_port = Some(defaults.start_port);
+    let mut ports = PortAllocator::new(
+        defaults.start_port,
+        defaults.kept_ports,
+        entries.keys().copied(),
+    );
     let mut models = Vec::with_capacity(entries.len());
     for (id, model_node) in entries {
         let model_path = path.key(id);
@@ -64,7 +71,7 @@ pub(crate) fn read_models(
             cx.error(model_path, Reason::Empty);
             continue;
         }
-        if let Some(model) = read_model(id, model_node, &model_path, defaults, &mut next_port, cx) {
+        if let Some(model) = read_model(id, model_node, &model_path, defaults, &mut ports, cx) {
             models.push(model);
         }
     }
@@ -77,7 +84,7 @@ fn read_model(
     node: &Node,
     path: &KeyPath,
     defaults: &ModelDefaults<'_>,
-    next_port: &mut Option<u16>,
+    ports: &mut PortAllocator<'_>,
     cx: &mut Diagnostics,
 ) -> Option<ParsedModel> {
     let Node::Map(raw) = node else {
@@ -128,9 +135,8 @@ fn read_model(
     let mut expanded = Node::Map(expanded);
 
     let port = if cmd_uses_port {
-        match *next_port {
+        match ports.take(id) {
             Some(port) => {
-                *next_port = port.checked_add(1);
                 substitute_port(&mut expanded, port);
                 Some(port)
             }

@@ -15,6 +15,7 @@ mod matrix;
 mod messages;
 mod parallel;
 mod peers;
+mod ports;
 mod robustness;
 mod selectors;
 mod support;

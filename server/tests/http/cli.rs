@@ -244,6 +244,58 @@ async fn sighup_reloads_a_good_config_and_keeps_running_on_a_bad_one() {
     );
 }
 
+/// Models whose mockswap listens on `${PORT}` from `start_port`.
+fn numbered_yaml(start_port: u16, ids: &[&str]) -> String {
+    let bin = crate::support::mockswap_bin();
+    let mut yaml = format!("healthCheckTimeout: 15\nstartPort: {start_port}\nmodels:\n");
+    for id in ids {
+        yaml.push_str(&format!(
+            "  {id}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --models {id}\n    proxy: http://127.0.0.1:${{PORT}}\n",
+            bin.display()
+        ));
+    }
+    yaml
+}
+
+#[tokio::test]
+async fn a_reload_adding_a_model_that_sorts_first_keeps_the_others_ports_and_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let start = free_port();
+    let ports = [start, start + 1, start + 2];
+    std::fs::write(&file, numbered_yaml(start, &["b", "c"])).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    assert_eq!(server.chat("c").await, 200);
+    let running = crate::support::processes_listening_on(&ports);
+    assert_eq!(running.len(), 1, "{running:?}");
+    let (c_pid, c_cmd) = running[0].clone();
+    assert!(
+        c_cmd.contains(&format!("127.0.0.1:{} ", start + 1)),
+        "{c_cmd}"
+    );
+
+    // `a` sorts before `b` and `c`: numbered afresh, it would take b's port
+    // and shift c's, which a reload counts as a changed definition.
+    std::fs::write(&file, numbered_yaml(start, &["a", "b", "c"])).unwrap();
+    server.signal(Signal::SIGHUP);
+    server.wait_log("configuration reloaded").await;
+    assert_eq!(server.chat("c").await, 200);
+    assert_eq!(
+        crate::support::processes_listening_on(&[start + 1]),
+        [(c_pid, c_cmd)],
+        "c kept its port and its process"
+    );
+    assert_eq!(server.chat("a").await, 200);
+    let a = crate::support::processes_listening_on(&[start + 2]);
+    assert_eq!(a.len(), 1, "a is numbered past the kept ports: {a:?}");
+
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&ports).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
+
 #[tokio::test]
 async fn watch_config_reloads_when_the_file_changes() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,97 @@
+//! `${PORT}` numbers across a reload: the running configuration's models keep
+//! theirs, new models are numbered past them.
+
+use std::path::Path;
+
+use llama_swap_server::config::{Config, KeptPorts};
+
+fn yaml(start_port: u16, ids: &[&str]) -> String {
+    let mut text = format!("startPort: {start_port}\nmodels:\n");
+    for id in ids {
+        text.push_str(&format!(
+            "  {id}:\n    cmd: llama-server --port ${{PORT}} -m {id}.gguf\n"
+        ));
+    }
+    text
+}
+
+fn load(dir: &Path, text: &str, kept: Option<&KeptPorts>) -> Config {
+    let file = dir.join("config.yaml");
+    std::fs::write(&file, text).unwrap();
+    let env = |_: &str| None;
+    let loaded = match kept {
+        Some(kept) => Config::load_sources_keeping_with_env(Some(&file), None, &env, kept),
+        None => Config::load_sources_with_env(Some(&file), None, &env),
+    };
+    loaded
+        .unwrap_or_else(|err| panic!("should load:\n{err}"))
+        .config
+}
+
+fn ports(config: &Config) -> Vec<(String, Option<u16>, String)> {
+    config
+        .models
+        .iter()
+        .map(|m| (m.id.clone(), m.port, m.proxy.clone()))
+        .collect()
+}
+
+fn port_of(config: &Config, id: &str) -> Option<u16> {
+    config.model(id).and_then(|m| m.port)
+}
+
+#[test]
+fn a_model_added_before_the_others_in_id_order_does_not_renumber_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = load(dir.path(), &yaml(5800, &["b", "c"]), None);
+    assert_eq!(port_of(&running, "b"), Some(5800));
+    assert_eq!(port_of(&running, "c"), Some(5801));
+
+    let kept = KeptPorts::of(&running);
+    let next = load(dir.path(), &yaml(5800, &["a", "b", "c"]), Some(&kept));
+    assert_eq!(port_of(&next, "b"), Some(5800));
+    assert_eq!(port_of(&next, "c"), Some(5801));
+    assert_eq!(
+        port_of(&next, "a"),
+        Some(5802),
+        "numbered past the kept ones"
+    );
+    let a = next.model("a").unwrap();
+    assert!(a.cmd.contains("--port 5802"), "{}", a.cmd);
+    assert_eq!(a.proxy, "http://localhost:5802");
+
+    // A fresh start numbers in ID order, as llama-swap does.
+    let fresh = load(dir.path(), &yaml(5800, &["a", "b", "c"]), None);
+    assert_eq!(port_of(&fresh, "a"), Some(5800));
+    assert_eq!(port_of(&fresh, "b"), Some(5801));
+}
+
+#[test]
+fn a_removed_model_frees_its_number_and_the_rest_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = load(dir.path(), &yaml(5800, &["a", "b", "c"]), None);
+    let kept = KeptPorts::of(&running);
+    let next = load(dir.path(), &yaml(5800, &["b", "c", "d"]), Some(&kept));
+    assert_eq!(port_of(&next, "b"), Some(5801));
+    assert_eq!(port_of(&next, "c"), Some(5802));
+    assert_eq!(port_of(&next, "d"), Some(5800), "a's freed number");
+}
+
+#[test]
+fn a_new_start_port_numbers_every_model_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = load(dir.path(), &yaml(5800, &["b", "c"]), None);
+    let kept = KeptPorts::of(&running);
+    let next = load(dir.path(), &yaml(6000, &["a", "b", "c"]), Some(&kept));
+    assert_eq!(
+        ports(&next)
+            .into_iter()
+            .map(|(id, port, _)| (id, port))
+            .collect::<Vec<_>>(),
+        [
+            ("a".to_owned(), Some(6000)),
+            ("b".to_owned(), Some(6001)),
+            ("c".to_owned(), Some(6002))
+        ]
+    );
+}
