@@ -125,11 +125,22 @@ fn config(bin: &Path, dir: &Path) -> String {
     yaml
 }
 
-/// `config` with one more model, as the reload phase writes it (`${PORT}` numbers
-/// models in ID order: the models whose ID sorts after it get new ports).
+/// `config` as the reload phase writes it: one more model (whose ID sorts
+/// before most others; the reload keeps the others' `${PORT}` numbers), and the
+/// first stable model's command changed (a longer load time), so that one
+/// restarts.
 fn config_with(base: &str, bin: &Path, model: &str) -> String {
+    let changed = base.replacen(
+        "--load-time 30ms --tokens-per-second 400",
+        "--load-time 31ms --tokens-per-second 400",
+        1,
+    );
+    assert_ne!(
+        changed, base,
+        "the first stable model's command was not found"
+    );
     format!(
-        "{base}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
+        "{changed}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
         bin.join("mockswap").display()
     )
 }
@@ -623,12 +634,12 @@ async fn slow_body_phase(client: &reqwest::Client, server: &Arc<Server>, rng: &m
     );
 }
 
-/// The reload phase: SIGHUP with a configuration that adds a model, while requests
-/// are in flight. The added model sorts before most others, so `${PORT}` gives
-/// those new ports: they are changed models and restart once their requests in
-/// flight end; the others are kept. Either way every request is served (only the
-/// crashing upstream may fail), none is refused with 503, and the new model is
-/// then served.
+/// The reload phase: SIGHUP with a configuration that adds a model and changes
+/// one, while requests are in flight. The added model sorts before most others,
+/// yet they keep their `${PORT}` numbers and so their processes; the changed one
+/// restarts once its requests in flight end. Either way every request is served
+/// (only the crashing upstream may fail), none is refused with 503, and the new
+/// model is then served.
 async fn reload_phase(
     client: &reqwest::Client,
     server: &Arc<Server>,
