@@ -174,13 +174,13 @@ async fn https_health_unbounded(
     (status, presented)
 }
 
-#[tokio::test]
-async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("config.yaml");
+/// The server on HTTPS with a fresh certificate in `dir`: the server, its
+/// address, the certificate's path and the certificate.
+async fn start_https(dir: &Path) -> (Server, String, std::path::PathBuf, CertificateDer<'static>) {
+    let file = dir.join("config.yaml");
     write(&file, &models_file("a"));
-    let (cert, key, first) = certificate(dir.path());
-    let mut server = Server::start_args(&[
+    let (cert, key, first) = certificate(dir);
+    let server = Server::start_args(&[
         "-config",
         file.to_str().unwrap(),
         "-listen",
@@ -192,6 +192,13 @@ async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
     ])
     .await;
     let addr = server.base.strip_prefix("https://").unwrap().to_owned();
+    (server, addr, cert, first)
+}
+
+#[tokio::test]
+async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, addr, _, first) = start_https(dir.path()).await;
     let (status, presented) = https_health(&addr, &first).await;
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(presented, first.to_vec());
@@ -209,21 +216,7 @@ async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
 #[tokio::test]
 async fn a_certificate_that_never_finishes_reading_stalls_neither_serving_nor_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("config.yaml");
-    write(&file, &models_file("a"));
-    let (cert, key, first) = certificate(dir.path());
-    let mut server = Server::start_args(&[
-        "-config",
-        file.to_str().unwrap(),
-        "-listen",
-        "127.0.0.1:0",
-        "-tls-cert-file",
-        cert.to_str().unwrap(),
-        "-tls-key-file",
-        key.to_str().unwrap(),
-    ])
-    .await;
-    let addr = server.base.strip_prefix("https://").unwrap().to_owned();
+    let (mut server, addr, cert, first) = start_https(dir.path()).await;
     assert_eq!(https_health(&addr, &first).await.0, "HTTP/1.1 200 OK");
 
     // Opening a FIFO with no writer blocks until one comes: a read that never ends.
