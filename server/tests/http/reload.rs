@@ -282,3 +282,33 @@ async fn metrics_keep_kept_models_and_add_new_models_and_bands_after_a_reload() 
     );
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_shutdown_after_a_reload_lets_a_response_started_before_it_finish() {
+    let group = "groups:\n  one:\n    swap: true\n    members: [a, b]\n";
+    let mut h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], group).await;
+    let in_flight = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    h.reload(&[model("a", "--gate-closed"), model("b", "")], group)
+        .await;
+    let queued = h.spawn(h.chat("b", None, false));
+    h.wait_queue_len(1).await;
+    h.begin_shutdown();
+    // The drain has begun once the queued request is refused.
+    let (status, body) = finish(queued).await;
+    assert_eq!(status, 503, "{body}");
+    // Admitted under the configuration the reload replaced, the held request
+    // is still one of the server's responses in flight: its upstream is not
+    // stopped under it (a new connection to it is accepted) and it finishes.
+    let fresh = reqwest::Client::new();
+    let opened = fresh
+        .post(format!("{}/__mockswap/gate", h.upstream("a")))
+        .json(&json!({"open": true}))
+        .send()
+        .await
+        .expect("a's upstream was stopped under its response in flight");
+    assert_eq!(opened.status(), 200);
+    let (status, body) = finish(in_flight).await;
+    assert_eq!(status, 200, "{body}");
+    h.shutdown().await;
+}
