@@ -543,7 +543,7 @@ async fn reload_source(
                 // The server may still refuse it (a configuration that cannot
                 // be scheduled); the next load then keeps numbers the running
                 // one may not have, which costs at most a restart.
-                kept = KeptPorts::of(&loaded.config);
+                kept = std::mem::take(&mut kept).then(KeptPorts::of(&loaded.config));
                 if reloads.send(loaded.config).await.is_err() {
                     return;
                 }

@@ -59,11 +59,7 @@ pub(crate) fn read_models(
             return Vec::new();
         }
     };
-    let mut ports = PortAllocator::new(
-        defaults.start_port,
-        defaults.kept_ports,
-        entries.keys().copied(),
-    );
+    let mut ports = PortAllocator::new(defaults.start_port, defaults.kept_ports);
     let mut models = Vec::with_capacity(entries.len());
     for (id, model_node) in entries {
         let model_path = path.key(id);

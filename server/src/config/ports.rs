@@ -34,6 +34,24 @@ impl KeptPorts {
         }
     }
 
+    /// The numbers after the next load, `next` (taken with [`of`](Self::of)
+    /// from what it loaded): `next`'s, plus those kept here for models `next`
+    /// no longer has. A removed model's process may still be serving its last
+    /// requests on its port, so its number is not handed to a new model (and
+    /// it gets it back if it returns). A new `startPort` keeps only `next`'s.
+    #[must_use]
+    pub fn then(self, next: Self) -> Self {
+        if self.start_port != next.start_port {
+            return next;
+        }
+        let mut ports = self.ports;
+        ports.extend(next.ports);
+        Self {
+            start_port: next.start_port,
+            ports,
+        }
+    }
+
     /// The ports to keep under `start_port` (`None`: number afresh).
     pub(crate) fn under(&self, start_port: u16) -> Option<&BTreeMap<String, u16>> {
         (self.start_port == Some(start_port) && !self.ports.is_empty()).then_some(&self.ports)
@@ -45,26 +63,18 @@ pub(crate) struct PortAllocator<'a> {
     /// The next fresh number; `None` once past 65535.
     next: Option<u16>,
     kept: Option<&'a BTreeMap<String, u16>>,
-    /// Kept numbers of models in this configuration: never handed out fresh.
+    /// Every kept number, of models in this configuration or not: never
+    /// handed out fresh.
     reserved: BTreeSet<u16>,
     taken: BTreeSet<u16>,
 }
 
 impl<'a> PortAllocator<'a> {
-    /// An allocator from `start_port` for the models `ids`, keeping the
-    /// numbers in `kept`.
-    pub(crate) fn new<'i>(
-        start_port: u16,
-        kept: Option<&'a BTreeMap<String, u16>>,
-        ids: impl IntoIterator<Item = &'i str>,
-    ) -> Self {
-        let reserved = match kept {
-            Some(kept) => ids
-                .into_iter()
-                .filter_map(|id| kept.get(id).copied())
-                .collect(),
-            None => BTreeSet::new(),
-        };
+    /// An allocator from `start_port`, keeping the numbers in `kept`.
+    pub(crate) fn new(start_port: u16, kept: Option<&'a BTreeMap<String, u16>>) -> Self {
+        let reserved = kept
+            .map(|kept| kept.values().copied().collect())
+            .unwrap_or_default();
         Self {
             next: Some(start_port),
             kept,
@@ -101,7 +111,7 @@ mod tests {
 
     #[test]
     fn without_kept_numbers_ports_follow_id_order() {
-        let mut ports = PortAllocator::new(5800, None, ["a", "b", "c"]);
+        let mut ports = PortAllocator::new(5800, None);
         assert_eq!(
             ["a", "b", "c"].map(|id| ports.take(id)),
             [Some(5800), Some(5801), Some(5802)]
@@ -111,7 +121,7 @@ mod tests {
     #[test]
     fn kept_models_keep_their_numbers_and_new_ones_skip_them() {
         let before = kept(&[("b", 5800), ("c", 5801)]);
-        let mut ports = PortAllocator::new(5800, Some(&before), ["a", "b", "c"]);
+        let mut ports = PortAllocator::new(5800, Some(&before));
         assert_eq!(
             ["a", "b", "c"].map(|id| ports.take(id)),
             [Some(5802), Some(5800), Some(5801)]
@@ -119,18 +129,19 @@ mod tests {
     }
 
     #[test]
-    fn a_removed_model_frees_its_number_for_a_new_one() {
+    fn a_removed_models_number_is_not_handed_to_a_new_one() {
+        // b was removed: its process may still serve on 5800.
         let before = kept(&[("b", 5800), ("c", 5801)]);
-        let mut ports = PortAllocator::new(5800, Some(&before), ["a", "c"]);
+        let mut ports = PortAllocator::new(5800, Some(&before));
         assert_eq!(
             ["a", "c"].map(|id| ports.take(id)),
-            [Some(5800), Some(5801)]
+            [Some(5802), Some(5801)]
         );
     }
 
     #[test]
     fn numbers_run_out_at_65535() {
-        let mut ports = PortAllocator::new(65535, None, ["a", "b"]);
+        let mut ports = PortAllocator::new(65535, None);
         assert_eq!(ports.take("a"), Some(65535));
         assert_eq!(ports.take("b"), None);
     }

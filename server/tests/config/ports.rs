@@ -67,14 +67,25 @@ fn a_model_added_before_the_others_in_id_order_does_not_renumber_them() {
 }
 
 #[test]
-fn a_removed_model_frees_its_number_and_the_rest_keep_theirs() {
+fn a_removed_models_number_stays_reserved_across_reloads_and_comes_back_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let running = load(dir.path(), &yaml(5800, &["a", "b", "c"]), None);
     let kept = KeptPorts::of(&running);
-    let next = load(dir.path(), &yaml(5800, &["b", "c", "d"]), Some(&kept));
-    assert_eq!(port_of(&next, "b"), Some(5801));
-    assert_eq!(port_of(&next, "c"), Some(5802));
-    assert_eq!(port_of(&next, "d"), Some(5800), "a's freed number");
+    // a is removed; its process may still be serving its last requests on 5800.
+    let first = load(dir.path(), &yaml(5800, &["b", "c", "d"]), Some(&kept));
+    assert_eq!(port_of(&first, "b"), Some(5801));
+    assert_eq!(port_of(&first, "c"), Some(5802));
+    assert_eq!(port_of(&first, "d"), Some(5803), "not a's number");
+    // A second reload still does not hand a's number out, and a gets it back.
+    let kept = kept.then(KeptPorts::of(&first));
+    let second = load(
+        dir.path(),
+        &yaml(5800, &["a", "b", "c", "d", "e"]),
+        Some(&kept),
+    );
+    assert_eq!(port_of(&second, "e"), Some(5804));
+    assert_eq!(port_of(&second, "a"), Some(5800));
+    assert_eq!(port_of(&second, "d"), Some(5803));
 }
 
 #[test]
