@@ -12,6 +12,7 @@
 /// the proxy's CPU (every request allocates and frees its buffers and header
 /// maps across threads); mimalloc's thread-local free lists about halve that
 /// (BENCHMARKS.md).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
