@@ -19,18 +19,25 @@ use super::state::AppState;
 /// The layer: assigns the request id, then, within the request's span,
 /// answers a preflight, refuses a loop, checks the API key, runs the
 /// endpoint, and logs the outcome.
-pub(crate) async fn front(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    front_with(state, request, |_, request| next.run(request)).await
+}
+
+/// [`front`] around `endpoint` instead of the rest of the router: the model
+/// endpoints are called this way without the router's own steps (see
+/// [`super::routes::App`]), with the same checks and the same log line.
+pub(crate) async fn front_with<E, F>(state: AppState, mut request: Request, endpoint: E) -> Response
+where
+    E: FnOnce(AppState, Request) -> F,
+    F: Future<Output = Response>,
+{
     let (id, echoed) = request_id::assign(&mut request);
     let span = tracing::info_span!("request", request_id = %id, seq = tracing::field::Empty);
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let mut response = match span.in_scope(|| admit(&state, request)) {
-        Admission::Pass(request) => next.run(request).instrument(span.clone()).await,
+        Admission::Pass(request) => endpoint(state, request).instrument(span.clone()).await,
         Admission::Answer(answer) => answer,
     };
     span.in_scope(|| access_log(&method, &path, response.status(), started));

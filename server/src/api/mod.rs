@@ -84,5 +84,6 @@ pub use crate::names::SelectError;
 pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
 pub(crate) use error::{peer_stream_error_frames, stream_error_frames};
+pub(crate) use routes::App;
 pub use routes::app;
 pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};

@@ -51,9 +51,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tower::Service as _;
 
-use crate::api::{HttpOptions, app};
+use crate::api::{App, HttpOptions};
 use crate::config::Config;
 use crate::scheduler::SettingsError;
 use instance::Instance;
@@ -200,7 +199,7 @@ pub async fn serve_reloading(
 ) -> Result<(), ServeError> {
     refuse_self_proxies(&config, &listener)?;
     let mut current = Instance::start(&config, &options)?;
-    let (app_tx, app_rx) = watch::channel(app(current.state.clone()));
+    let (app_tx, app_rx) = watch::channel(App::new(current.state.clone()));
     let stop = CancellationToken::new();
     let mut connections = JoinSet::new();
     let mut reloads_open = true;
@@ -234,7 +233,7 @@ pub async fn serve_reloading(
                     };
                     match reloaded {
                         Ok(()) => {
-                            drop(app_tx.send_replace(app(current.state.clone())));
+                            drop(app_tx.send_replace(App::new(current.state.clone())));
                             tracing::info!("configuration reloaded");
                         }
                         Err(error) => tracing::error!(
@@ -289,7 +288,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: Option<TlsFiles>,
-    apps: watch::Receiver<axum::Router>,
+    apps: watch::Receiver<App>,
     stop: CancellationToken,
 ) {
     if let Err(error) = stream.set_nodelay(true) {
@@ -308,7 +307,7 @@ async fn tls_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: TlsFiles,
-    apps: watch::Receiver<axum::Router>,
+    apps: watch::Receiver<App>,
     stop: CancellationToken,
 ) {
     let handshake = tokio::select! {
@@ -322,18 +321,16 @@ async fn tls_connection(
     }
 }
 
-async fn serve_io<I>(
-    io: I,
-    peer: SocketAddr,
-    apps: watch::Receiver<axum::Router>,
-    stop: CancellationToken,
-) where
+async fn serve_io<I>(io: I, peer: SocketAddr, apps: watch::Receiver<App>, stop: CancellationToken)
+where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
-        let mut app = apps.borrow().clone();
-        async move { app.call(request.map(axum::body::Body::new)).await }
+        let app = apps.borrow().clone();
+        async move {
+            Ok::<_, std::convert::Infallible>(app.call(request.map(axum::body::Body::new)).await)
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
