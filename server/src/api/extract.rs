@@ -11,7 +11,6 @@
 //! - any other non-empty body: a JSON object's `"model"` string (and `"stream"`);
 //! - `?model=` in the query when the body names none (always for an empty body).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
@@ -186,21 +185,21 @@ impl<'de> Deserialize<'de> for JsonProbe<'de> {
                     stream: None,
                     duplicate: None,
                 };
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    match key.as_ref() {
-                        "model" => {
+                while let Some(key) = map.next_key::<ProbeKey>()? {
+                    match key {
+                        ProbeKey::Model => {
                             let value = map.next_value()?;
                             if probe.model.replace(value).is_some() {
                                 probe.duplicate.get_or_insert("model");
                             }
                         }
-                        "stream" => {
+                        ProbeKey::Stream => {
                             let value = map.next_value()?;
                             if probe.stream.replace(value).is_some() {
                                 probe.duplicate.get_or_insert("stream");
                             }
                         }
-                        _ => {
+                        ProbeKey::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
                     }
@@ -209,6 +208,35 @@ impl<'de> Deserialize<'de> for JsonProbe<'de> {
             }
         }
         deserializer.deserialize_map(ProbeVisitor)
+    }
+}
+
+/// A top-level key of a JSON body, told apart without copying it (serde's
+/// `Cow<str>` always allocates, and a body has a key per field).
+enum ProbeKey {
+    Model,
+    Stream,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ProbeKey {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = ProbeKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            // Keys with escapes arrive here unescaped (`"mod\u0065l"` is `model`).
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<ProbeKey, E> {
+                Ok(match key {
+                    "model" => ProbeKey::Model,
+                    "stream" => ProbeKey::Stream,
+                    _ => ProbeKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -362,6 +390,19 @@ mod tests {
     use super::*;
 
     const JSON: Option<&str> = Some("application/json");
+
+    #[test]
+    fn escaped_keys_are_read_unescaped() {
+        let body = br#"{"mod\u0065l":"qwen","str\u0065am":true,"model_x":"no"}"#;
+        let found = RequestModel::extract(JSON, None, body).unwrap();
+        assert_eq!(found.name, "qwen");
+        assert!(found.stream);
+        let twice = br#"{"model":"a","mod\u0065l":"b"}"#;
+        assert!(matches!(
+            RequestModel::extract(JSON, None, twice),
+            Err(ApiError::DuplicateField { field: "model" })
+        ));
+    }
 
     #[test]
     fn json_body_names_model_and_stream() {

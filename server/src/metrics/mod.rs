@@ -66,9 +66,129 @@ const WAIT_BUCKETS: [f64; 12] = [
 /// Swap-duration bucket bounds in seconds.
 const SWAP_BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0];
 
-type L1 = [(&'static str, String); 1];
-type L2 = [(&'static str, String); 2];
-type L3 = [(&'static str, String); 3];
+type L1 = [(&'static str, Label); 1];
+type L2 = [(&'static str, Label); 2];
+type L3 = [(&'static str, Label); 3];
+
+/// A label value: a fixed word, or a configured name (model, band, peer)
+/// shared rather than copied, so that recording a request allocates nothing.
+/// Equal and hashed by its text, whichever form it has.
+#[derive(Debug, Clone)]
+enum Label {
+    Word(&'static str),
+    Name(std::sync::Arc<str>),
+}
+
+impl Label {
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Word(word) => word,
+            Self::Name(name) => name,
+        }
+    }
+}
+
+impl PartialEq for Label {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Label {}
+
+impl std::hash::Hash for Label {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl From<&'static str> for Label {
+    fn from(word: &'static str) -> Self {
+        Self::Word(word)
+    }
+}
+
+impl From<String> for Label {
+    fn from(name: String) -> Self {
+        Self::Name(name.into())
+    }
+}
+
+impl From<&String> for Label {
+    fn from(name: &String) -> Self {
+        Self::Name(name.as_str().into())
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for Label {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// The configured bands and their names as shared labels.
+#[derive(Debug)]
+struct BandLabels {
+    bands: std::sync::Arc<Bands>,
+    names: Names,
+}
+
+impl BandLabels {
+    fn new(bands: Bands) -> Self {
+        let mut names = Names::default();
+        for band in bands.iter() {
+            names.insert(&band.name);
+        }
+        Self {
+            bands: std::sync::Arc::new(bands),
+            names,
+        }
+    }
+
+    /// The label of the band `priority` falls in.
+    fn of(&self, priority: i32) -> Label {
+        let name = self.bands.name_of(priority);
+        self.names
+            .get(name)
+            .unwrap_or_else(|| Label::from(name.to_owned()))
+    }
+
+    /// Every band's label, in the bands' order.
+    fn labels(&self) -> Vec<Label> {
+        self.bands
+            .iter()
+            .map(|band| {
+                self.names
+                    .get(&band.name)
+                    .unwrap_or_else(|| Label::from(&band.name))
+            })
+            .collect()
+    }
+}
+
+/// The configured names as shared labels, looked up by their text.
+#[derive(Debug, Default)]
+struct Names(BTreeSet<std::sync::Arc<str>>);
+
+impl Names {
+    fn get(&self, name: &str) -> Option<Label> {
+        self.0
+            .get(name)
+            .map(|n| Label::Name(std::sync::Arc::clone(n)))
+    }
+
+    fn insert(&mut self, name: &str) -> Label {
+        if let Some(label) = self.get(name) {
+            return label;
+        }
+        let name: std::sync::Arc<str> = name.into();
+        self.0.insert(std::sync::Arc::clone(&name));
+        Label::Name(name)
+    }
+}
 
 fn wait_histogram() -> Histogram {
     Histogram::new(WAIT_BUCKETS)
@@ -84,10 +204,10 @@ fn swap_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     /// Replaced by a reload (`set_bands`); series of old bands stay, frozen.
-    bands: std::sync::RwLock<std::sync::Arc<Bands>>,
+    bands: std::sync::RwLock<BandLabels>,
     /// The configured models; a reload adds its new ones (series of removed
     /// models stay, frozen).
-    models: std::sync::RwLock<BTreeSet<String>>,
+    models: std::sync::RwLock<Names>,
     requests: Family<L3, Counter>,
     queue_depth: Family<L1, Gauge>,
     model_queue_depth: Family<L2, Gauge>,
@@ -222,8 +342,8 @@ impl Metrics {
         );
         let metrics = Self {
             registry,
-            bands: std::sync::RwLock::new(std::sync::Arc::new(bands)),
-            models: std::sync::RwLock::new(models.into_iter().map(Into::into).collect()),
+            bands: std::sync::RwLock::new(BandLabels::new(bands)),
+            models: std::sync::RwLock::new(Names::default()),
             requests,
             queue_depth,
             model_queue_depth,
@@ -242,6 +362,7 @@ impl Metrics {
             peer_in_flight,
             peer_failures,
         };
+        metrics.add_models(models);
         metrics.zero_series();
         metrics
     }
@@ -249,32 +370,34 @@ impl Metrics {
     /// Creates the series that should read 0 before anything happened, so a
     /// dashboard sees them from the first scrape.
     fn zero_series(&self) {
-        for band in self.bands().iter() {
-            let _ = self
-                .queue_depth
-                .get_or_create(&[("band", band.name.clone())]);
-            let _ = self
-                .oldest_wait
-                .get_or_create(&[("band", band.name.clone())]);
-            let _ = self
-                .queue_wait
-                .get_or_create(&[("band", band.name.clone())]);
+        let bands = self.band_labels();
+        for band in bands.labels() {
+            let _ = self.queue_depth.get_or_create(&[("band", band.clone())]);
+            let _ = self.oldest_wait.get_or_create(&[("band", band.clone())]);
+            let _ = self.queue_wait.get_or_create(&[("band", band)]);
         }
         for reason in ["invalid", "duplicated"] {
             let _ = self
                 .header_rejected
-                .get_or_create(&[("reason", reason.to_owned())]);
+                .get_or_create(&[("reason", reason.into())]);
         }
+    }
+
+    fn band_labels(&self) -> std::sync::RwLockReadGuard<'_, BandLabels> {
+        self.bands
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn model_names(&self) -> std::sync::RwLockReadGuard<'_, Names> {
+        self.models
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The configured bands.
     pub fn bands(&self) -> std::sync::Arc<Bands> {
-        std::sync::Arc::clone(
-            &self
-                .bands
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        std::sync::Arc::clone(&self.band_labels().bands)
     }
 
     /// The bands a reload configured (requests label by them from now on).
@@ -282,7 +405,7 @@ impl Metrics {
         *self
             .bands
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(bands);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = BandLabels::new(bands);
         self.zero_series();
     }
 
@@ -292,53 +415,54 @@ impl Metrics {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.models
+        let mut names = self
+            .models
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(models.into_iter().map(Into::into));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for model in models {
+            names.insert(&model.into());
+        }
     }
 
-    fn model_set(&self) -> BTreeSet<String> {
-        self.models
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    fn model_set(&self) -> Vec<Label> {
+        self.model_names()
+            .0
+            .iter()
+            .map(|n| Label::Name(std::sync::Arc::clone(n)))
+            .collect()
     }
 
     /// The band label of a priority.
     pub fn band(&self, priority: i32) -> String {
-        self.bands
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .name_of(priority)
-            .to_owned()
+        self.band_label(priority).as_str().to_owned()
+    }
+
+    fn band_label(&self, priority: i32) -> Label {
+        self.band_labels().of(priority)
     }
 
     /// The model label of a name: itself if configured, [`OTHER_MODEL`] otherwise.
     pub fn model_label(&self, model: &str) -> String {
-        let known = self
-            .models
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(model);
-        if known {
-            model.to_owned()
-        } else {
-            OTHER_MODEL.to_owned()
-        }
+        self.model_label_of(model).as_str().to_owned()
+    }
+
+    fn model_label_of(&self, model: &str) -> Label {
+        self.model_names()
+            .get(model)
+            .unwrap_or(Label::Word(OTHER_MODEL))
     }
 
     /// Starts tracking one model request at header priority `priority`; see
     /// [`RequestOutcome`].
     pub fn request(self: &std::sync::Arc<Self>, priority: i32) -> RequestOutcome {
-        RequestOutcome::new(std::sync::Arc::clone(self), self.band(priority))
+        RequestOutcome::new(std::sync::Arc::clone(self), self.band_label(priority))
     }
 
-    pub(crate) fn record_outcome(&self, outcome: &'static str, code: &'static str, band: String) {
+    fn record_outcome(&self, outcome: &'static str, code: &'static str, band: Label) {
         self.requests
             .get_or_create(&[
-                ("outcome", outcome.to_owned()),
-                ("code", code.to_owned()),
+                ("outcome", outcome.into()),
+                ("code", code.into()),
                 ("band", band),
             ])
             .inc();
@@ -357,7 +481,7 @@ impl Metrics {
             HeaderPriority::Absent | HeaderPriority::Value(_) => return,
         };
         self.header_rejected
-            .get_or_create(&[("reason", reason.to_owned())])
+            .get_or_create(&[("reason", reason.into())])
             .inc();
     }
 
@@ -369,22 +493,22 @@ impl Metrics {
     /// Records that a request for `model` at effective `priority` waited
     /// `waited` before its grant.
     pub fn granted(&self, model: &str, priority: i32, waited: Duration) {
-        let band = self.band(priority);
+        let band = self.band_label(priority);
         let secs = waited.as_secs_f64();
         self.queue_wait
             .get_or_create(&[("band", band.clone())])
             .observe(secs);
         self.model_queue_wait
-            .get_or_create(&[("model", self.model_label(model)), ("band", band)])
+            .get_or_create(&[("model", self.model_label_of(model)), ("band", band)])
             .observe(secs);
     }
 
     /// Records one swap to `model` that took `took`.
     pub fn swap(&self, model: &str, ok: bool, took: Duration) {
-        let model = self.model_label(model);
+        let model = self.model_label_of(model);
         let result = if ok { "ok" } else { "failed" };
         self.swaps
-            .get_or_create(&[("model", model.clone()), ("result", result.to_owned())])
+            .get_or_create(&[("model", model.clone()), ("result", result.into())])
             .inc();
         self.swap_duration
             .get_or_create(&[("model", model)])
@@ -395,66 +519,80 @@ impl Metrics {
     /// failure series). Only [`crate::peers::Peers`] calls it, once per
     /// configured peer, so the label values stay bounded.
     pub fn peer_in_flight(&self, peer: &str) -> Gauge {
+        let label = Label::from(peer.to_owned());
         for reason in ["unreachable", "timeout"] {
             let _ = self
                 .peer_failures
-                .get_or_create(&[("peer", peer.to_owned()), ("reason", reason.to_owned())]);
+                .get_or_create(&[("peer", label.clone()), ("reason", reason.into())]);
         }
         self.peer_in_flight
-            .get_or_create(&[("peer", peer.to_owned())])
+            .get_or_create(&[("peer", label)])
             .clone()
     }
 
-    /// Records a request `peer` could not take (`reason`: `unreachable` or `timeout`).
+    /// Counts a request `peer` could not take (`reason`: unreachable, timeout).
     pub fn peer_failed(&self, peer: &str, reason: &'static str) {
         self.peer_failures
-            .get_or_create(&[("peer", peer.to_owned()), ("reason", reason.to_owned())])
+            .get_or_create(&[("peer", peer.to_owned().into()), ("reason", reason.into())])
             .inc();
     }
 
-    /// Records `n` more requests held back by the drain fence.
+    /// Counts requests the drain fence held back.
     pub fn fence_holds(&self, n: u64) {
         if n > 0 {
             self.fence_holds.inc_by(n);
         }
     }
 
-    /// Sets the queue and model-state gauges from the router's current view.
+    /// Sets the queue and model gauges from the router's view (at scrape time).
     pub fn observe_router(&self, queue: &[QueueEntry], running: &[RunningModel]) {
-        let mut depth: BTreeMap<(String, String), i64> = BTreeMap::new();
-        let mut band_depth: BTreeMap<String, i64> = BTreeMap::new();
-        let mut oldest: BTreeMap<String, Duration> = BTreeMap::new();
-        for band in self.bands().iter() {
-            band_depth.insert(band.name.clone(), 0);
-            oldest.insert(band.name.clone(), Duration::ZERO);
-            for model in &self.model_set() {
-                depth.insert((model.clone(), band.name.clone()), 0);
+        let models = self.model_set();
+        let bands = self.band_labels();
+        let mut depth: BTreeMap<(String, String), (Label, Label, i64)> = BTreeMap::new();
+        let mut band_depth: BTreeMap<String, (Label, i64)> = BTreeMap::new();
+        let mut oldest: BTreeMap<String, (Label, Duration)> = BTreeMap::new();
+        for band in bands.labels() {
+            let key = band.as_str().to_owned();
+            band_depth.insert(key.clone(), (band.clone(), 0));
+            oldest.insert(key.clone(), (band.clone(), Duration::ZERO));
+            for model in &models {
+                depth.insert(
+                    (model.as_str().to_owned(), key.clone()),
+                    (model.clone(), band.clone(), 0),
+                );
             }
         }
         for entry in queue {
-            let band = self.band(entry.effective_priority);
-            *depth
-                .entry((self.model_label(&entry.model), band.clone()))
-                .or_default() += 1;
-            *band_depth.entry(band.clone()).or_default() += 1;
-            let o = oldest.entry(band).or_default();
+            let band = bands.of(entry.effective_priority);
+            let model = self.model_label_of(&entry.model);
+            let key = band.as_str().to_owned();
+            depth
+                .entry((model.as_str().to_owned(), key.clone()))
+                .or_insert_with(|| (model, band.clone(), 0))
+                .2 += 1;
+            band_depth
+                .entry(key.clone())
+                .or_insert_with(|| (band.clone(), 0))
+                .1 += 1;
+            let o = &mut oldest.entry(key).or_insert((band, Duration::ZERO)).1;
             *o = (*o).max(entry.waited);
         }
-        for ((model, band), n) in depth {
+        drop(bands);
+        for (model, band, n) in depth.into_values() {
             self.model_queue_depth
                 .get_or_create(&[("model", model), ("band", band)])
                 .set(n);
         }
-        for (band, n) in band_depth {
+        for (band, n) in band_depth.into_values() {
             self.queue_depth.get_or_create(&[("band", band)]).set(n);
         }
-        for (band, waited) in oldest {
+        for (band, waited) in oldest.into_values() {
             self.oldest_wait
                 .get_or_create(&[("band", band)])
                 .set(waited.as_secs_f64());
         }
-        for model in &self.model_set() {
-            let entry = running.iter().find(|r| &r.model == model);
+        for model in &models {
+            let entry = running.iter().find(|r| r.model == model.as_str());
             let current = entry.map_or(ModelState::Stopped, |r| r.state);
             let label = [("model", model.clone())];
             self.model_in_flight
@@ -479,7 +617,7 @@ impl Metrics {
                 (ModelState::Stopping, "stopping"),
             ] {
                 self.model_state
-                    .get_or_create(&[("model", model.clone()), ("state", word.to_owned())])
+                    .get_or_create(&[("model", model.clone()), ("state", word.into())])
                     .set(i64::from(state == current));
             }
         }

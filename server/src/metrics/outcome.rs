@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::Metrics;
+use super::{Label, Metrics};
 
 /// Tracks one model request until its outcome is known: records `served`,
 /// `error` or `rejected` when told, and `cancelled` if dropped without being
@@ -10,12 +10,12 @@ use super::Metrics;
 #[derive(Debug)]
 pub struct RequestOutcome {
     metrics: Arc<Metrics>,
-    band: String,
+    band: Label,
     done: bool,
 }
 
 impl RequestOutcome {
-    pub(super) fn new(metrics: Arc<Metrics>, band: String) -> Self {
+    pub(super) fn new(metrics: Arc<Metrics>, band: Label) -> Self {
         Self {
             metrics,
             band,
@@ -25,12 +25,12 @@ impl RequestOutcome {
 
     /// The band label is decided by the effective priority once admitted.
     pub fn set_priority(&mut self, effective: i32) {
-        self.band = self.metrics.band(effective);
+        self.band = self.metrics.band_label(effective);
     }
 
     fn record(mut self, outcome: &'static str, code: &'static str) {
         self.done = true;
-        let band = std::mem::take(&mut self.band);
+        let band = std::mem::replace(&mut self.band, Label::Word(""));
         self.metrics.record_outcome(outcome, code, band);
     }
 
@@ -63,7 +63,7 @@ impl RequestOutcome {
 impl Drop for RequestOutcome {
     fn drop(&mut self) {
         if !self.done {
-            let band = std::mem::take(&mut self.band);
+            let band = std::mem::replace(&mut self.band, Label::Word(""));
             self.metrics.record_outcome("cancelled", "", band);
         }
     }
