@@ -471,28 +471,51 @@ pub fn is_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// Joins the base URL (which may carry a path prefix) and the request's path.
+///
+/// Built as one string parsed once: every request passes here.
 fn upstream_uri(base: &str, path_and_query: &str) -> Option<Uri> {
-    let base: Uri = base.parse().ok()?;
-    let scheme = base
-        .scheme_str()
-        .filter(|s| matches!(*s, "http" | "https"))?;
-    let authority = base.authority()?;
-    let prefix = base.path().trim_end_matches('/');
+    let (scheme, rest) = base.split_once("://")?;
+    let scheme = if scheme.eq_ignore_ascii_case("http") {
+        "http"
+    } else if scheme.eq_ignore_ascii_case("https") {
+        "https"
+    } else {
+        return None;
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, after) = rest.split_at(end);
+    if authority.is_empty() {
+        return None;
+    }
+    let path = after.split(['?', '#']).next().unwrap_or_default();
+    let prefix = path.trim_end_matches('/');
     let tail = if path_and_query.is_empty() {
         "/"
     } else {
         path_and_query
     };
-    format!("{scheme}://{authority}{prefix}{tail}").parse().ok()
+    let mut joined =
+        String::with_capacity(scheme.len() + 3 + authority.len() + prefix.len() + tail.len());
+    joined.push_str(scheme);
+    joined.push_str("://");
+    joined.push_str(authority);
+    joined.push_str(prefix);
+    joined.push_str(tail);
+    Uri::from_maybe_shared(Bytes::from(joined)).ok()
 }
 
 fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
+    use std::fmt::Write as _;
     let name = http::HeaderName::from_static("x-forwarded-for");
-    let value = match headers.get(&name).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {ip}"),
-        None => ip.to_string(),
-    };
-    if let Ok(value) = HeaderValue::from_str(&value) {
+    let existing = headers.get(&name).and_then(|v| v.to_str().ok());
+    // One buffer, handed to the header value without a copy.
+    let mut value = String::with_capacity(existing.map_or(0, |e| e.len() + 2) + 39);
+    if let Some(existing) = existing {
+        value.push_str(existing);
+        value.push_str(", ");
+    }
+    let _ = write!(value, "{ip}");
+    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(value)) {
         headers.insert(name, value);
     }
 }

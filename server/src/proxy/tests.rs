@@ -401,6 +401,17 @@ async fn upstream_failure_mid_sse_becomes_an_error_frame() {
 }
 
 #[test]
+fn the_client_address_is_appended_to_an_existing_forwarded_for_list() {
+    let mut headers = HeaderMap::new();
+    append_forwarded_for(&mut headers, "10.0.0.7".parse().unwrap());
+    assert_eq!(headers["x-forwarded-for"], "10.0.0.7");
+    headers.insert("x-forwarded-for", HeaderValue::from_static("192.0.2.1"));
+    append_forwarded_for(&mut headers, "2001:db8::1".parse().unwrap());
+    assert_eq!(headers["x-forwarded-for"], "192.0.2.1, 2001:db8::1");
+    assert_eq!(headers.get_all("x-forwarded-for").iter().count(), 1);
+}
+
+#[test]
 fn upstream_uri_joins_prefix_and_path() {
     assert_eq!(
         upstream_uri("http://127.0.0.1:5800", "/v1/models").unwrap(),
@@ -416,6 +427,12 @@ fn upstream_uri_joins_prefix_and_path() {
         "https://h:1/p/x"
     );
     assert!(upstream_uri("ftp://h:1", "/").is_none());
+    assert_eq!(
+        upstream_uri("HTTP://h:1/base?ignored#too", "/x").unwrap(),
+        "http://h:1/base/x"
+    );
+    assert!(upstream_uri("http:///x", "/").is_none());
+    assert!(upstream_uri("http://bad host", "/").is_none());
     assert!(upstream_uri("not a url", "/").is_none());
 }
 
