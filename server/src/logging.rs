@@ -33,6 +33,8 @@ use crate::config::LogTimeFormat;
 use crate::upstream::{LogLine, LogRing, LogStream, LogSubscription};
 
 #[cfg(feature = "cli")]
+mod fields;
+#[cfg(feature = "cli")]
 mod layer;
 #[cfg(feature = "cli")]
 mod stdout;
@@ -89,6 +91,15 @@ impl ProxyLog {
 
 /// `now` in one of Go's layouts, as llama-swap prints it.
 pub fn timestamp(format: LogTimeFormat, now: &jiff::Zoned) -> String {
+    let mut out = String::with_capacity(40);
+    write_timestamp(&mut out, format, now);
+    out
+}
+
+/// Appends [`timestamp`] to `out` (a log line being built), without a
+/// `String` of its own.
+pub(crate) fn write_timestamp(out: &mut String, format: LogTimeFormat, now: &jiff::Zoned) {
+    use std::fmt::Write as _;
     let pattern = match format {
         LogTimeFormat::Ansic => "%a %b %e %H:%M:%S %Y",
         LogTimeFormat::UnixDate => "%a %b %e %H:%M:%S %Z %Y",
@@ -106,30 +117,36 @@ pub fn timestamp(format: LogTimeFormat, now: &jiff::Zoned) -> String {
         | LogTimeFormat::StampMicro
         | LogTimeFormat::StampNano => "",
     };
+    // Writing into a `String` cannot fail; the results are ignored.
     if !pattern.is_empty() {
-        return now.strftime(pattern).to_string();
+        let _ = write!(out, "{}", now.strftime(pattern));
+        return;
     }
     let nanos = now.subsec_nanosecond().unsigned_abs();
     let stamp = now.strftime("%b %e %H:%M:%S");
-    match format {
-        LogTimeFormat::Stamp => stamp.to_string(),
-        LogTimeFormat::StampMilli => format!("{stamp}.{:03}", nanos / 1_000_000),
-        LogTimeFormat::StampMicro => format!("{stamp}.{:06}", nanos / 1_000),
-        LogTimeFormat::StampNano => format!("{stamp}.{nanos:09}"),
+    let _ = match format {
+        LogTimeFormat::Stamp => write!(out, "{stamp}"),
+        LogTimeFormat::StampMilli => write!(out, "{stamp}.{:03}", nanos / 1_000_000),
+        LogTimeFormat::StampMicro => write!(out, "{stamp}.{:06}", nanos / 1_000),
+        LogTimeFormat::StampNano => write!(out, "{stamp}.{nanos:09}"),
         _ => {
             // RFC 3339: "Z" for UTC, the offset otherwise; nano drops trailing zeros.
-            let mut out = now.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+            let _ = write!(out, "{}", now.strftime("%Y-%m-%dT%H:%M:%S"));
             if format == LogTimeFormat::Rfc3339Nano && nanos > 0 {
-                let digits = format!("{nanos:09}");
-                out.push('.');
-                out.push_str(digits.trim_end_matches('0'));
+                let mut digits = nanos;
+                let mut width = 9;
+                while digits % 10 == 0 {
+                    digits /= 10;
+                    width -= 1;
+                }
+                let _ = write!(out, ".{digits:0width$}");
             }
             if now.offset().seconds() == 0 {
                 out.push('Z');
+                Ok(())
             } else {
-                out.push_str(&now.strftime("%:z").to_string());
+                write!(out, "{}", now.strftime("%:z"))
             }
-            out
         }
-    }
+    };
 }

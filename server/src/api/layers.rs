@@ -31,7 +31,7 @@ where
     E: FnOnce(AppState, Request) -> F,
     F: Future<Output = Response>,
 {
-    let (id, echoed) = request_id::assign(&mut request);
+    let id = request_id::assign(&mut request);
     let span = tracing::info_span!("request", request_id = %id, seq = tracing::field::Empty);
     let started = Instant::now();
     let method = request.method().clone();
@@ -41,9 +41,9 @@ where
         Admission::Answer(answer) => answer,
     };
     span.in_scope(|| access_log(&method, &path, response.status(), started));
-    if let Some(value) = echoed {
-        response.headers_mut().insert(REQUEST_ID_HEADER, value);
-    }
+    response
+        .headers_mut()
+        .insert(REQUEST_ID_HEADER, id.header_value().clone());
     response
 }
 

@@ -1,19 +1,19 @@
 //! The tracing layer writing the proxy's log (history and stdout), and the
 //! settings a reload changes. Built with the `cli` feature only.
 
-use std::fmt::{self, Write as _};
+use std::cell::Cell;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::fields::{Message, Model, Pairs};
 use super::stdout::StdoutWriter;
-use super::{ProxyLog, UPSTREAM_TARGET, timestamp};
+use super::{ProxyLog, UPSTREAM_TARGET, write_timestamp};
 use crate::config::{Config, LogLevel, LogTimeFormat, LogToStdout};
 
 /// The settings a reload may change: level and timestamp format.
@@ -55,6 +55,15 @@ fn event_rank(level: Level) -> u8 {
 
 impl LogSettings {
     fn new(config: &Config, colour: bool, env_filtered: bool) -> Self {
+        Self::with_writer(config, colour, env_filtered, StdoutWriter::start())
+    }
+
+    fn with_writer(
+        config: &Config,
+        colour: bool,
+        env_filtered: bool,
+        stdout: StdoutWriter,
+    ) -> Self {
         Self {
             level: AtomicU8::new(level_rank(config.log_level)),
             time_format: Mutex::new(config.log_time_format),
@@ -62,7 +71,7 @@ impl LogSettings {
             colour,
             env_filtered,
             held: Mutex::new(Some(Vec::new())),
-            stdout: StdoutWriter::start(),
+            stdout,
         }
     }
 
@@ -85,14 +94,15 @@ impl LogSettings {
         }
     }
 
-    fn write_stdout(&self, line: &str) {
+    /// Writes the line made of `parts` to stdout (or holds it).
+    fn write_stdout(&self, parts: &[&str]) {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         match held.as_mut() {
-            Some(lines) if lines.len() < MAX_HELD => lines.push(line.to_owned()),
+            Some(lines) if lines.len() < MAX_HELD => lines.push(parts.concat()),
             Some(_) => {}
             None => {
                 drop(held);
-                self.stdout.write_line(line);
+                self.stdout.write_parts(parts);
             }
         }
     }
@@ -185,6 +195,35 @@ impl ProxyLogLayer {
 /// A span's fields, rendered once as ` key=value` pairs.
 struct SpanFields(String);
 
+/// Room for a span's fields up front: the request span's
+/// ` request_id=<16 hex digits> seq=<n>` fits without growing.
+const SPAN_FIELDS_CAPACITY: usize = 64;
+
+/// Largest line buffer a thread keeps for its next line.
+const MAX_SCRATCH: usize = 64 * 1024;
+
+thread_local! {
+    /// The buffer a thread builds its log lines in, kept between lines so
+    /// that a line costs one allocation of its exact length (the history's
+    /// copy) or none at all (a line for stdout only).
+    static SCRATCH: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// The thread's line buffer, empty. A line logged while another is being
+/// built (a field's `Debug` that logs) gets a fresh one.
+fn take_scratch() -> String {
+    SCRATCH.try_with(Cell::take).unwrap_or_default()
+}
+
+/// Gives the line buffer back for the thread's next line.
+fn keep_scratch(mut line: String) {
+    if line.capacity() <= MAX_SCRATCH {
+        line.clear();
+        // Fails only while the thread exits; the buffer is dropped then.
+        let _ = SCRATCH.try_with(|scratch| scratch.set(line));
+    }
+}
+
 impl<S> Layer<S> for ProxyLogLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -210,10 +249,10 @@ where
         id: &tracing::span::Id,
         ctx: Context<'_, S>,
     ) {
-        let mut fields = Fields::default();
-        attrs.record(&mut fields);
+        let mut pairs = String::with_capacity(SPAN_FIELDS_CAPACITY);
+        attrs.record(&mut Pairs(&mut pairs));
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SpanFields(fields.pairs));
+            span.extensions_mut().insert(SpanFields(pairs));
         }
     }
 
@@ -223,63 +262,84 @@ where
         values: &tracing::span::Record<'_>,
         ctx: Context<'_, S>,
     ) {
-        let mut fields = Fields::default();
-        values.record(&mut fields);
-        if let Some(span) = ctx.span(id) {
-            let mut extensions = span.extensions_mut();
-            match extensions.get_mut::<SpanFields>() {
-                Some(existing) => existing.0.push_str(&fields.pairs),
-                None => extensions.insert(SpanFields(fields.pairs)),
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        // Appended in place: values recorded later are plain ones (the
+        // request's `seq`), rendered without logging anything themselves.
+        match extensions.get_mut::<SpanFields>() {
+            Some(existing) => values.record(&mut Pairs(&mut existing.0)),
+            None => {
+                let mut pairs = String::with_capacity(SPAN_FIELDS_CAPACITY);
+                values.record(&mut Pairs(&mut pairs));
+                extensions.insert(SpanFields(pairs));
             }
         }
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let metadata = event.metadata();
-        let mut fields = Fields::default();
-        event.record(&mut fields);
         if metadata.target() == UPSTREAM_TARGET {
             if matches!(
                 self.settings.to_stdout,
                 LogToStdout::Upstream | LogToStdout::Both
             ) {
-                let model = fields.model.as_deref().unwrap_or("upstream");
-                self.settings
-                    .write_stdout(&format!("[{model}] {}", fields.message));
+                let mut line = take_scratch();
+                line.push('[');
+                event.record(&mut Model::new(&mut line));
+                if line.len() == 1 {
+                    line.push_str("upstream");
+                }
+                line.push_str("] ");
+                event.record(&mut Message(&mut line));
+                self.settings.write_stdout(&[&line]);
+                keep_scratch(line);
             }
             return;
         }
-        let mut rest = fields.pairs;
+        // `[timestamp ][LEVEL] message key=value... span-key=value...`,
+        // written once, in order: the message first, whichever field it is.
+        let mut line = take_scratch();
+        if let Some(format) = self.settings.time_format() {
+            write_timestamp(&mut line, format, &jiff::Zoned::now());
+            line.push(' ');
+        }
+        let stamp_len = line.len();
+        let level = level_name(*metadata.level());
+        line.push('[');
+        line.push_str(level);
+        line.push_str("] ");
+        event.record(&mut Message(&mut line));
+        event.record(&mut Pairs(&mut line));
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope.from_root() {
                 if let Some(span_fields) = span.extensions().get::<SpanFields>() {
-                    rest.push_str(&span_fields.0);
+                    line.push_str(&span_fields.0);
                 }
             }
         }
-        let stamp = self
-            .settings
-            .time_format()
-            .map(|format| format!("{} ", timestamp(format, &jiff::Zoned::now())))
-            .unwrap_or_default();
-        let level = level_name(*metadata.level());
-        let message = fields.message;
-        let line = format!("{stamp}[{level}] {message}{rest}");
         if matches!(
             self.settings.to_stdout,
             LogToStdout::Proxy | LogToStdout::Both
         ) {
             if self.settings.colour {
-                let colour = level_colour(*metadata.level());
-                self.settings.write_stdout(&format!(
-                    "{stamp}[\x1b[{colour}m{level}\x1b[0m] {message}{rest}"
-                ));
+                // The history's line with the level coloured.
+                let after_level = stamp_len + 1 + level.len();
+                self.settings.write_stdout(&[
+                    &line[..stamp_len],
+                    "[\x1b[",
+                    level_colour(*metadata.level()),
+                    "m",
+                    level,
+                    "\x1b[0m",
+                    &line[after_level..],
+                ]);
             } else {
                 // Off a terminal the stdout line is the history's line.
-                self.settings.write_stdout(&line);
+                self.settings.write_stdout(&[&line]);
             }
         }
-        self.log.record(line);
+        self.log.record(line.as_str().to_owned());
+        keep_scratch(line);
     }
 }
 
@@ -302,58 +362,10 @@ fn level_colour(level: Level) -> &'static str {
     }
 }
 
-/// An event's or span's fields: the message, the `model` field (for upstream
-/// output), and the rest as ` key=value`.
-#[derive(Default)]
-struct Fields {
-    message: String,
-    model: Option<String>,
-    pairs: String,
-}
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "message" => self.message.push_str(value),
-            "model" => {
-                self.model = Some(value.to_owned());
-                let _ = write!(self.pairs, " model={value}");
-            }
-            name => {
-                if value.contains(char::is_whitespace) || value.is_empty() {
-                    let _ = write!(self.pairs, " {name}={value:?}");
-                } else {
-                    let _ = write!(self.pairs, " {name}={value}");
-                }
-            }
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        match field.name() {
-            "message" => {
-                let _ = write!(self.message, "{value:?}");
-            }
-            name => {
-                let text = format!("{value:?}");
-                self.record_str_named(name, &text);
-            }
-        }
-    }
-}
-
-impl Fields {
-    fn record_str_named(&mut self, name: &str, text: &str) {
-        if name == "model" {
-            self.model = Some(text.trim_matches('"').to_owned());
-        }
-        let _ = write!(self.pairs, " {name}={text}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logging::timestamp;
 
     fn at(text: &str) -> jiff::Zoned {
         text.parse().unwrap()
@@ -438,5 +450,135 @@ mod tests {
         });
         let lines: Vec<String> = log.history().into_iter().map(|l| l.text).collect();
         assert_eq!(lines, ["[DEBUG] detail"]);
+    }
+
+    /// A layer on `yaml`'s settings whose stdout lines stay queued for the
+    /// test to read, already released.
+    fn queued_layer(yaml: &str, colour: bool) -> (ProxyLog, Arc<LogSettings>, ProxyLogLayer) {
+        let config = Config::from_yaml_str("t.yaml", yaml, &|_| None)
+            .unwrap()
+            .config;
+        let log = ProxyLog::new();
+        let settings = Arc::new(LogSettings::with_writer(
+            &config,
+            colour,
+            false,
+            StdoutWriter::unstarted(),
+        ));
+        settings.release_stdout();
+        let layer = ProxyLogLayer::new(log.clone(), Arc::clone(&settings));
+        (log, settings, layer)
+    }
+
+    fn texts(log: &ProxyLog) -> Vec<String> {
+        log.history().into_iter().map(|l| l.text).collect()
+    }
+
+    #[test]
+    fn an_access_line_renders_every_kind_of_field_exactly() {
+        let (log, settings, layer) = queued_layer("logToStdout: proxy\n", false);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let span = tracing::info_span!(
+                "request",
+                request_id = %"0123456789abcdef",
+                seq = tracing::field::Empty
+            );
+            let _entered = span.enter();
+            span.record("seq", 42u64);
+            tracing::info!(
+                method = %http::Method::POST,
+                path = %"/v1/chat/completions",
+                status = 200u16,
+                ms = 1.25,
+                whole = 2.0,
+                delta = -3i64,
+                ok = true,
+                note = "two words",
+                empty = "",
+                plain = "word",
+                model = "a b",
+                list = ?["x", "y"],
+                "request"
+            );
+            tracing::info!(first = 1, message = "the message field named last");
+        });
+        let expected = [
+            "[INFO] request method=POST path=/v1/chat/completions status=200 ms=1.25 \
+             whole=2.0 delta=-3 ok=true note=\"two words\" empty=\"\" plain=word model=a b \
+             list=[\"x\", \"y\"] request_id=0123456789abcdef seq=42",
+            "[INFO] the message field named last first=1 request_id=0123456789abcdef seq=42",
+        ];
+        assert_eq!(texts(&log), expected);
+        // Off a terminal, stdout gets the history's lines as they are.
+        assert_eq!(
+            settings.stdout.queued(),
+            format!("{}\n{}\n", expected[0], expected[1])
+        );
+    }
+
+    #[test]
+    fn on_a_terminal_only_the_level_is_coloured() {
+        let (log, settings, layer) =
+            queued_layer("logToStdout: proxy\nlogTimeFormat: rfc3339\n", true);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::info!(status = 200, "served");
+            tracing::warn!("slow");
+        });
+        let lines = texts(&log);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let coloured = format!(
+            "{}\n{}\n",
+            lines[0].replacen("[INFO]", "[\x1b[32mINFO\x1b[0m]", 1),
+            lines[1].replacen("[WARN]", "[\x1b[33mWARN\x1b[0m]", 1)
+        );
+        assert!(
+            lines[0].ends_with("Z [INFO] served status=200"),
+            "{lines:?}"
+        );
+        assert_eq!(settings.stdout.queued(), coloured);
+    }
+
+    #[test]
+    fn upstream_output_reaches_stdout_as_model_and_text_only() {
+        let (log, settings, layer) = queued_layer("logToStdout: both\n", true);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::info!(target: UPSTREAM_TARGET, model = %"qwen", stream = "stdout", "loaded {}", 7);
+            tracing::info!(target: UPSTREAM_TARGET, model = ?"quoted", "text");
+            tracing::info!(target: UPSTREAM_TARGET, "nameless");
+        });
+        assert!(
+            texts(&log).is_empty(),
+            "upstream output is not the proxy's history"
+        );
+        assert_eq!(
+            settings.stdout.queued(),
+            "[qwen] loaded 7\n[quoted] text\n[upstream] nameless\n"
+        );
+    }
+
+    #[test]
+    fn lines_logged_before_the_release_wait_for_it_in_order() {
+        let config = Config::from_yaml_str("t.yaml", "logToStdout: both\n", &|_| None)
+            .unwrap()
+            .config;
+        let log = ProxyLog::new();
+        let settings = Arc::new(LogSettings::with_writer(
+            &config,
+            true,
+            false,
+            StdoutWriter::unstarted(),
+        ));
+        let layer = ProxyLogLayer::new(log.clone(), Arc::clone(&settings));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::info!("early");
+            tracing::info!(target: UPSTREAM_TARGET, model = "m", "out");
+            assert_eq!(settings.stdout.queued(), "", "held until the release");
+            settings.release_stdout();
+            tracing::info!("late");
+        });
+        assert_eq!(
+            settings.stdout.queued(),
+            "[\x1b[32mINFO\x1b[0m] early\n[m] out\n[\x1b[32mINFO\x1b[0m] late\n"
+        );
     }
 }

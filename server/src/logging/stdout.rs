@@ -70,6 +70,13 @@ impl StdoutWriter {
 
     /// Queues `line` (a newline is added).
     pub(super) fn write_line(&self, line: &str) {
+        self.write_parts(&[line]);
+    }
+
+    /// Queues the line made of `parts` (a newline is added): a line that
+    /// differs from the history's only in places (colours) is copied from
+    /// the history's text and the differing pieces, never built on its own.
+    pub(super) fn write_parts(&self, parts: &[&str]) {
         let mut pending = self
             .shared
             .pending
@@ -77,15 +84,22 @@ impl StdoutWriter {
             .unwrap_or_else(PoisonError::into_inner);
         if pending.closed {
             drop(pending);
+            let mut out = std::io::stdout().lock();
             // A closed stdout must not take the server down.
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
+            for part in parts {
+                let _ = out.write_all(part.as_bytes());
+            }
+            let _ = out.write_all(b"\n");
             return;
         }
-        if pending.bytes.len() + line.len() >= MAX_PENDING {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if pending.bytes.len() + len >= MAX_PENDING {
             pending.dropped += 1;
             return;
         }
-        pending.bytes.extend_from_slice(line.as_bytes());
+        for part in parts {
+            pending.bytes.extend_from_slice(part.as_bytes());
+        }
         pending.bytes.push(b'\n');
         if pending.idle {
             pending.idle = false;
@@ -114,6 +128,23 @@ impl StdoutWriter {
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+impl StdoutWriter {
+    /// A writer without its thread: lines stay queued, for a test to read.
+    pub(super) fn unstarted() -> Self {
+        Self {
+            shared: std::sync::Arc::new(Shared::default()),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// The lines queued so far.
+    pub(super) fn queued(&self) -> String {
+        let pending = self.shared.pending.lock().unwrap();
+        String::from_utf8(pending.bytes.clone()).unwrap()
     }
 }
 
@@ -182,5 +213,13 @@ mod tests {
         writer.write_line("three");
         assert!(writer.shared.pending.lock().unwrap().bytes.is_empty());
         writer.flush();
+    }
+
+    #[test]
+    fn parts_are_queued_as_one_line() {
+        let writer = StdoutWriter::unstarted();
+        writer.write_parts(&["[", "\x1b[32m", "INFO", "\x1b[0m", "] served"]);
+        writer.write_line("next");
+        assert_eq!(writer.queued(), "[\x1b[32mINFO\x1b[0m] served\nnext\n");
     }
 }

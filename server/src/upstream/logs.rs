@@ -114,16 +114,23 @@ impl LogRing {
             stream,
             text,
         };
+        // Sent under the lock so a concurrent `subscribe` sees each line exactly once:
+        // either in its history or on its receiver. A channel nobody follows gets no
+        // copy (most of the time nobody does); a send error only means the last
+        // receiver went meanwhile.
+        if self.live.receiver_count() > 0 {
+            let _ = self.live.send(line.clone());
+        }
+        if self.hub_live.receiver_count() > 0 {
+            let _ = self.hub_live.send(line.clone());
+        }
         if self.capacity > 0 {
             if lines.len() == self.capacity {
                 lines.pop_front();
             }
-            lines.push_back(line.clone());
+            // The history keeps the line itself: no copy.
+            lines.push_back(line);
         }
-        // Sent under the lock so a concurrent `subscribe` sees each line exactly once:
-        // either in its history or on its receiver. Errors only mean "no receivers".
-        let _ = self.live.send(line.clone());
-        let _ = self.hub_live.send(line);
     }
 
     /// A copy of the history, oldest first.
