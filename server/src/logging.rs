@@ -76,6 +76,12 @@ impl ProxyLog {
         self.ring.record(LogStream::Stdout, text);
     }
 
+    /// Appends a copy of a formatted line, in the buffer of the line it
+    /// evicts when that fits (see [`LogRing::record_copy`]).
+    pub fn record_copy(&self, text: &str) {
+        self.ring.record_copy(LogStream::Stdout, text);
+    }
+
     /// The lines kept, oldest first.
     #[must_use]
     pub fn history(&self) -> Vec<LogLine> {
@@ -135,7 +141,7 @@ pub(crate) fn write_timestamp(out: &mut String, format: LogTimeFormat, now: &jif
             if format == LogTimeFormat::Rfc3339Nano && nanos > 0 {
                 let mut digits = nanos;
                 let mut width = 9;
-                while digits % 10 == 0 {
+                while digits.is_multiple_of(10) {
                     digits /= 10;
                     width -= 1;
                 }

@@ -26,32 +26,30 @@ impl Visit for Message<'_> {
 /// Writes an event's or span's fields but the message into a line as
 /// ` key=value`: a string quoted (escaped) when it is empty or has
 /// whitespace, except `model`; anything else as its `Debug` text.
-pub(super) struct Pairs<'a>(pub(super) &'a mut String);
+pub(super) struct Pairs<'a, W: fmt::Write>(pub(super) &'a mut W);
 
-impl Pairs<'_> {
+// Writing into a `String` or `SpanFields` cannot fail: results are ignored.
+impl<W: fmt::Write> Pairs<'_, W> {
     fn key(&mut self, field: &Field) {
-        self.0.push(' ');
-        self.0.push_str(field.name());
-        self.0.push('=');
+        let _ = write!(self.0, " {}=", field.name());
     }
 }
 
-// Writing into a `String` cannot fail: the `write!` results are ignored.
-impl Visit for Pairs<'_> {
+impl<W: fmt::Write> Visit for Pairs<'_, W> {
     fn record_str(&mut self, field: &Field, value: &str) {
         match field.name() {
             "message" => {}
             "model" => {
                 self.key(field);
-                self.0.push_str(value);
+                let _ = self.0.write_str(value);
             }
             _ => {
                 self.key(field);
-                if value.is_empty() || value.contains(char::is_whitespace) {
-                    let _ = write!(self.0, "{value:?}");
+                let _ = if value.is_empty() || value.contains(char::is_whitespace) {
+                    write!(self.0, "{value:?}")
                 } else {
-                    self.0.push_str(value);
-                }
+                    self.0.write_str(value)
+                };
             }
         }
     }
@@ -74,7 +72,7 @@ impl Visit for Pairs<'_> {
 
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.key(field);
-        self.0.push_str(if value { "true" } else { "false" });
+        let _ = self.0.write_str(if value { "true" } else { "false" });
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -85,23 +83,80 @@ impl Visit for Pairs<'_> {
     }
 }
 
+/// Bytes of a span's fields kept inline: the request span's
+/// ` request_id=<16 hex digits> seq=<n>` fits, so that the span's fields
+/// cost no allocation beyond the extension that holds them.
+const INLINE: usize = 64;
+
+/// A span's fields, rendered once as ` key=value` pairs: inline while they
+/// fit, in a `String` beyond.
+pub(super) struct SpanFields {
+    inline: [u8; INLINE],
+    len: usize,
+    spilled: String,
+}
+
+impl SpanFields {
+    pub(super) fn new() -> Self {
+        Self {
+            inline: [0; INLINE],
+            len: 0,
+            spilled: String::new(),
+        }
+    }
+
+    /// The pairs written so far.
+    pub(super) fn as_str(&self) -> &str {
+        if self.spilled.is_empty() {
+            // Only whole `str`s are copied in, so the bytes are text.
+            std::str::from_utf8(&self.inline[..self.len]).unwrap_or_default()
+        } else {
+            &self.spilled
+        }
+    }
+}
+
+impl fmt::Write for SpanFields {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.spilled.is_empty() {
+            if let Some(room) = self.inline.get_mut(self.len..self.len + s.len()) {
+                room.copy_from_slice(s.as_bytes());
+                self.len += s.len();
+                return Ok(());
+            }
+            let mut spilled = String::with_capacity(2 * (self.len + s.len()));
+            spilled.push_str(self.as_str());
+            self.spilled = spilled;
+        }
+        self.spilled.push_str(s);
+        Ok(())
+    }
+}
+
 /// Writes an upstream event's `model` field into a line: its text, or its
 /// `Debug` text without surrounding quotes; the last one when repeated.
 pub(super) struct Model<'a> {
     line: &'a mut String,
     start: usize,
+    /// Whether the event had the field (it may be empty).
+    pub(super) seen: bool,
 }
 
 impl<'a> Model<'a> {
     pub(super) fn new(line: &'a mut String) -> Self {
         let start = line.len();
-        Self { line, start }
+        Self {
+            line,
+            start,
+            seen: false,
+        }
     }
 }
 
 impl Visit for Model<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "model" {
+            self.seen = true;
             self.line.truncate(self.start);
             self.line.push_str(value);
         }
@@ -111,6 +166,7 @@ impl Visit for Model<'_> {
         if field.name() != "model" {
             return;
         }
+        self.seen = true;
         self.line.truncate(self.start);
         let _ = write!(self.line, "{value:?}");
         let written = &self.line[self.start..];
@@ -118,5 +174,22 @@ impl Visit for Model<'_> {
         let leading = written.len() - written.trim_start_matches('"').len();
         self.line.truncate(self.start + leading + kept);
         self.line.drain(self.start..self.start + leading);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_fields_past_the_inline_room_keep_every_byte() {
+        let mut fields = SpanFields::new();
+        let _ = write!(fields, " request_id={}", "x".repeat(40));
+        assert_eq!(fields.len, 52, "inline so far");
+        let _ = write!(fields, " seq=1234567890 extra=é");
+        let expected = format!(" request_id={} seq=1234567890 extra=é", "x".repeat(40));
+        assert_eq!(fields.as_str(), expected);
+        let _ = write!(fields, " more=1");
+        assert_eq!(fields.as_str(), format!("{expected} more=1"));
     }
 }

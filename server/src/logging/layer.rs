@@ -11,7 +11,7 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use super::fields::{Message, Model, Pairs};
+use super::fields::{Message, Model, Pairs, SpanFields};
 use super::stdout::StdoutWriter;
 use super::{ProxyLog, UPSTREAM_TARGET, write_timestamp};
 use crate::config::{Config, LogLevel, LogTimeFormat, LogToStdout};
@@ -192,13 +192,6 @@ impl ProxyLogLayer {
     }
 }
 
-/// A span's fields, rendered once as ` key=value` pairs.
-struct SpanFields(String);
-
-/// Room for a span's fields up front: the request span's
-/// ` request_id=<16 hex digits> seq=<n>` fits without growing.
-const SPAN_FIELDS_CAPACITY: usize = 64;
-
 /// Largest line buffer a thread keeps for its next line.
 const MAX_SCRATCH: usize = 64 * 1024;
 
@@ -249,10 +242,10 @@ where
         id: &tracing::span::Id,
         ctx: Context<'_, S>,
     ) {
-        let mut pairs = String::with_capacity(SPAN_FIELDS_CAPACITY);
-        attrs.record(&mut Pairs(&mut pairs));
+        let mut fields = SpanFields::new();
+        attrs.record(&mut Pairs(&mut fields));
         if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(SpanFields(pairs));
+            span.extensions_mut().insert(fields);
         }
     }
 
@@ -267,11 +260,11 @@ where
         // Appended in place: values recorded later are plain ones (the
         // request's `seq`), rendered without logging anything themselves.
         match extensions.get_mut::<SpanFields>() {
-            Some(existing) => values.record(&mut Pairs(&mut existing.0)),
+            Some(existing) => values.record(&mut Pairs(existing)),
             None => {
-                let mut pairs = String::with_capacity(SPAN_FIELDS_CAPACITY);
-                values.record(&mut Pairs(&mut pairs));
-                extensions.insert(SpanFields(pairs));
+                let mut fields = SpanFields::new();
+                values.record(&mut Pairs(&mut fields));
+                extensions.insert(fields);
             }
         }
     }
@@ -285,8 +278,9 @@ where
             ) {
                 let mut line = take_scratch();
                 line.push('[');
-                event.record(&mut Model::new(&mut line));
-                if line.len() == 1 {
+                let mut model = Model::new(&mut line);
+                event.record(&mut model);
+                if !model.seen {
                     line.push_str("upstream");
                 }
                 line.push_str("] ");
@@ -313,7 +307,7 @@ where
         if let Some(scope) = ctx.event_scope(event) {
             for span in scope.from_root() {
                 if let Some(span_fields) = span.extensions().get::<SpanFields>() {
-                    line.push_str(&span_fields.0);
+                    line.push_str(span_fields.as_str());
                 }
             }
         }
@@ -338,7 +332,7 @@ where
                 self.settings.write_stdout(&[&line]);
             }
         }
-        self.log.record(line.as_str().to_owned());
+        self.log.record_copy(&line);
         keep_scratch(line);
     }
 }
@@ -545,6 +539,7 @@ mod tests {
             tracing::info!(target: UPSTREAM_TARGET, model = %"qwen", stream = "stdout", "loaded {}", 7);
             tracing::info!(target: UPSTREAM_TARGET, model = ?"quoted", "text");
             tracing::info!(target: UPSTREAM_TARGET, "nameless");
+            tracing::info!(target: UPSTREAM_TARGET, model = "", "empty name");
         });
         assert!(
             texts(&log).is_empty(),
@@ -552,7 +547,7 @@ mod tests {
         );
         assert_eq!(
             settings.stdout.queued(),
-            "[qwen] loaded 7\n[quoted] text\n[upstream] nameless\n"
+            "[qwen] loaded 7\n[quoted] text\n[upstream] nameless\n[] empty name\n"
         );
     }
 

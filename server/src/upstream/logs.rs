@@ -16,6 +16,9 @@ use tokio::sync::broadcast;
 /// process that never writes a newline cannot grow memory without bound.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
 
+/// Granularity of the buffers [`LogRing::record_copy`] allocates.
+const SLACK: usize = 64;
+
 /// Slots of the live channels; a subscriber further behind than this loses lines and
 /// receives `RecvError::Lagged` with the count.
 const LIVE_CAPACITY: usize = 1024;
@@ -102,10 +105,50 @@ impl LogRing {
         self.record(stream, text);
     }
 
+    /// [`push`](Self::push) of a copy of `text` (see [`record_copy`](Self::record_copy)).
+    pub fn push_copy(&self, stream: LogStream, text: &str) {
+        tracing::info!(target: "upstream_output", model = %self.model, stream = stream.as_str(), "{text}");
+        self.record_copy(stream, text);
+    }
+
     /// Appends a line and publishes it to live subscribers, without echoing it
     /// to the server's log.
     pub fn record(&self, stream: LogStream, text: String) {
         let mut lines = self.lock();
+        self.append(&mut lines, stream, text);
+    }
+
+    /// [`record`](Self::record) of a copy of `text`. Once the ring is full the
+    /// copy goes into the buffer of the line it evicts when that fits, so a
+    /// steady stream of lines (the access log) allocates nothing for them.
+    pub fn record_copy(&self, stream: LogStream, text: &str) {
+        let mut lines = self.lock();
+        let evicted = if self.capacity > 0 && lines.len() == self.capacity {
+            lines.pop_front()
+        } else {
+            None
+        };
+        let buffer = match evicted {
+            // Not a much larger buffer, so a long line's does not stay in use
+            // for short ones.
+            Some(old) if (text.len()..=2 * text.len() + SLACK).contains(&old.text.capacity()) => {
+                let mut buffer = old.text;
+                buffer.clear();
+                buffer.push_str(text);
+                buffer
+            }
+            _ => {
+                // Rounded up, so that a later line of about the same length
+                // fits in this buffer when it is evicted.
+                let mut buffer = String::with_capacity(text.len().next_multiple_of(SLACK));
+                buffer.push_str(text);
+                buffer
+            }
+        };
+        self.append(&mut lines, stream, buffer);
+    }
+
+    fn append(&self, lines: &mut VecDeque<LogLine>, stream: LogStream, text: String) {
         // Taken under the lock so that this ring's lines are in `seq` order.
         let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
         let line = LogLine {
@@ -300,9 +343,8 @@ fn emit(line: &mut Vec<u8>, ring: &LogRing, stream: LogStream) {
     if line.last() == Some(&b'\r') {
         line.pop();
     }
-    let text = String::from_utf8_lossy(line).into_owned();
+    ring.push_copy(stream, &String::from_utf8_lossy(line));
     line.clear();
-    ring.push(stream, text);
 }
 
 #[cfg(test)]
@@ -324,6 +366,39 @@ mod tests {
             texts(&hub.history("a").unwrap()),
             ["line 2", "line 3", "line 4"]
         );
+    }
+
+    #[test]
+    fn a_full_ring_copies_a_line_into_the_buffer_it_evicts() {
+        let ring = LogRing::standalone("proxy", 2);
+        ring.record_copy(LogStream::Stdout, "first line");
+        ring.record_copy(LogStream::Stdout, "second line");
+        let oldest = ring.lock().front().map(|l| l.text.as_ptr()).unwrap();
+        ring.record_copy(LogStream::Stdout, "third line");
+        assert_eq!(texts(&ring.history()), ["second line", "third line"]);
+        let newest = ring.lock().back().map(|l| l.text.as_ptr()).unwrap();
+        assert_eq!(
+            newest, oldest,
+            "the evicted line's buffer holds the new one"
+        );
+        // A line longer than the evicted buffer gets a buffer of its own.
+        let long = "y".repeat(3 * SLACK);
+        ring.record_copy(LogStream::Stdout, &long);
+        assert_eq!(texts(&ring.history()), ["third line", long.as_str()]);
+    }
+
+    #[test]
+    fn a_ring_nobody_follows_still_feeds_later_subscribers() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        ring.record(LogStream::Stdout, "unfollowed".into());
+        let mut all = hub.subscribe_all();
+        let mut one = hub.subscribe("a").unwrap();
+        ring.record_copy(LogStream::Stdout, "followed");
+        assert_eq!(texts(&one.history), ["unfollowed"]);
+        assert_eq!(one.live.try_recv().unwrap().text, "followed");
+        assert_eq!(all.try_recv().unwrap().text, "followed");
+        assert_eq!(texts(&hub.history_all()), ["unfollowed", "followed"]);
     }
 
     #[test]
