@@ -9,6 +9,7 @@
 //! process of the test is left.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bare_proxy;
 mod errors;
 mod example;
 mod majordomo;
