@@ -6,12 +6,17 @@
 //!
 //! | module | measures |
 //! |---|---|
-//! | [`overhead`] | latency added and throughput at 1 and 64 clients: direct, nginx, server |
+//! | [`overhead`] | latency added and throughput at 1, 64 and 256 clients: direct, nginx, bare hyper proxy, server |
 //! | [`sse`] | per-chunk delay of a paced SSE stream through the proxies |
 //! | [`swap`] | upstream healthy → first request forwarded; server time in a swap |
 //! | [`scheduler`] | admit with 10 000 waiting, drain 10 000 (criterion's estimates) |
 //! | [`priority`] | priority scenarios against their oracles and against FIFO without fence |
 //! | [`memory`] | server RSS idle and with 10 000 waiting requests |
+//! | [`wrk`] | the overhead comparison driven by `wrk` at 1, 64 and 256 connections |
+//!
+//! The bare hyper proxy is this package's binary `bare-hyper-proxy`
+//! (`bare_proxy.rs`): the floor of a hyper-based proxy, what the server could
+//! reach with no per-request work of its own.
 //!
 //! Under `cargo test`/`cargo nextest` (no `--bench` argument) the binary does nothing.
 
@@ -143,6 +148,13 @@ async fn run(args: Args) -> Res<()> {
             )
             .into());
         }
+    }
+    if !bin.join(procs::BARE_PROXY).is_file() {
+        eprintln!(
+            "{} is missing (`cargo build --release -p llama-swap-suite --bins`; scripts/bench builds it): \
+             bare hyper proxy rows are n/a",
+            bin.join(procs::BARE_PROXY).display()
+        );
     }
     let nginx = nginx::find();
     if nginx.is_none() {

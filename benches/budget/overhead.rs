@@ -1,7 +1,9 @@
-//! Proxy overhead: a small non-streaming chat completion, closed loop, at 1 and 64
-//! clients, sent directly to a mockswap upstream, through nginx and through
-//! llama-swap-server, interleaved in every round so that all three share the machine's
-//! noise. Ratios are computed per round, then the median over rounds is published.
+//! Proxy overhead: a small non-streaming chat completion, closed loop, at 1, 64 and
+//! 256 clients, sent directly to a mockswap upstream, through nginx, through the bare
+//! hyper proxy (the floor of a hyper-based proxy: no per-request work of its own) and
+//! through llama-swap-server, interleaved in every round so that all of them share the
+//! machine's noise. Ratios are computed per round, then the median over rounds is
+//! published.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -16,6 +18,13 @@ const SECTION: &str = "proxy overhead";
 const UPSTREAM_ARGS: &str = "--journal-limit 1000";
 /// Concurrent clients (one keep-alive connection each).
 const CLIENTS: [usize; 3] = [1, 64, 256];
+/// The targets' indices, in the order each round runs them.
+const DIRECT: usize = 0;
+const NGINX: usize = 1;
+const BARE: usize = 2;
+const SERVER: usize = 3;
+const QUIET: usize = 4;
+const TARGETS: usize = 5;
 
 /// Per-round figures of one target at one client count.
 #[derive(Default, Clone)]
@@ -57,12 +66,20 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         None => None,
     };
 
+    let bare = match crate::procs::bare_proxy(&ctx.bin, direct).await {
+        Ok(started) => Some(started),
+        Err(err) => {
+            eprintln!("the bare hyper proxy did not start: {err}; its rows are n/a");
+            None
+        }
+    };
     let server = start_server(ctx, dir.path(), "server", None).await?;
     let quiet = start_server(ctx, dir.path(), "server-warn", Some("warn")).await?;
 
-    let targets: [(&str, Option<SocketAddr>); 4] = [
+    let targets: [(&str, Option<SocketAddr>); TARGETS] = [
         ("direct", Some(direct)),
         ("nginx", nginx.as_ref().map(|(_, a)| *a)),
+        ("bare hyper proxy", bare.as_ref().map(|(_, a)| *a)),
         ("server", server.as_ref().map(|(_, a)| *a)),
         ("server, RUST_LOG=warn", quiet.as_ref().map(|(_, a)| *a)),
     ];
@@ -71,8 +88,8 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     } else {
         (Duration::from_millis(500), Duration::from_secs(2))
     };
-    let mut series: [[Series; 4]; 3] = Default::default();
-    let mut errors = [0u64; 4];
+    let mut series: [[Series; TARGETS]; 3] = Default::default();
+    let mut errors = [0u64; TARGETS];
     let mut health: [Vec<Option<f64>>; 2] = Default::default();
     for round in 0..ctx.rounds {
         for (ci, clients) in CLIENTS.into_iter().enumerate() {
@@ -104,7 +121,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             }
         }
         // Diagnostic: the HTTP stack alone (no model, no upstream), server vs mockswap.
-        for (hi, addr) in [(0usize, Some(direct)), (1, targets[2].1)] {
+        for (hi, addr) in [(0usize, Some(direct)), (1, targets[SERVER].1)] {
             let result = match addr {
                 Some(addr) => {
                     let spec = LoadSpec {
@@ -127,7 +144,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let mut rows = Vec::new();
     let us = |v: Option<f64>| v.map(|s| s * 1e6);
     for (ci, clients) in CLIENTS.into_iter().enumerate() {
-        let [d, n, s, q] = &series[ci];
+        let [d, n, b, s, q] = [DIRECT, NGINX, BARE, SERVER, QUIET].map(|ti| &series[ci][ti]);
         for (ti, (name, _)) in targets.iter().enumerate() {
             let x = &series[ci][ti];
             rows.push(Row::info(
@@ -165,13 +182,21 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 .collect()
         };
         let nginx_added = added(&n.p50, &d.p50);
+        let bare_added = added(&b.p50, &d.p50);
         let server_added = added(&s.p50, &d.p50);
         let nginx_added99 = added(&n.p99, &d.p99);
+        let bare_added99 = added(&b.p99, &d.p99);
         let server_added99 = added(&s.p99, &d.p99);
         rows.push(Row::info(
             SECTION,
             format!("nginx adds, {clients} client(s), p50"),
             us(median_of(&nginx_added)),
+            "µs",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("bare hyper proxy adds, {clients} client(s), p50"),
+            us(median_of(&bare_added)),
             "µs",
         ));
         rows.push(Row::info(
@@ -184,6 +209,12 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             SECTION,
             format!("nginx adds, {clients} client(s), p99"),
             us(median_of(&nginx_added99)),
+            "µs",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("bare hyper proxy adds, {clients} client(s), p99"),
+            us(median_of(&bare_added99)),
             "µs",
         ));
         rows.push(Row::info(
@@ -242,6 +273,37 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 .note("the default log writes one access line per request"),
             );
         }
+        // The floor: how far the server is from a proxy with no work of its own, and
+        // how far that floor is from nginx (reported, not targets).
+        for (label, server_added, bare_added, nginx_added) in [
+            ("p50", &server_added, &bare_added, &nginx_added),
+            ("p99", &server_added99, &bare_added99, &nginx_added99),
+        ] {
+            rows.push(Row::info(
+                SECTION,
+                format!("added latency, {clients} client(s), {label}: server ÷ bare hyper proxy"),
+                median_of(&ratio(server_added, bare_added)),
+                "×",
+            ));
+            rows.push(Row::info(
+                SECTION,
+                format!("added latency, {clients} client(s), {label}: bare hyper proxy ÷ nginx"),
+                median_of(&ratio(bare_added, nginx_added)),
+                "×",
+            ));
+        }
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {clients} client(s): server ÷ bare hyper proxy"),
+            median_of(&ratio(&s.rps, &b.rps)),
+            "×",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {clients} client(s): bare hyper proxy ÷ nginx"),
+            median_of(&ratio(&b.rps, &n.rps)),
+            "×",
+        ));
         rows.push(Row::info(
             SECTION,
             format!("throughput, {clients} client(s): nginx ÷ direct"),
@@ -281,7 +343,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         }
     }
 
-    for (proc, _) in [server, quiet].into_iter().flatten() {
+    for (proc, _) in [server, quiet, bare].into_iter().flatten() {
         proc.stop().await?;
     }
     if let Some((proc, _)) = nginx {

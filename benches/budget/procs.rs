@@ -1,5 +1,5 @@
-//! The processes a benchmark runs against: mockswap upstreams, llama-swap-server and
-//! nginx. Each is a child owned by a guard that stops it (SIGTERM, then SIGKILL) and
+//! The processes a benchmark runs against: mockswap upstreams, llama-swap-server,
+//! nginx and the bare hyper proxy. Each is a child owned by a guard that stops it (SIGTERM, then SIGKILL) and
 //! reaps it, so a failed benchmark leaves nothing behind.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -104,8 +104,8 @@ pub fn rss_bytes(pid: u32) -> Res<u64> {
 }
 
 /// Starts `command` with stdout piped, reads its first line, `listening on http://ADDR`
-/// (the contract of both mockswap and llama-swap-server), and keeps draining stdout so
-/// the child never blocks on a full pipe. stderr goes to `log`.
+/// (the contract of mockswap, llama-swap-server and bare-hyper-proxy), and keeps
+/// draining stdout so the child never blocks on a full pipe. stderr goes to `log`.
 async fn announced(
     name: &'static str,
     mut command: Command,
@@ -153,6 +153,27 @@ pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
         .args(args)
         .env("MOCKSWAP_LOG", "warn");
     announced("mockswap", command, None).await
+}
+
+/// The floor reference's binary name (benches/budget/bare_proxy.rs).
+pub const BARE_PROXY: &str = "bare-hyper-proxy";
+
+/// Starts `bare-hyper-proxy` in front of `upstream` and returns it with the address it
+/// bound.
+pub async fn bare_proxy(bin: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAddr)> {
+    let path = bin.join(BARE_PROXY);
+    if !path.is_file() {
+        return Err(format!(
+            "{} is missing: run `cargo build --release -p llama-swap-suite --bins` (scripts/bench does)",
+            path.display()
+        )
+        .into());
+    }
+    let mut command = Command::new(path);
+    command
+        .args(["--listen", "127.0.0.1:0", "--upstream"])
+        .arg(upstream.to_string());
+    announced(BARE_PROXY, command, None).await
 }
 
 /// Starts a program that listens on `addr` (given on its command line) and waits until

@@ -2,9 +2,10 @@
 //! generator, so the figures do not depend on the harness's own tokio client.
 //! The same small non-streaming chat completion as the overhead section, at 1,
 //! 64 and 256 connections, against a mockswap upstream directly, nginx in front
-//! of it, and llama-swap-server with its default log (one access line per
-//! request to stdout, read by the harness) and with `RUST_LOG=warn`. Targets
-//! are interleaved in every round; ratios are taken per round.
+//! of it, the bare hyper proxy in front of it (the floor of a hyper-based proxy),
+//! and llama-swap-server with its default log (one access line per request to
+//! stdout, read by the harness) and with `RUST_LOG=warn`. Targets are
+//! interleaved in every round; ratios are taken per round.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,19 @@ use crate::{Ctx, Res, http};
 const SECTION: &str = "wrk";
 const UPSTREAM_ARGS: &str = "--journal-limit 1000";
 const CONNECTIONS: [usize; 3] = [1, 64, 256];
-const TARGETS: [&str; 4] = ["direct", "nginx", "server", "server, RUST_LOG=warn"];
+const TARGETS: [&str; 5] = [
+    "direct",
+    "nginx",
+    "bare hyper proxy",
+    "server",
+    "server, RUST_LOG=warn",
+];
+/// Indices into [`TARGETS`].
+const DIRECT: usize = 0;
+const NGINX: usize = 1;
+const BARE: usize = 2;
+const SERVER: usize = 3;
+const QUIET: usize = 4;
 
 /// `wrk` from `WRK` or the PATH.
 pub fn find() -> Option<PathBuf> {
@@ -141,6 +154,13 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         }
         None => None,
     };
+    let bare = match crate::procs::bare_proxy(&ctx.bin, direct).await {
+        Ok(started) => Some(started),
+        Err(err) => {
+            eprintln!("the bare hyper proxy did not start: {err}");
+            None
+        }
+    };
     let mut servers = Vec::new();
     for (name, log) in [("server", None), ("server-warn", Some("warn"))] {
         let server_dir = dir.path().join(name);
@@ -165,9 +185,10 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             }
         }
     }
-    let addrs: [Option<SocketAddr>; 4] = [
+    let addrs: [Option<SocketAddr>; TARGETS.len()] = [
         Some(direct),
         nginx.as_ref().map(|(_, a)| *a),
+        bare.as_ref().map(|(_, a)| *a),
         servers[0].as_ref().map(|(_, a)| *a),
         servers[1].as_ref().map(|(_, a)| *a),
     ];
@@ -245,13 +266,20 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 ("p50", (|r: &WrkResult| r.p50) as fn(&WrkResult) -> f64),
                 ("p99", |r: &WrkResult| r.p99),
             ] {
-                let direct = field(ci, 0, f);
-                let nginx_added = per_round(&field(ci, 1, f), &direct, sub);
-                let server_added = per_round(&field(ci, 2, f), &direct, sub);
+                let direct = field(ci, DIRECT, f);
+                let nginx_added = per_round(&field(ci, NGINX, f), &direct, sub);
+                let bare_added = per_round(&field(ci, BARE, f), &direct, sub);
+                let server_added = per_round(&field(ci, SERVER, f), &direct, sub);
                 rows.push(Row::info(
                     SECTION,
                     format!("nginx adds, 1 conn, {label}"),
                     us(median_of(&nginx_added)),
+                    "µs",
+                ));
+                rows.push(Row::info(
+                    SECTION,
+                    format!("bare hyper proxy adds, 1 conn, {label}"),
+                    us(median_of(&bare_added)),
                     "µs",
                 ));
                 rows.push(Row::info(
@@ -270,10 +298,22 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                     )
                     .note("(proxy − direct) per round"),
                 );
+                rows.push(Row::info(
+                    SECTION,
+                    format!("added latency, 1 conn, {label}: server ÷ bare hyper proxy"),
+                    median_of(&per_round(&server_added, &bare_added, div)),
+                    "×",
+                ));
+                rows.push(Row::info(
+                    SECTION,
+                    format!("added latency, 1 conn, {label}: bare hyper proxy ÷ nginx"),
+                    median_of(&per_round(&bare_added, &nginx_added, div)),
+                    "×",
+                ));
             }
         } else {
             let name = format!("throughput, {connections} conn: server ÷ nginx");
-            let ratio = median_of(&per_round(&rps(2), &rps(1), div));
+            let ratio = median_of(&per_round(&rps(SERVER), &rps(NGINX), div));
             rows.push(if connections == 64 {
                 Row::at_least(SECTION, name, ratio, "×", 1.0)
             } else {
@@ -282,15 +322,30 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             rows.push(Row::at_least(
                 SECTION,
                 format!("throughput, {connections} conn: access log on ÷ RUST_LOG=warn"),
-                median_of(&per_round(&rps(2), &rps(3), div)),
+                median_of(&per_round(&rps(SERVER), &rps(QUIET), div)),
                 "×",
                 0.9,
             ));
         }
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {connections} conn: server ÷ bare hyper proxy"),
+            median_of(&per_round(&rps(SERVER), &rps(BARE), div)),
+            "×",
+        ));
+        rows.push(Row::info(
+            SECTION,
+            format!("throughput, {connections} conn: bare hyper proxy ÷ nginx"),
+            median_of(&per_round(&rps(BARE), &rps(NGINX), div)),
+            "×",
+        ));
     }
 
     for server in servers.into_iter().flatten() {
         server.0.stop().await?;
+    }
+    if let Some((proc, _)) = bare {
+        proc.stop().await?;
     }
     if let Some((proc, _)) = nginx {
         proc.stop().await?;
