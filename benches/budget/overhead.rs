@@ -275,32 +275,37 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         }
         // The floor: how far the server is from a proxy with no work of its own, and
         // how far that floor is from nginx (reported, not targets).
+        let who = if clients == 1 {
+            "1 client".to_owned()
+        } else {
+            format!("{clients} clients")
+        };
         for (label, server_added, bare_added, nginx_added) in [
             ("p50", &server_added, &bare_added, &nginx_added),
             ("p99", &server_added99, &bare_added99, &nginx_added99),
         ] {
             rows.push(Row::info(
                 SECTION,
-                format!("added latency, {clients} client(s), {label}: server ÷ bare hyper proxy"),
+                format!("added latency, {who}, {label}: server ÷ bare hyper proxy"),
                 median_of(&ratio(server_added, bare_added)),
                 "×",
             ));
             rows.push(Row::info(
                 SECTION,
-                format!("added latency, {clients} client(s), {label}: bare hyper proxy ÷ nginx"),
+                format!("added latency, {who}, {label}: bare hyper proxy ÷ nginx"),
                 median_of(&ratio(bare_added, nginx_added)),
                 "×",
             ));
         }
         rows.push(Row::info(
             SECTION,
-            format!("throughput, {clients} client(s): server ÷ bare hyper proxy"),
+            format!("throughput, {who}: server ÷ bare hyper proxy"),
             median_of(&ratio(&s.rps, &b.rps)),
             "×",
         ));
         rows.push(Row::info(
             SECTION,
-            format!("throughput, {clients} client(s): bare hyper proxy ÷ nginx"),
+            format!("throughput, {who}: bare hyper proxy ÷ nginx"),
             median_of(&ratio(&b.rps, &n.rps)),
             "×",
         ));
