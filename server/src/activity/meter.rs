@@ -56,13 +56,14 @@ fn end(tracked: &mut Option<Tracked>, scanner: Option<&mut UsageScanner>) {
 }
 
 fn is_scanned(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    essence == "text/event-stream" || essence == "application/json" || essence.ends_with("+json")
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    let suffix = essence
+        .len()
+        .checked_sub(5)
+        .and_then(|at| essence.get(at..));
+    essence.eq_ignore_ascii_case("text/event-stream")
+        || essence.eq_ignore_ascii_case("application/json")
+        || suffix.is_some_and(|s| s.eq_ignore_ascii_case("+json"))
 }
 
 impl<B> Body for MeteredBody<B>
@@ -80,11 +81,16 @@ where
         let polled = ready!(this.inner.as_mut().poll_frame(cx));
         let ended = match &polled {
             Some(Ok(frame)) => {
-                if let (Some(scanner), Some(data)) = (this.scanner.as_mut(), frame.data_ref()) {
-                    scanner.feed(data);
-                }
                 // A server may stop polling once the body says it has ended.
-                this.inner.is_end_stream() || this.inner.size_hint().exact() == Some(0)
+                let last = this.inner.is_end_stream() || this.inner.size_hint().exact() == Some(0);
+                if let (Some(scanner), Some(data)) = (this.scanner.as_mut(), frame.data_ref()) {
+                    if last {
+                        scanner.feed_last(data);
+                    } else {
+                        scanner.feed(data);
+                    }
+                }
+                last
             }
             Some(Err(_)) => {
                 if let Some(mut tracked) = this.tracked.take() {
@@ -106,5 +112,34 @@ where
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_scanned;
+
+    #[test]
+    fn json_and_event_streams_are_scanned_whatever_their_case_and_parameters() {
+        for scanned in [
+            "text/event-stream",
+            "Text/Event-Stream; charset=utf-8",
+            "application/json",
+            " APPLICATION/JSON ;charset=utf-8",
+            "application/problem+json",
+            "application/vnd.api+JSON",
+        ] {
+            assert!(is_scanned(scanned), "{scanned}");
+        }
+        for skipped in [
+            "text/plain",
+            "application/octet-stream",
+            "json",
+            "+jso",
+            "",
+            "éjson",
+        ] {
+            assert!(!is_scanned(skipped), "{skipped}");
+        }
     }
 }

@@ -9,23 +9,31 @@
 //! | `meter` | [`MeteredBody`]: the response body that scans usage and ends the record |
 //! | `usage` | [`UsageScanner`]: `usage` / llama.cpp `timings` found in passing bytes |
 //!
-//! The cost on the proxy path is two short critical sections per request (into
-//! and out of the in-flight table) plus one for the ring, and a scan of each
-//! response chunk for two keys; nothing of the body is kept but an unfinished
-//! last line (bounded). Observers never slow it: the finished feed is a
-//! `broadcast` channel that drops for laggards, in-flight changes are a `watch`
-//! generation read whenever the observer is ready.
+//! The cost on the proxy path, for a request whose id and path are short
+//! (inline strings, up to 24 bytes) and whose model was seen before, is no
+//! heap allocation once the ring is full (the oldest row's allocation is
+//! reused): the model ID is one shared `Arc<str>` per model, the id and path
+//! are copied once and moved from the in-flight entry into the finished row.
+//! Shared state is two short critical sections of the in-flight table (into
+//! and out of it), one of the ring, and a read lock of the model names. The
+//! response is scanned for two keys; nothing of the body is kept but an
+//! unfinished last line (bounded). Observers never slow it, and cost nothing
+//! when there are none: the finished feed is a `broadcast` channel that drops
+//! for laggards and is sent to only while a [`Feed`] exists; in-flight changes
+//! are a `watch` generation bumped only while a receiver exists (a later one
+//! reads the table itself).
 
 mod meter;
 mod tracked;
 mod usage;
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use serde::Serialize;
+use compact_str::CompactString;
+use serde::{Serialize, Serializer};
 use tokio::sync::{broadcast, watch};
 
 use crate::priority::Priority;
@@ -40,6 +48,10 @@ pub const DEFAULT_CAPACITY: usize = 1000;
 /// Slots of the finished feed; a subscriber further behind loses rows (and is told).
 const FEED_CAPACITY: usize = 256;
 
+/// Model IDs kept shared; past this many (reloads that keep renaming models),
+/// a record gets its own copy of the name.
+const MAX_MODELS: usize = 1024;
+
 /// One finished request, as `GET /api/activity` and the `activity` event show it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -47,15 +59,16 @@ pub struct Finished {
     /// Position in the order requests finished (increasing from 1).
     pub id: u64,
     /// The request's `X-Request-Id` (the client's or a generated one).
-    pub request_id: String,
+    pub request_id: CompactString,
     /// The router's sequence number (`seq` in logs and queue events), once admitted.
     pub seq: Option<u64>,
     /// When the request arrived, milliseconds since the Unix epoch.
     pub time_ms: u64,
     /// The model ID.
-    pub model: String,
+    #[serde(serialize_with = "as_str")]
+    pub model: Arc<str>,
     /// The path forwarded upstream, without the query.
-    pub path: String,
+    pub path: CompactString,
     /// The parsed `X-Priority` (0 when absent or invalid).
     pub requested_priority: i32,
     /// The priority after trust caps.
@@ -91,13 +104,14 @@ pub struct Finished {
 #[non_exhaustive]
 pub struct InFlight {
     /// The request's `X-Request-Id`.
-    pub request_id: String,
+    pub request_id: CompactString,
     /// The router's sequence number.
     pub seq: Option<u64>,
     /// The model ID.
-    pub model: String,
+    #[serde(serialize_with = "as_str")]
+    pub model: Arc<str>,
     /// The path forwarded upstream.
-    pub path: String,
+    pub path: CompactString,
     /// The parsed `X-Priority`.
     pub requested_priority: i32,
     /// After trust caps.
@@ -117,14 +131,50 @@ pub struct InFlight {
 #[derive(Debug)]
 pub struct Activity {
     capacity: usize,
-    next_id: AtomicU64,
     /// Granted requests by tracking key.
     in_flight: Mutex<BTreeMap<u64, InFlight>>,
     next_key: AtomicU64,
-    finished: Mutex<VecDeque<Arc<Finished>>>,
+    finished: Mutex<Ring>,
     feed: broadcast::Sender<Arc<Finished>>,
-    /// Bumped whenever `in_flight` changes.
+    /// [`Feed`]s alive: the feed is sent to only when there is one.
+    listeners: Arc<AtomicUsize>,
+    /// Bumped whenever `in_flight` changes while a receiver exists.
     changes: watch::Sender<u64>,
+    /// One shared name per model, so a record's model costs no copy.
+    models: RwLock<HashSet<Arc<str>>>,
+}
+
+/// The finished rows, oldest first, and the id of the next one.
+#[derive(Debug)]
+struct Ring {
+    rows: VecDeque<Arc<Finished>>,
+    next_id: u64,
+}
+
+/// Finished requests as they finish; see [`Activity::subscribe`].
+#[derive(Debug)]
+pub struct Feed {
+    rows: broadcast::Receiver<Arc<Finished>>,
+    listeners: Arc<AtomicUsize>,
+}
+
+impl Feed {
+    /// The next row; [`broadcast::error::RecvError::Lagged`] when rows were
+    /// dropped because this feed fell behind. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Arc<Finished>, broadcast::error::RecvError> {
+        self.rows.recv().await
+    }
+
+    /// The next row if one is waiting.
+    pub fn try_recv(&mut self) -> Result<Arc<Finished>, broadcast::error::TryRecvError> {
+        self.rows.try_recv()
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.listeners.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Default for Activity {
@@ -138,12 +188,16 @@ impl Activity {
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            next_id: AtomicU64::new(1),
             in_flight: Mutex::new(BTreeMap::new()),
             next_key: AtomicU64::new(0),
-            finished: Mutex::new(VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY))),
+            finished: Mutex::new(Ring {
+                rows: VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY)),
+                next_id: 1,
+            }),
             feed: broadcast::channel(FEED_CAPACITY).0,
+            listeners: Arc::new(AtomicUsize::new(0)),
             changes: watch::channel(0).0,
+            models: RwLock::new(HashSet::new()),
         }
     }
 
@@ -156,14 +210,15 @@ impl Activity {
         request_id: &str,
         priority: Priority,
     ) -> Tracked {
+        let model = self.model(model);
         Tracked::new(Arc::clone(self), model, path, request_id, priority)
     }
 
     /// The most recent finished requests, oldest first, at most `limit`.
     pub fn recent(&self, limit: usize) -> Vec<Arc<Finished>> {
         let ring = lock(&self.finished);
-        let skip = ring.len().saturating_sub(limit);
-        ring.iter().skip(skip).cloned().collect()
+        let skip = ring.rows.len().saturating_sub(limit);
+        ring.rows.iter().skip(skip).cloned().collect()
     }
 
     /// The requests holding a model now, in the order they were granted.
@@ -171,40 +226,110 @@ impl Activity {
         lock(&self.in_flight).values().cloned().collect()
     }
 
-    /// Finished requests as they finish.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Finished>> {
-        self.feed.subscribe()
+    /// Finished requests as they finish, from now on (the earlier ones are in
+    /// [`recent`](Self::recent): a row finishing meanwhile may be in both,
+    /// never in neither, when this is called first).
+    pub fn subscribe(&self) -> Feed {
+        let rows = self.feed.subscribe();
+        // Counted after the receiver exists and before the caller reads the
+        // ring: `finish` reads the count under the ring's lock, so a row is
+        // either sent to this feed or already in the ring when it is read.
+        self.listeners.fetch_add(1, Ordering::Relaxed);
+        Feed {
+            rows,
+            listeners: Arc::clone(&self.listeners),
+        }
     }
 
-    /// A generation counter bumped whenever [`in_flight`](Self::in_flight) changes.
+    /// A generation counter bumped whenever [`in_flight`](Self::in_flight)
+    /// changes. Only changes after this call bump it: the state before is what
+    /// [`in_flight`](Self::in_flight) reads.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }
 
+    /// The shared name of `model`.
+    fn model(&self, model: &str) -> Arc<str> {
+        if let Some(shared) = read(&self.models).get(model) {
+            return Arc::clone(shared);
+        }
+        let mut models = self.models.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(shared) = models.get(model) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(model);
+        if models.len() < MAX_MODELS {
+            models.insert(Arc::clone(&shared));
+        }
+        shared
+    }
+
     fn enter(&self, entry: InFlight) -> u64 {
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        lock(&self.in_flight).insert(key, entry);
-        self.changes.send_modify(|g| *g += 1);
+        let mut table = lock(&self.in_flight);
+        table.insert(key, entry);
+        let watched = self.watched();
+        drop(table);
+        if watched {
+            self.changes.send_modify(|g| *g += 1);
+        }
         key
     }
 
-    fn leave(&self, key: u64) {
-        lock(&self.in_flight).remove(&key);
-        self.changes.send_modify(|g| *g += 1);
+    /// Takes the entry out of the table (its strings go into the finished row).
+    fn leave(&self, key: u64) -> Option<InFlight> {
+        let mut table = lock(&self.in_flight);
+        let entry = table.remove(&key);
+        let watched = self.watched();
+        drop(table);
+        if watched {
+            self.changes.send_modify(|g| *g += 1);
+        }
+        entry
+    }
+
+    /// Whether anyone watches the in-flight table. Read under its lock, like
+    /// the reader's [`in_flight`](Self::in_flight) after subscribing: a
+    /// receiver either is counted here or reads the table after this change.
+    fn watched(&self) -> bool {
+        self.changes.receiver_count() > 0
     }
 
     fn finish(&self, mut row: Finished) {
-        row.id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let row = Arc::new(row);
-        if self.capacity > 0 {
-            let mut ring = lock(&self.finished);
-            if ring.len() >= self.capacity {
-                ring.pop_front();
+        let mut ring = lock(&self.finished);
+        row.id = ring.next_id;
+        ring.next_id += 1;
+        let listening = self.listeners.load(Ordering::Relaxed) > 0;
+        if self.capacity == 0 {
+            if listening {
+                let _ = self.feed.send(Arc::new(row));
             }
-            ring.push_back(Arc::clone(&row));
+            return;
         }
-        // No subscribers is the normal case without a browser open.
-        let _ = self.feed.send(row);
+        let row = if ring.rows.len() >= self.capacity {
+            recycle(ring.rows.pop_front(), row)
+        } else {
+            Arc::new(row)
+        };
+        if listening {
+            // Sent under the ring's lock, so the feed's order is the ids'.
+            let _ = self.feed.send(Arc::clone(&row));
+        }
+        ring.rows.push_back(row);
+    }
+}
+
+/// `row` in the allocation of the evicted `oldest` when nobody else holds it.
+fn recycle(oldest: Option<Arc<Finished>>, row: Finished) -> Arc<Finished> {
+    match oldest {
+        Some(mut oldest) => match Arc::get_mut(&mut oldest) {
+            Some(slot) => {
+                *slot = row;
+                oldest
+            }
+            None => Arc::new(row),
+        },
+        None => Arc::new(row),
     }
 }
 
@@ -212,6 +337,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is a single insert, remove or copy: a panic cannot
     // leave the data half-changed.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // Written only by single inserts, like the mutexes above.
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn as_str<S: Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(value)
 }
 
 fn millis(duration: Duration) -> u64 {

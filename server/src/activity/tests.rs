@@ -56,7 +56,7 @@ async fn a_served_request_is_kept_with_priorities_wait_and_duration() {
     assert_eq!(row.id, 1);
     assert_eq!(row.request_id, "req-1");
     assert_eq!(row.seq, Some(7));
-    assert_eq!(row.model, "qwen");
+    assert_eq!(&*row.model, "qwen");
     assert_eq!(row.path, "/v1/chat/completions");
     assert_eq!(
         (row.requested_priority, row.effective_priority),
@@ -88,7 +88,7 @@ async fn a_granted_request_is_in_flight_until_its_body_ends() {
     changes.mark_unchanged();
     let running = activity.in_flight();
     assert_eq!(running.len(), 1);
-    assert_eq!(running[0].model, "a");
+    assert_eq!(&*running[0].model, "a");
     assert_eq!(running[0].effective_priority, Some(10));
     tracked.answered(StatusCode::OK, true);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(1);
@@ -204,7 +204,7 @@ async fn the_ring_keeps_only_the_most_recent_rows() {
     let ids: Vec<String> = activity
         .recent(10)
         .iter()
-        .map(|r| r.request_id.clone())
+        .map(|r| r.request_id.to_string())
         .collect();
     assert_eq!(ids, ["r2", "r3", "r4"]);
     assert_eq!(activity.recent(2).len(), 2);
@@ -217,7 +217,158 @@ async fn subscribers_receive_rows_as_they_finish() {
     let mut feed = activity.subscribe();
     drop(activity.begin("m", "/p", "r", Priority::new(0)));
     let row = feed.try_recv().unwrap();
-    assert_eq!(row.model, "m");
+    assert_eq!(&*row.model, "m");
+}
+
+#[tokio::test]
+async fn a_later_subscriber_sees_requests_made_before_it_subscribed() {
+    let activity = Arc::new(Activity::new(10));
+    let mut running = activity.begin("a", "/v1/chat/completions", "running", Priority::new(0));
+    running.granted();
+    let mut done = activity.begin("a", "/v1/chat/completions", "done", Priority::new(0));
+    done.failed(StatusCode::TOO_MANY_REQUESTS, "queue_full");
+    drop(done);
+
+    let changes = activity.changes();
+    let mut feed = activity.subscribe();
+    // What happened before is read, not notified.
+    assert!(!changes.has_changed().unwrap());
+    let in_flight = activity.in_flight();
+    assert_eq!(in_flight.len(), 1);
+    assert_eq!(in_flight[0].request_id, "running");
+    assert_eq!(activity.recent(10)[0].request_id, "done");
+    assert!(feed.try_recv().is_err());
+
+    // What happens after is notified.
+    drop(running);
+    assert!(changes.has_changed().unwrap());
+    assert!(activity.in_flight().is_empty());
+    let row = feed.try_recv().unwrap();
+    assert_eq!((row.request_id.as_str(), row.id), ("running", 2));
+}
+
+#[tokio::test]
+async fn rows_are_fed_only_while_a_feed_exists() {
+    let activity = Arc::new(Activity::new(10));
+    drop(activity.subscribe());
+    // A receiver of the channel itself, which no `Feed` counts.
+    let mut raw = activity.feed.subscribe();
+    drop(activity.begin("m", "/p", "unheard", Priority::new(0)));
+    assert!(raw.try_recv().is_err(), "sent with no feed open");
+    let mut feed = activity.subscribe();
+    drop(activity.begin("m", "/p", "heard", Priority::new(0)));
+    assert_eq!(feed.try_recv().unwrap().request_id, "heard");
+    assert_eq!(activity.recent(10).len(), 2, "the ring keeps both");
+}
+
+#[tokio::test]
+async fn in_flight_changes_are_not_bumped_without_a_receiver() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("m", "/p", "r", Priority::new(0));
+    tracked.granted();
+    drop(tracked);
+    let changes = activity.changes();
+    assert_eq!(*changes.borrow(), 0, "bumped with nobody watching");
+    let mut tracked = activity.begin("m", "/p", "r", Priority::new(0));
+    tracked.granted();
+    assert_eq!(*changes.borrow(), 1);
+    drop(tracked);
+    assert_eq!(*changes.borrow(), 2);
+}
+
+#[tokio::test]
+async fn id_and_path_survive_the_trip_through_the_in_flight_table() {
+    let activity = Arc::new(Activity::new(10));
+    let long_id = "a-request-id-longer-than-twenty-four-bytes";
+    let mut tracked = activity.begin(
+        "m",
+        "/upstream/m/some/long/path?q=1",
+        long_id,
+        Priority::new(0),
+    );
+    tracked.granted();
+    assert_eq!(activity.in_flight()[0].path, "/upstream/m/some/long/path");
+    tracked.answered(StatusCode::OK, false);
+    drop(tracked);
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.request_id, long_id);
+    assert_eq!(row.path, "/upstream/m/some/long/path");
+}
+
+#[tokio::test]
+async fn records_of_one_model_share_its_name() {
+    let activity = Arc::new(Activity::new(10));
+    let mut first = activity.begin("model-a", "/p", "1", Priority::new(0));
+    first.granted();
+    let second = activity.begin("model-a", "/p", "2", Priority::new(0));
+    drop(second);
+    let running = &activity.in_flight()[0];
+    let finished = &activity.recent(1)[0];
+    assert!(Arc::ptr_eq(&running.model, &finished.model));
+    let other = activity.begin("model-b", "/p", "3", Priority::new(0));
+    drop(other);
+    assert_eq!(&*activity.recent(1)[0].model, "model-b");
+}
+
+#[tokio::test]
+async fn a_full_ring_reuses_the_oldest_rows_allocation_when_nobody_holds_it() {
+    let activity = Arc::new(Activity::new(2));
+    for i in 0..2 {
+        drop(activity.begin("m", "/p", &format!("r{i}"), Priority::new(0)));
+    }
+    let oldest = Arc::as_ptr(&activity.recent(2)[0]);
+    drop(activity.begin("m", "/p", "r2", Priority::new(0)));
+    let rows = activity.recent(2);
+    assert_eq!(Arc::as_ptr(&rows[1]), oldest, "a new allocation");
+    assert_eq!(rows[1].request_id, "r2");
+    assert_eq!(rows[1].id, 3);
+    // A row still held elsewhere is left to its holder.
+    let held = Arc::clone(&rows[0]);
+    drop(rows);
+    drop(activity.begin("m", "/p", "r3", Priority::new(0)));
+    assert_eq!(held.request_id, "r1");
+    let ids: Vec<String> = activity
+        .recent(2)
+        .iter()
+        .map(|r| r.request_id.to_string())
+        .collect();
+    assert_eq!(ids, ["r2", "r3"]);
+}
+
+#[tokio::test]
+async fn rows_are_fed_in_the_order_of_their_ids() {
+    let activity = Arc::new(Activity::new(4));
+    let mut feed = activity.subscribe();
+    let finishers: Vec<_> = (0..4)
+        .map(|i| {
+            let activity = Arc::clone(&activity);
+            std::thread::spawn(move || {
+                for j in 0..50 {
+                    drop(activity.begin("m", "/p", &format!("{i}-{j}"), Priority::new(0)));
+                }
+            })
+        })
+        .collect();
+    for finisher in finishers {
+        finisher.join().unwrap();
+    }
+    let mut last = 0;
+    let mut seen = 0;
+    loop {
+        match feed.try_recv() {
+            Ok(row) => {
+                assert!(row.id > last, "{} after {last}", row.id);
+                last = row.id;
+                seen += 1;
+            }
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
+    assert_eq!(last, 200);
+    assert!(seen > 0);
+    let ring: Vec<u64> = activity.recent(4).iter().map(|r| r.id).collect();
+    assert_eq!(ring, [197, 198, 199, 200]);
 }
 
 #[test]

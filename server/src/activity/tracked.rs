@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::response::Response;
+use compact_str::CompactString;
 use http::StatusCode;
 use tokio::time::Instant;
 
@@ -37,7 +38,7 @@ pub struct Tracked {
 impl Tracked {
     pub(super) fn new(
         activity: Arc<Activity>,
-        model: &str,
+        model: Arc<str>,
         path: &str,
         request_id: &str,
         priority: Priority,
@@ -46,13 +47,24 @@ impl Tracked {
         Self {
             activity,
             row: Finished {
-                request_id: request_id.to_owned(),
+                id: 0,
+                request_id: CompactString::new(request_id),
+                seq: None,
                 time_ms: unix_millis(),
-                model: model.to_owned(),
-                path: path.to_owned(),
+                model,
+                path: CompactString::new(path),
                 requested_priority: priority.requested(),
                 capped_priority: priority.capped(),
-                ..Finished::default()
+                effective_priority: None,
+                status: 0,
+                error: None,
+                queue_ms: None,
+                duration_ms: 0,
+                stream: false,
+                prompt_tokens: None,
+                completion_tokens: None,
+                tokens_per_second: None,
+                selector: None,
             },
             arrived: Instant::now(),
             admitted: None,
@@ -86,11 +98,13 @@ impl Tracked {
         let queue_ms = millis(now.saturating_duration_since(since));
         self.granted.get_or_insert(now);
         self.row.queue_ms.get_or_insert(queue_ms);
+        // The id and path live in the table while it runs and come back to
+        // the row when it leaves: moved, not copied.
         let entry = InFlight {
-            request_id: self.row.request_id.clone(),
+            request_id: std::mem::take(&mut self.row.request_id),
             seq: self.row.seq,
-            model: self.row.model.clone(),
-            path: self.row.path.clone(),
+            model: Arc::clone(&self.row.model),
+            path: std::mem::take(&mut self.row.path),
             requested_priority: self.row.requested_priority,
             capped_priority: self.row.capped_priority,
             effective_priority: self.row.effective_priority,
@@ -150,8 +164,11 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Some(key) = self.in_flight.take() {
-            self.activity.leave(key);
+        if let Some(key) = self.in_flight.take()
+            && let Some(entry) = self.activity.leave(key)
+        {
+            self.row.request_id = entry.request_id;
+            self.row.path = entry.path;
         }
         if !self.answered {
             self.row.status = 499;
@@ -160,7 +177,16 @@ impl Drop for Tracked {
             self.row.error.get_or_insert("client_closed");
         }
         self.row.duration_ms = millis(self.arrived.elapsed());
-        let row = std::mem::take(&mut self.row);
+        let row = &mut self.row;
+        // Every other field is a copy; the model is shared (not the default
+        // `Arc<str>`, which is not promised to be free).
+        let row = Finished {
+            request_id: std::mem::take(&mut row.request_id),
+            model: Arc::clone(&row.model),
+            path: std::mem::take(&mut row.path),
+            selector: row.selector.take(),
+            ..*row
+        };
         self.activity.finish(row);
     }
 }

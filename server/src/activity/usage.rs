@@ -121,6 +121,24 @@ impl UsageScanner {
         }
     }
 
+    /// Scans the body's last chunk: what [`feed`](Self::feed) then
+    /// [`finish`](Self::finish) would find, without copying the chunk's
+    /// unfinished end (a JSON body's only line) when nothing is carried.
+    pub fn feed_last(&mut self, chunk: &[u8]) {
+        if !self.carry.is_empty() {
+            self.feed(chunk);
+            return;
+        }
+        // The end of an overlong line is one more of its pieces, scanned alone
+        // like the others.
+        self.overlong = false;
+        if mentions_a_key(chunk) {
+            for line in chunk.split(|&b| b == b'\n') {
+                self.scan_line(line);
+            }
+        }
+    }
+
     /// What was found so far, including the last line when it had no newline.
     pub fn finish(&mut self) -> Usage {
         if !self.carry.is_empty() {
@@ -299,6 +317,29 @@ mod tests {
             b"{\"usage\" 5}\n",
         ]);
         assert_eq!(usage, Usage::default());
+    }
+
+    #[test]
+    fn a_last_chunk_is_scanned_without_being_kept() {
+        let mut scanner = UsageScanner::new();
+        scanner.feed_last(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#);
+        assert_eq!(scanner.carry.capacity(), 0, "the chunk was copied");
+        let usage = scanner.finish();
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (Some(5), Some(7))
+        );
+    }
+
+    #[test]
+    fn a_last_chunk_completes_the_carried_line() {
+        let body: &[u8] = br#"{"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
+        for cut in 0..body.len() {
+            let mut scanner = UsageScanner::new();
+            scanner.feed(&body[..cut]);
+            scanner.feed_last(&body[cut..]);
+            assert_eq!(scanner.finish().completion_tokens, Some(7), "cut at {cut}");
+        }
     }
 
     #[test]

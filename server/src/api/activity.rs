@@ -49,7 +49,7 @@ pub(crate) async fn recent(
         .recent(usize::MAX)
         .into_iter()
         .rev()
-        .filter(|row| model.as_deref().is_none_or(|m| row.model == m))
+        .filter(|row| model.as_deref().is_none_or(|m| *row.model == *m))
         .take(limit)
         .collect();
     let rows: Vec<&Finished> = rows.iter().map(|row| &**row).collect();

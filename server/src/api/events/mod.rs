@@ -31,7 +31,6 @@
 pub(crate) mod payload;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -45,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
 use super::state::AppState;
-use crate::activity::Finished;
+use crate::activity::Feed;
 use crate::upstream::LogLine;
 
 /// Shortest time between two snapshots for one subscriber.
@@ -91,7 +90,7 @@ struct Subscriber {
     router_changes: watch::Receiver<u64>,
     router_open: bool,
     activity_changes: watch::Receiver<u64>,
-    finished: broadcast::Receiver<Arc<Finished>>,
+    finished: Feed,
     /// Rows up to this id were sent with the history.
     finished_after: u64,
     logs: Option<broadcast::Receiver<LogLine>>,

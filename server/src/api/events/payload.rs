@@ -106,7 +106,7 @@ pub(super) fn model_rows(
     }
     let mut holding: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in in_flight {
-        *holding.entry(entry.model.as_str()).or_default() += 1;
+        *holding.entry(&*entry.model).or_default() += 1;
     }
     let models = state.inner.models.values().map(|m| ModelRow {
         id: m.id.clone(),
