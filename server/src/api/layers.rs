@@ -43,7 +43,7 @@ where
     span.in_scope(|| access_log(&method, &path, response.status(), started));
     response
         .headers_mut()
-        .insert(REQUEST_ID_HEADER, id.header_value().clone());
+        .insert(REQUEST_ID_HEADER, id.into_header_value());
     response
 }
 

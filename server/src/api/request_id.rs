@@ -4,10 +4,11 @@
 //! (queueing, the swap it waits for, proxying). The id is also forwarded to
 //! the upstream, so its logs can be matched.
 //!
-//! Every request gets one, so it costs at most one allocation: a client's id
-//! is the header value it sent (shared, not copied), and a fresh one is a
-//! single shared buffer that the request's and the response's headers both
-//! point at.
+//! Every request gets one, so it costs one allocation: a fresh id is a single
+//! shared buffer that the request's and the response's headers both point at;
+//! a client's id stays in the request's headers as sent, and the response's
+//! copy is made once. A copy rather than a view: the request may wait long
+//! for its model, and a view would keep the connection's whole read buffer.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -40,9 +41,9 @@ impl RequestId {
         self.0.to_str().unwrap_or_default()
     }
 
-    /// The header value carrying it.
-    pub(crate) fn header_value(&self) -> &HeaderValue {
-        &self.0
+    /// The header value carrying it, for the response.
+    pub(crate) fn into_header_value(self) -> HeaderValue {
+        self.0
     }
 }
 
@@ -72,7 +73,11 @@ fn usable(value: &HeaderValue) -> Option<RequestId> {
     let bytes = value.as_bytes();
     let ok =
         !bytes.is_empty() && bytes.len() <= MAX_LEN && bytes.iter().all(|b| b.is_ascii_graphic());
-    ok.then(|| RequestId(value.clone()))
+    if !ok {
+        return None;
+    }
+    // Copied, not shared with the parse buffer (see the module docs).
+    HeaderValue::from_bytes(bytes).ok().map(RequestId)
 }
 
 /// Assigns the request its id: the client's usable one or a fresh one, set
@@ -162,13 +167,32 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_client_id_is_a_copy_not_a_view_of_the_request_headers() {
+        let mut request = Request::new(axum::body::Body::empty());
+        // Like hyper's parse: a header value that is a view of a larger buffer.
+        let parsed = bytes::Bytes::from_static(b"GET / x-request-id: client-1\r\n");
+        let value = HeaderValue::from_maybe_shared(parsed.slice(20..28)).unwrap();
+        request.headers_mut().insert(REQUEST_ID_HEADER, value);
+        let id = assign(&mut request);
+        assert_eq!(id.as_str(), "client-1");
+        let sent = request.headers().get(REQUEST_ID_HEADER).unwrap();
+        assert_eq!(
+            sent.as_bytes().as_ptr(),
+            parsed[20..].as_ptr(),
+            "forwarded as sent"
+        );
+        assert_ne!(
+            id.0.as_bytes().as_ptr(),
+            sent.as_bytes().as_ptr(),
+            "the id held until the response does not keep the parse buffer"
+        );
+    }
+
+    #[test]
     fn an_unusable_client_id_is_replaced_in_the_forwarded_headers() {
         let mut request = request_with(&["has space"]);
         let id = assign(&mut request);
         assert_eq!(id.as_str().len(), 16);
-        assert_eq!(
-            request.headers().get(REQUEST_ID_HEADER),
-            Some(id.header_value())
-        );
+        assert_eq!(request.headers().get(REQUEST_ID_HEADER), Some(&id.0));
     }
 }
