@@ -18,10 +18,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::Request;
 use bytes::Bytes;
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
 /// The request and response header that carries the id.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// [`REQUEST_ID_HEADER`] as a header name: inserting with it does not
+/// allocate, where inserting with the `&str` copies the (non-standard) name.
+pub(crate) const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
 
 /// Longest client-supplied id kept; longer ones are replaced.
 const MAX_LEN: usize = 128;
@@ -89,13 +93,13 @@ pub(crate) fn assign(request: &mut Request) -> RequestId {
         Some(id) => {
             // A repeated header forwards the one id that was taken.
             if headers.get_all(REQUEST_ID_HEADER).iter().nth(1).is_some() {
-                headers.insert(REQUEST_ID_HEADER, id.0.clone());
+                headers.insert(REQUEST_ID_NAME, id.0.clone());
             }
             id
         }
         None => {
             let id = generate();
-            headers.insert(REQUEST_ID_HEADER, id.0.clone());
+            headers.insert(REQUEST_ID_NAME, id.0.clone());
             id
         }
     }

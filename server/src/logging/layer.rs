@@ -388,6 +388,19 @@ mod tests {
         for (format, expected) in cases {
             assert_eq!(timestamp(format, &utc), expected, "{}", format.name());
         }
+        let nano = |text| timestamp(LogTimeFormat::Rfc3339Nano, &at(text));
+        assert_eq!(
+            nano("2026-01-05T15:04:05.000000005+00:00[UTC]"),
+            "2026-01-05T15:04:05.000000005Z"
+        );
+        assert_eq!(
+            nano("2026-01-05T15:04:05.100200300+00:00[UTC]"),
+            "2026-01-05T15:04:05.1002003Z"
+        );
+        assert_eq!(
+            nano("2026-01-05T15:04:05+00:00[UTC]"),
+            "2026-01-05T15:04:05Z"
+        );
         let east = at("2026-01-05T15:04:05+02:00[+02:00]");
         assert_eq!(
             timestamp(LogTimeFormat::Rfc3339, &east),
