@@ -21,7 +21,8 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 /// The request and response header that carries the id.
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// A `HeaderName` rather than a string, so a lookup does not parse the name again.
+pub const REQUEST_ID_HEADER: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 /// [`REQUEST_ID_HEADER`] as a header name: inserting with it does not
 /// allocate, where inserting with the `&str` copies the (non-standard) name.

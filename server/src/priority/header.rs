@@ -8,7 +8,8 @@
 use http::HeaderMap;
 
 /// The request header that carries a request's priority.
-pub const PRIORITY_HEADER: &str = "x-priority";
+/// A `HeaderName` rather than a string, so a lookup does not parse the name again.
+pub const PRIORITY_HEADER: http::HeaderName = http::HeaderName::from_static("x-priority");
 
 /// What the `X-Priority` header of one request said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
