@@ -13,7 +13,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::request_id::{self, REQUEST_ID_NAME};
+use super::request_id::{self, REQUEST_ID_HEADER};
 use super::state::AppState;
 
 /// The layer: assigns the request id, then, within the request's span,
@@ -43,7 +43,7 @@ where
     span.in_scope(|| access_log(&method, &path, response.status(), started));
     response
         .headers_mut()
-        .insert(REQUEST_ID_NAME, id.into_header_value());
+        .insert(REQUEST_ID_HEADER, id.into_header_value());
     response
 }
 

@@ -20,13 +20,9 @@ use axum::extract::Request;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
-/// The request and response header that carries the id.
-/// A `HeaderName` rather than a string, so a lookup does not parse the name again.
-pub const REQUEST_ID_HEADER: http::HeaderName = http::HeaderName::from_static("x-request-id");
-
-/// [`REQUEST_ID_HEADER`] as a header name: inserting with it does not
-/// allocate, where inserting with the `&str` copies the (non-standard) name.
-pub(crate) const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID_HEADER);
+/// The request and response header that carries the id: a `HeaderName`, so
+/// that looking it up or inserting it neither parses nor copies the name.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Longest client-supplied id kept; longer ones are replaced.
 const MAX_LEN: usize = 128;
@@ -94,13 +90,13 @@ pub(crate) fn assign(request: &mut Request) -> RequestId {
         Some(id) => {
             // A repeated header forwards the one id that was taken.
             if headers.get_all(REQUEST_ID_HEADER).iter().nth(1).is_some() {
-                headers.insert(REQUEST_ID_NAME, id.0.clone());
+                headers.insert(REQUEST_ID_HEADER, id.0.clone());
             }
             id
         }
         None => {
             let id = generate();
-            headers.insert(REQUEST_ID_NAME, id.0.clone());
+            headers.insert(REQUEST_ID_HEADER, id.0.clone());
             id
         }
     }
