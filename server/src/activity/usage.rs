@@ -132,11 +132,12 @@ impl UsageScanner {
         // The end of an overlong line is one more of its pieces, scanned alone
         // like the others.
         self.overlong = false;
-        if mentions_a_key(chunk) {
-            for line in chunk.split(|&b| b == b'\n') {
-                self.scan_line(line);
-            }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            self.scan_line(&chunk[start..end]);
+            start = end + 1;
         }
+        self.scan_line(&chunk[start..]);
     }
 
     /// What was found so far, including the last line when it had no newline.
@@ -155,9 +156,8 @@ impl UsageScanner {
     }
 
     fn scan_line(&mut self, line: &[u8]) {
-        if !mentions_a_key(line) {
-            return;
-        }
+        // No prefilter: the searches for the keys' values are the same
+        // searches, and the error envelope is only looked for at the start.
         let payload = line
             .strip_prefix(b"data:")
             .unwrap_or(line)
