@@ -34,11 +34,13 @@ use crate::upstream::{LogLine, LogRing, LogStream, LogSubscription};
 
 #[cfg(feature = "cli")]
 mod fields;
+mod inline;
 #[cfg(feature = "cli")]
 mod layer;
 #[cfg(feature = "cli")]
 mod stdout;
 
+pub(crate) use self::inline::InlineText;
 #[cfg(feature = "cli")]
 pub use self::layer::{LogSettings, ProxyLogLayer, install};
 

@@ -5,6 +5,8 @@ use std::fmt::{self, Write as _};
 
 use tracing::field::{Field, Visit};
 
+use super::inline::InlineText;
+
 /// Writes an event's message (the `message` field) into a line.
 pub(super) struct Message<'a>(pub(super) &'a mut String);
 
@@ -83,55 +85,10 @@ impl<W: fmt::Write> Visit for Pairs<'_, W> {
     }
 }
 
-/// Bytes of a span's fields kept inline: the request span's
-/// ` request_id=<16 hex digits> seq=<n>` fits, so that the span's fields
-/// cost no allocation beyond the extension that holds them.
-const INLINE: usize = 64;
-
-/// A span's fields, rendered once as ` key=value` pairs: inline while they
-/// fit, in a `String` beyond.
-pub(super) struct SpanFields {
-    inline: [u8; INLINE],
-    len: usize,
-    spilled: String,
-}
-
-impl SpanFields {
-    pub(super) fn new() -> Self {
-        Self {
-            inline: [0; INLINE],
-            len: 0,
-            spilled: String::new(),
-        }
-    }
-
-    /// The pairs written so far.
-    pub(super) fn as_str(&self) -> &str {
-        if self.spilled.is_empty() {
-            // Only whole `str`s are copied in, so the bytes are text.
-            std::str::from_utf8(&self.inline[..self.len]).unwrap_or_default()
-        } else {
-            &self.spilled
-        }
-    }
-}
-
-impl fmt::Write for SpanFields {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        if self.spilled.is_empty() {
-            if let Some(room) = self.inline.get_mut(self.len..self.len + s.len()) {
-                room.copy_from_slice(s.as_bytes());
-                self.len += s.len();
-                return Ok(());
-            }
-            let mut spilled = String::with_capacity(2 * (self.len + s.len()));
-            spilled.push_str(self.as_str());
-            self.spilled = spilled;
-        }
-        self.spilled.push_str(s);
-        Ok(())
-    }
-}
+/// A span's fields, rendered once as ` key=value` pairs. Inline up to 64
+/// bytes: the request span's ` request_id=<16 hex digits> seq=<n>` fits, so
+/// that its fields cost no allocation beyond the extension that holds them.
+pub(super) type SpanFields = InlineText<64>;
 
 /// Writes an upstream event's `model` field into a line: its text, or its
 /// `Debug` text without surrounding quotes; the last one when repeated.
@@ -174,22 +131,5 @@ impl Visit for Model<'_> {
         let leading = written.len() - written.trim_start_matches('"').len();
         self.line.truncate(self.start + leading + kept);
         self.line.drain(self.start..self.start + leading);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn span_fields_past_the_inline_room_keep_every_byte() {
-        let mut fields = SpanFields::new();
-        let _ = write!(fields, " request_id={}", "x".repeat(40));
-        assert_eq!(fields.len, 52, "inline so far");
-        let _ = write!(fields, " seq=1234567890 extra=é");
-        let expected = format!(" request_id={} seq=1234567890 extra=é", "x".repeat(40));
-        assert_eq!(fields.as_str(), expected);
-        let _ = write!(fields, " more=1");
-        assert_eq!(fields.as_str(), format!("{expected} more=1"));
     }
 }
