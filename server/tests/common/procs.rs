@@ -47,6 +47,31 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local_addr").port()
 }
 
+/// `n` consecutive free loopback ports, for a config numbering `${PORT}` from the
+/// first. Taken below the kernel's ephemeral range (where `free_port` and every
+/// connection's local port come from), so the ports after the first are not
+/// handed to another test in between; each is checked free.
+pub fn free_port_run(n: u16) -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    const LOW: u16 = 20_000;
+    const HIGH: u16 = 32_000;
+    let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
+    seed.write_u32(std::process::id());
+    let mut next = seed.finish();
+    for _ in 0..200 {
+        // Truncation is the point: a pseudo-random offset in the range.
+        #[allow(clippy::cast_possible_truncation)]
+        let start = LOW + (next % u64::from(HIGH - LOW - n)) as u16;
+        next = next.rotate_left(17).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let free =
+            (start..start + n).all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+        if free {
+            return start;
+        }
+    }
+    panic!("no run of {n} free ports in {LOW}..{HIGH}");
+}
+
 /// `(state, process group)` of `pid` from `/proc/<pid>/stat`, or `None` if there is
 /// no such process.
 fn stat(pid: u32) -> Option<(char, u32)> {

@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::support::{LIMIT, ServerEvents, config_yaml, free_port, model};
+use crate::support::{LIMIT, ServerEvents, config_yaml, free_port, free_port_run, model};
 
 /// A `llama-swap-server` process; its log (stdout after the `listening on`
 /// line, and stderr) is read all the time, so it never blocks on a full pipe,
@@ -261,7 +261,7 @@ fn numbered_yaml(start_port: u16, ids: &[&str]) -> String {
 async fn a_reload_adding_a_model_that_sorts_first_keeps_the_others_ports_and_processes() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
-    let start = free_port();
+    let start = free_port_run(3);
     let ports = [start, start + 1, start + 2];
     std::fs::write(&file, numbered_yaml(start, &["b", "c"])).unwrap();
     let mut server = Server::start(&file, &[]).await;

@@ -3,7 +3,9 @@
 
 #[path = "../common/procs.rs"]
 mod procs;
-pub use procs::{LIMIT, free_port, is_alive, mockswap_bin, processes_listening_on, wait_exit};
+pub use procs::{
+    LIMIT, free_port, free_port_run, is_alive, mockswap_bin, processes_listening_on, wait_exit,
+};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
