@@ -34,13 +34,13 @@ use crate::upstream::{LogLine, LogRing, LogStream, LogSubscription};
 
 #[cfg(feature = "cli")]
 mod fields;
-#[cfg(feature = "cli")]
 mod inline;
 #[cfg(feature = "cli")]
 mod layer;
 #[cfg(feature = "cli")]
 mod stdout;
 
+pub(crate) use self::inline::InlineText;
 #[cfg(feature = "cli")]
 pub use self::layer::{LogSettings, ProxyLogLayer, install};
 

@@ -1,12 +1,12 @@
-//! Short text made for every request (a span's fields) kept inline, so that
-//! it costs no allocation of its own.
+//! Short text made for every request (a span's fields, the path its access
+//! line names) kept inline, so that it costs no allocation of its own.
 
 use std::fmt;
 
 /// Text of up to `N` bytes (at most 255) kept inline; longer text moves to
 /// the heap.
 #[derive(Clone)]
-pub(super) enum InlineText<const N: usize> {
+pub(crate) enum InlineText<const N: usize> {
     /// The first `len` bytes of `bytes`.
     Inline { len: u8, bytes: [u8; N] },
     /// Text that outgrew the inline room.
@@ -21,7 +21,7 @@ impl<const N: usize> InlineText<N> {
     );
 
     /// Empty text.
-    pub(super) const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         let () = Self::FITS;
         Self::Inline {
             len: 0,
@@ -30,7 +30,7 @@ impl<const N: usize> InlineText<N> {
     }
 
     /// The text.
-    pub(super) fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             // Only whole `str`s are copied in, so the bytes are text.
             Self::Inline { len, bytes } => {
@@ -41,7 +41,7 @@ impl<const N: usize> InlineText<N> {
     }
 
     /// Appends `text`.
-    pub(super) fn push_str(&mut self, text: &str) {
+    pub(crate) fn push_str(&mut self, text: &str) {
         match self {
             Self::Inline { len, bytes } => {
                 let start = usize::from(*len);
