@@ -75,7 +75,13 @@ async fn upstream_crash_mid_stream_reports_an_error_and_next_request_restarts() 
     );
     assert!(!text.contains("finish_reason\":\"stop"), "{text}");
     // The crashed upstream is marked stopped (the supervisor reaps it and tells
-    // the router); the next request, sent at once, starts it again.
+    // the router); the next request, sent as soon as the process is gone (the
+    // router may not have heard yet: the proxy's refused connection hands the
+    // request back to it), starts it again. Sent while the process is still
+    // exiting, the request could reach its dying listener and get a 502.
+    if let Some(dying) = h.upstream_pid("a") {
+        crate::support::wait_exit(dying).await;
+    }
     let response = tokio::time::timeout(LIMIT, h.chat("a", None, false).send())
         .await
         .unwrap()
