@@ -27,10 +27,9 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use tokio::sync::Notify;
 
 use connector::{NoTls, TlsFailed, UpstreamConnector};
-use request_body::{ContinueLatch, ExpectGate, SentSignal};
+use request_body::{ContinueLatch, ExpectGate, Sent, SentSignal};
 
 pub use body::{BoxError, LeasedBody};
 pub use connector::{TimeoutPhase, TransportTimeout};
@@ -278,7 +277,7 @@ impl Proxy {
             Some((latch, wait)) => Body::new(ExpectGate::new(body, Arc::clone(latch), *wait)),
             None => body,
         };
-        let sent = Arc::new(Notify::new());
+        let sent = Arc::new(Sent::default());
         let body = match self.timeouts.response_header {
             Some(_) => Body::new(SentSignal::new(body, Arc::clone(&sent))),
             None => body,
@@ -303,10 +302,7 @@ impl Proxy {
                 tokio::select! {
                     biased;
                     answered = &mut pending => answered,
-                    () = async {
-                        sent.notified().await;
-                        tokio::time::sleep(after).await;
-                    } => {
+                    () = sent.elapsed(after) => {
                         tracing::warn!(%model, ?after, "upstream sent no response headers within timeouts.responseHeader");
                         return Err(SendError {
                             error: ProxyError::Timeout {

@@ -17,30 +17,58 @@ use tokio::time::Sleep;
 
 use super::BoxError;
 
-pin_project_lite::pin_project! {
-    /// Notifies once the connection has taken the whole body.
-    pub(crate) struct SentSignal<B> {
-        #[pin]
-        inner: B,
-        sent: Arc<Notify>,
-        fired: AtomicBool,
-    }
+/// When the connection took a request's whole body: set once, by [`SentSignal`].
+#[derive(Debug, Default)]
+pub(crate) struct Sent {
+    at: std::sync::OnceLock<tokio::time::Instant>,
+    notify: Notify,
 }
 
-impl<B: Body> SentSignal<B> {
-    pub(crate) fn new(inner: B, sent: Arc<Notify>) -> Self {
-        Self {
-            inner,
-            sent,
-            fired: AtomicBool::new(false),
+impl Sent {
+    fn fire(&self) {
+        if self.at.set(tokio::time::Instant::now()).is_ok() {
+            // A stored permit: a waiter may start waiting after this.
+            self.notify.notify_one();
+        }
+    }
+
+    /// Resolves once `after` has passed since the body was sent.
+    ///
+    /// The timer is armed at once and checked when it runs out, rather than
+    /// armed when the body is sent: a buffered body is sent at once, and this
+    /// way sending it wakes nobody (every proxied request passes here). When the
+    /// timer runs out first with the body still going, it waits for the body,
+    /// then for what is left of `after` past that moment.
+    pub(crate) async fn elapsed(&self, after: Duration) {
+        let mut deadline = tokio::time::Instant::now() + after;
+        loop {
+            tokio::time::sleep_until(deadline).await;
+            match self.at.get() {
+                Some(at) => {
+                    let due = *at + after;
+                    if due <= tokio::time::Instant::now() {
+                        return;
+                    }
+                    deadline = due;
+                }
+                None => self.notify.notified().await,
+            }
         }
     }
 }
 
-fn fire(fired: &AtomicBool, sent: &Notify) {
-    if !fired.swap(true, Ordering::AcqRel) {
-        // A stored permit: the waiter may start waiting after this.
-        sent.notify_one();
+pin_project_lite::pin_project! {
+    /// Records in [`Sent`] when the connection has taken the whole body.
+    pub(crate) struct SentSignal<B> {
+        #[pin]
+        inner: B,
+        sent: Arc<Sent>,
+    }
+}
+
+impl<B: Body> SentSignal<B> {
+    pub(crate) fn new(inner: B, sent: Arc<Sent>) -> Self {
+        Self { inner, sent }
     }
 }
 
@@ -59,7 +87,7 @@ where
         let this = self.project();
         let frame = ready!(this.inner.poll_frame(cx));
         if frame.is_none() {
-            fire(this.fired, this.sent);
+            this.sent.fire();
         }
         Poll::Ready(frame.map(|f| f.map_err(Into::into)))
     }
@@ -69,7 +97,7 @@ where
         // before polling at all for an empty body.
         let end = self.inner.is_end_stream();
         if end {
-            fire(&self.fired, &self.sent);
+            self.sent.fire();
         }
         end
     }
@@ -166,25 +194,59 @@ mod tests {
 
     #[tokio::test]
     async fn sent_signal_fires_after_the_last_frame() {
-        let sent = Arc::new(Notify::new());
+        let sent = Arc::new(Sent::default());
         let mut body = SentSignal::new(Full::new(Bytes::from_static(b"abc")), sent.clone());
         let frame = body.frame().await.unwrap().unwrap();
         assert_eq!(frame.into_data().unwrap(), "abc");
+        assert!(sent.at.get().is_none(), "fired before the body was taken");
         // Either the end poll or is_end_stream fires it; here the end poll.
         assert!(body.frame().await.is_none());
-        tokio::time::timeout(Duration::from_secs(5), sent.notified())
-            .await
-            .expect("no signal after the whole body was taken");
+        assert!(
+            sent.at.get().is_some(),
+            "no signal after the whole body was taken"
+        );
     }
 
     #[tokio::test]
     async fn sent_signal_fires_for_an_empty_body_without_a_poll() {
-        let sent = Arc::new(Notify::new());
+        let sent = Arc::new(Sent::default());
         let body = SentSignal::new(Empty::<Bytes>::new(), sent.clone());
         assert!(body.is_end_stream());
-        tokio::time::timeout(Duration::from_secs(5), sent.notified())
-            .await
-            .expect("no signal for an empty body");
+        assert!(sent.at.get().is_some(), "no signal for an empty body");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_time_runs_from_the_end_of_the_body_not_from_the_request() {
+        let sent = Arc::new(Sent::default());
+        let started = tokio::time::Instant::now();
+        let after = Duration::from_secs(10);
+        let timer = tokio::spawn({
+            let sent = sent.clone();
+            async move { sent.elapsed(after).await }
+        });
+        // The body takes 25 s to go out: longer than `after` itself.
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        assert!(
+            !timer.is_finished(),
+            "ran out while the body was still going"
+        );
+        sent.fire();
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert!(
+            !timer.is_finished(),
+            "ran out before `after` past the body's end"
+        );
+        timer.await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_sent_at_once_runs_out_after_exactly_after() {
+        let sent = Arc::new(Sent::default());
+        let started = tokio::time::Instant::now();
+        sent.fire();
+        sent.elapsed(Duration::from_secs(3)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]
