@@ -40,12 +40,12 @@ impl Sent {
     /// timer runs out first with the body still going, it waits for the body,
     /// then for what is left of `after` past that moment.
     pub(crate) async fn elapsed(&self, after: Duration) {
-        let mut deadline = tokio::time::Instant::now() + after;
+        let mut deadline = later(tokio::time::Instant::now(), after);
         loop {
             tokio::time::sleep_until(deadline).await;
             match self.at.get() {
                 Some(at) => {
-                    let due = *at + after;
+                    let due = later(*at, after);
                     if due <= tokio::time::Instant::now() {
                         return;
                     }
@@ -55,6 +55,13 @@ impl Sent {
             }
         }
     }
+}
+
+/// `from + after`, or about thirty years on when that does not fit (a
+/// configured timeout may be huge), like tokio's own `sleep`.
+fn later(from: tokio::time::Instant, after: Duration) -> tokio::time::Instant {
+    from.checked_add(after)
+        .unwrap_or_else(|| from + Duration::from_secs(86_400 * 365 * 30))
 }
 
 pin_project_lite::pin_project! {
@@ -238,6 +245,15 @@ mod tests {
         );
         timer.await.unwrap();
         assert_eq!(started.elapsed(), Duration::from_secs(35));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_too_large_for_the_clock_does_not_panic() {
+        let sent = Arc::new(Sent::default());
+        sent.fire();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(3600), sent.elapsed(Duration::MAX)).await;
+        assert!(waited.is_err(), "a Duration::MAX timeout ran out");
     }
 
     #[tokio::test(start_paused = true)]
