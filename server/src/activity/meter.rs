@@ -4,6 +4,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use axum::response::Response;
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
@@ -42,6 +43,17 @@ impl<B: Body> MeteredBody<B> {
 }
 
 /// Ends the record with what the scanner found.
+impl Tracked {
+    /// Moves the record into `response`'s body, where it ends when the body
+    /// ends (with the usage the body reported) or is dropped.
+    pub fn respond(mut self, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        self.answered(parts.status, crate::proxy::is_event_stream(&parts.headers));
+        let body = MeteredBody::new(body, &parts.headers, self);
+        Response::from_parts(parts, axum::body::Body::new(body))
+    }
+}
+
 fn end(tracked: &mut Option<Tracked>, scanner: Option<&mut UsageScanner>) {
     let Some(mut tracked) = tracked.take() else {
         return;

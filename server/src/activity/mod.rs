@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `mod` | [`Activity`]: the in-flight table, the finished ring, live feeds |
 //! | `tracked` | [`Tracked`]: one request's record, filled in as it goes, kept when it drops |
-//! | `meter` | [`MeteredBody`]: the response body that scans usage and ends the record |
+//! | `meter` | [`meter::MeteredBody`]: the response body that scans usage and ends the record |
 //! | `usage` | [`UsageScanner`]: `usage` / llama.cpp `timings` found in passing bytes |
 //!
 //! The cost on the proxy path, for a request whose id and path are short
@@ -38,6 +38,8 @@ use tokio::sync::{broadcast, watch};
 
 use crate::priority::Priority;
 
+// The unit tests and the activity bench build a metered body directly.
+#[cfg(any(test, feature = "bench"))]
 pub use meter::MeteredBody;
 pub use tracked::Tracked;
 pub use usage::{Usage, UsageScanner};

@@ -4,21 +4,20 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
-use axum::response::Response;
 use compact_str::CompactString;
 use http::StatusCode;
 use tokio::time::Instant;
 
 use crate::priority::Priority;
 
-use super::{Activity, Finished, InFlight, MeteredBody, Usage, millis};
+use super::{Activity, Finished, InFlight, Usage, millis};
 
 /// The record of one model request.
 ///
 /// Created by [`Activity::begin`] when the request's model is known; told when
 /// it is admitted, granted and answered; moved into the response body
-/// ([`super::MeteredBody`]) so that the record ends with the body. Dropping it
+/// ([`super::meter::MeteredBody`], which `Tracked::respond` wraps the response in) so that
+/// the record ends with the body. Dropping it
 /// ends the record: a request dropped before any answer is recorded as 499
 /// `client_closed`, one dropped mid-body keeps its status and gets
 /// `client_closed` unless it completed.
@@ -113,15 +112,6 @@ impl Tracked {
             queue_ms,
         };
         self.in_flight = Some(self.activity.enter(entry));
-    }
-
-    /// Moves the record into `response`'s body, where it ends when the body
-    /// ends (with the usage the body reported) or is dropped.
-    pub fn respond(mut self, response: Response) -> Response {
-        let (parts, body) = response.into_parts();
-        self.answered(parts.status, crate::proxy::is_event_stream(&parts.headers));
-        let body = MeteredBody::new(body, &parts.headers, self);
-        Response::from_parts(parts, Body::new(body))
     }
 
     /// The answer's status line is ready; `stream` for an event stream.

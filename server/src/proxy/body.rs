@@ -10,10 +10,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use super::{ProxyError, StreamErrorFrames};
-
-/// Errors a proxied body can yield.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use super::error::{BoxError, ProxyError, StreamErrorFrames};
 
 pin_project_lite::pin_project! {
     /// A response body that holds `lease` until the upstream body ends.

@@ -15,24 +15,9 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use super::BoxError;
+use super::error::{BoxError, TimeoutPhase};
 use super::timeouts::Timeouts;
 use super::tls::UpstreamTls;
-
-/// Which timeout ran out while reaching an upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TimeoutPhase {
-    /// `timeouts.connect`: the TCP connection.
-    #[error("timeouts.connect")]
-    Connect,
-    /// `timeouts.tlsHandshake`: the TLS handshake.
-    #[error("timeouts.tlsHandshake")]
-    TlsHandshake,
-    /// `timeouts.responseHeader`: the response headers.
-    #[error("timeouts.responseHeader")]
-    ResponseHeader,
-}
 
 /// A transport timeout, found in a request error's source chain.
 #[derive(Debug, Clone, Copy, thiserror::Error)]

@@ -2,6 +2,9 @@
 
 use bytes::Bytes;
 
+/// Errors a proxied body can yield.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A failure of the proxy, converted into the HTTP error by the API layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -34,7 +37,7 @@ pub enum ProxyError {
         /// The model ID.
         model: String,
         /// Which timeout.
-        phase: super::TimeoutPhase,
+        phase: TimeoutPhase,
         /// Its configured length.
         after: std::time::Duration,
     },
@@ -81,3 +84,18 @@ pub enum RequestBodyError {
 /// last frames of the stream (the HTTP layer's error envelope, then
 /// `data: [DONE]`). The proxy does not know the envelope; its owner passes this in.
 pub type StreamErrorFrames = fn(&ProxyError) -> Bytes;
+
+/// Which timeout ran out while reaching an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimeoutPhase {
+    /// `timeouts.connect`: the TCP connection.
+    #[error("timeouts.connect")]
+    Connect,
+    /// `timeouts.tlsHandshake`: the TLS handshake.
+    #[error("timeouts.tlsHandshake")]
+    TlsHandshake,
+    /// `timeouts.responseHeader`: the response headers.
+    #[error("timeouts.responseHeader")]
+    ResponseHeader,
+}

@@ -31,9 +31,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use connector::{NoTls, TlsFailed, UpstreamConnector};
 use request_body::{ContinueLatch, ExpectGate, Sent, SentSignal};
 
-pub use body::{BoxError, LeasedBody};
-pub use connector::{TimeoutPhase, TransportTimeout};
-pub use error::{ProxyError, RequestBodyError, StreamErrorFrames};
+pub use body::LeasedBody;
+pub use connector::TransportTimeout;
+pub use error::{BoxError, ProxyError, RequestBodyError, StreamErrorFrames, TimeoutPhase};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 pub use hops::{VIA_HEADER, came_through_here};
 pub use timeouts::{DEFAULT_RESPONSE_HEADER, Timeouts};
