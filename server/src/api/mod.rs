@@ -1,6 +1,18 @@
 //! The HTTP surface: model extraction, authentication, error envelopes and the
 //! endpoint handlers in front of the router.
 //!
+//! Three folders, in the order a request meets them:
+//!
+//! - `front`: the one layer every request passes (request id, access log,
+//!   CORS preflight, loop check, API keys and their failure limit);
+//! - `model`: the model request path (extract, rename, prepare, call; the
+//!   body limits, the loading stream, peers, websockets, ComfyUI, `/upstream`);
+//! - `manage`: the management surface (info, profiles, logs, events,
+//!   activity, metrics, the web UI).
+//!
+//! Beside them: `routes` (the endpoint table and the direct call of the model
+//! endpoints), `state` (what the handlers share) and `error` (the envelopes).
+//!
 //! Handlers hold no scheduling state: they parse the request, submit it to the
 //! [`RouterHandle`](crate::router::RouterHandle), wait for the grant and hand
 //! the request to the [`proxy`](crate::proxy) with the lease moved into the
@@ -21,7 +33,7 @@
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
-//! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`events.rs`) |
+//! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`manage/events/`) |
 //! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first (`activity::Finished`) |
 //! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
 //! | `GET /ui`, `/ui/...`, `/favicon.ico` | the web UI, embedded; deep links like `/ui/queue` load the page; without authentication |
@@ -40,7 +52,7 @@
 //! one credential at most (400 `multiple_credentials`), and an address that
 //! keeps presenting wrong keys is answered 429 `too_many_auth_failures` for a
 //! while ([`auth_limit`]). Every response
-//! carries an `X-Request-Id` (`request_id.rs`). Errors are
+//! carries an `X-Request-Id` (`front/request_id.rs`). Errors are
 //! [`ApiError`] envelopes (docs/ERRORS.md).
 //!
 //! # Websockets
@@ -48,42 +60,26 @@
 //! A websocket handshake on a model route (`/upstream/...`, `/comfyui/...`,
 //! `GET /props?model=...`) is proxied both ways and holds its model like a
 //! request until the socket closes, unless the model sets
-//! `compat.ignoreWebsockets` (`api/websockets.rs`).
+//! `compat.ignoreWebsockets` (`model/websockets.rs`).
 //!
 //! # Loading state
 //!
 //! With `sendLoadingState`, a streaming chat request that has to wait is
 //! answered at once with `200 text/event-stream` whose frames are chat-completion
-//! chunks marked with a top-level `llamaswap` object (`loading.rs`; docs/DESIGN.md).
+//! chunks marked with a top-level `llamaswap` object (`model/loading/`; docs/DESIGN.md).
 
-mod activity;
-mod auth;
-pub mod auth_limit;
-mod body;
-mod comfyui;
-mod dispatch;
 mod error;
-mod events;
-mod extract;
-mod info;
-mod layers;
-mod loading;
-mod logs;
-mod metrics;
-mod names;
-mod params;
-mod peer;
-mod request_id;
+mod front;
+mod manage;
+mod model;
 mod routes;
 mod state;
-mod ui;
-mod upstream_path;
-mod websockets;
 
 pub use crate::names::SelectError;
-pub use body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
 pub(crate) use error::{peer_stream_error_frames, stream_error_frames};
+pub use front::auth_limit;
+pub use model::body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub(crate) use routes::App;
 pub use routes::app;
 pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};

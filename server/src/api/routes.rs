@@ -2,29 +2,17 @@
 //! request passes: authentication, JSON errors for unknown paths and methods.
 
 use axum::Router;
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::Request;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, any, get, post, put};
 use http::{Method, Uri};
-use tokio::time::Instant;
 
-use super::activity;
-use super::auth::ApiKeys;
-use super::comfyui;
-use super::dispatch::{model_endpoint, upstream_endpoint};
 use super::error::ApiError;
-use super::events;
-use super::info;
-use super::layers;
-use super::logs;
-use super::metrics;
-use super::names;
+use super::front;
+use super::manage::{activity, events, info, logs, metrics, profiles, ui};
+use super::model::{comfyui, model_endpoint, upstream_endpoint};
 use super::state::AppState;
-use super::ui;
-use crate::priority::KeyIndex;
 
 /// POST endpoints whose model is in the JSON body or multipart form.
 const MODEL_POST: &[&str] = &[
@@ -62,7 +50,7 @@ const MODEL_POST: &[&str] = &[
 const MODEL_GET: &[&str] = &["/sdapi/v1/loras", "/props"];
 
 /// The application as a connection serves it: the model endpoints of
-/// [`MODEL_POST`] called directly behind [`layers::front_with`], everything
+/// [`MODEL_POST`] called directly behind [`front::front_with`], everything
 /// else through the axum router of [`app`].
 ///
 /// The direct call does what the router would (the same layer, the same
@@ -87,7 +75,7 @@ impl App {
     /// Serves `request`.
     pub(crate) async fn call(self, request: Request) -> Response {
         if request.method() == Method::POST && MODEL_POST.contains(&request.uri().path()) {
-            layers::front_with(self.state, request, |state, request| {
+            front::front_with(self.state, request, |state, request| {
                 model_endpoint(axum::extract::State(state), request)
             })
             .await
@@ -132,10 +120,10 @@ pub fn app(state: AppState) -> Router {
         .route("/", only(GET, get(info::root_redirect)))
         .route("/upstream", only(GET, get(info::upstream_redirect)))
         .route("/api/queue", only(GET, get(info::queue)))
-        .route("/api/profiles", only(GET, get(names::list_profiles)))
+        .route("/api/profiles", only(GET, get(profiles::list_profiles)))
         .route(
             "/api/profiles/active",
-            only(&["PUT"], put(names::set_active_profile)),
+            only(&["PUT"], put(profiles::set_active_profile)),
         )
         .route("/metrics", only(GET, get(metrics::metrics)))
         .route("/unload", only(GET, get(info::unload_all_text)))
@@ -160,7 +148,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found);
     // Request id, log, preflight, the loop check, then auth: one layer.
     router
-        .layer(middleware::from_fn_with_state(state.clone(), layers::front))
+        .layer(middleware::from_fn_with_state(state.clone(), front::front))
         .with_state(state)
 }
 
@@ -177,47 +165,6 @@ fn only(allow: &'static [&'static str], route: MethodRouter<AppState>) -> Method
         }
         .into_response()
     })
-}
-
-/// Paths llama-swap serves without an API key.
-const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
-
-/// True for the paths anyone may fetch: [`OPEN_PATHS`] and the UI's static
-/// files under `/ui` (which hold no data; the page sends the key with its API calls).
-fn is_open(path: &str) -> bool {
-    OPEN_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/")
-}
-
-/// Checks the API key (except on [open](is_open) paths) and removes it from
-/// the request; a refusal is the answer.
-pub(super) fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
-    if !state.inner.keys.is_enabled() || is_open(request.uri().path()) {
-        return Ok(());
-    }
-    let client = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|info| info.0.ip());
-    let limiter = &state.inner.auth_failures;
-    if let Some(ip) = client
-        && let Some(retry_after) = limiter.blocked(ip, Instant::now())
-    {
-        return Err(ApiError::TooManyAuthFailures { retry_after });
-    }
-    if let Err(error) = state.inner.keys.check(request.headers()) {
-        if let Some(ip) = client
-            && ApiKeys::presents_credentials(request.headers())
-        {
-            limiter.record_failure(ip, Instant::now());
-            tracing::info!(client = %ip, code = error.kind().code, "API key refused");
-        }
-        return Err(error);
-    }
-    if let Some(index) = state.inner.keys.matched(request.headers()) {
-        request.extensions_mut().insert(KeyIndex(index));
-    }
-    state.inner.keys.strip_credentials(request.headers_mut());
-    Ok(())
 }
 
 async fn not_found(request: Request) -> Response {

@@ -10,16 +10,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use super::auth::ApiKeys;
-use super::auth_limit::AuthLimiter;
-use super::body::{BodyBudget, BodyLimits, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT};
-use super::events::payload::SnapshotCache;
+use super::front::auth::ApiKeys;
+use super::front::auth_limit::AuthLimiter;
+use super::manage::events::SnapshotCache;
+use super::model::body::{BodyBudget, BodyLimits, DEFAULT_MAX_BODY_BYTES_IN_FLIGHT};
 use crate::activity::Activity;
 use crate::config::{Config, IgnorePaths};
 use crate::metrics::Metrics;
 use crate::priority::Trust;
 use crate::proxy::{Proxy, ProxyOptions, Timeouts, UpstreamTls};
-use crate::router::RouterHandle;
+use crate::router::{ModelState, RouterHandle};
 use crate::upstream::Supervisor;
 
 /// Default request body limit: large enough for audio uploads and long prompts.
@@ -325,6 +325,16 @@ impl AppState {
             latest = next;
         }
         latest.inner.models.get(id).cloned()
+    }
+
+    /// True when the router has model `id` ready (not starting, not stopping).
+    pub(crate) async fn model_ready(&self, id: &str) -> bool {
+        self.inner
+            .router
+            .running()
+            .await
+            .iter()
+            .any(|m| m.model == id && m.state == ModelState::Ready)
     }
 
     /// Starts draining: requests still waiting for a model answer 503

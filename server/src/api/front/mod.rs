@@ -1,21 +1,29 @@
 //! What every request passes before its endpoint, in one layer: the request
-//! id and its tracing span, the access log, CORS preflight, the loop check and
-//! authentication.
+//! id and its tracing span ([`request_id`]), the access log, CORS preflight,
+//! the loop check and authentication ([`auth`], with failed attempts limited
+//! per address by [`auth_limit`]).
 //!
 //! One layer rather than a stack of them: each `from_fn` layer costs every
 //! request a boxed future and a clone of the inner service, which a request
 //! waiting for its model (there may be thousands) keeps until it is answered.
 
-use axum::extract::{Request, State};
+pub(crate) mod auth;
+pub mod auth_limit;
+pub(crate) mod request_id;
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::request_id::{self, REQUEST_ID_HEADER};
-use super::state::AppState;
+use crate::api::error::ApiError;
+use crate::api::state::AppState;
 use crate::logging::InlineText;
+use request_id::REQUEST_ID_HEADER;
 
 /// The layer: assigns the request id, then, within the request's span,
 /// answers a preflight, refuses a loop, checks the API key, runs the
@@ -26,7 +34,7 @@ pub(crate) async fn front(State(state): State<AppState>, request: Request, next:
 
 /// [`front`] around `endpoint` instead of the rest of the router: the model
 /// endpoints are called this way without the router's own steps (see
-/// [`super::routes::App`]), with the same checks and the same log line.
+/// [`crate::api::routes::App`]), with the same checks and the same log line.
 pub(crate) async fn front_with<E, F>(state: AppState, mut request: Request, endpoint: E) -> Response
 where
     E: FnOnce(AppState, Request) -> F,
@@ -50,6 +58,15 @@ where
     response
 }
 
+/// The address of the client that sent `request` (`None` when the server was
+/// not told: a request built in a test, or a listener without it).
+pub(crate) fn client_ip(request: &Request) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip())
+}
+
 /// What the checks before the endpoint decided.
 enum Admission {
     /// On to the endpoint.
@@ -64,8 +81,7 @@ fn admit(state: &AppState, mut request: Request) -> Admission {
     if request.method() == Method::OPTIONS {
         return Admission::Answer(preflight(&request));
     }
-    let checked =
-        refuse_loops(&request).and_then(|()| super::routes::authenticate(state, &mut request));
+    let checked = refuse_loops(&request).and_then(|()| auth::authenticate(state, &mut request));
     match checked {
         Ok(()) => Admission::Pass(request),
         Err(refusal) => Admission::Answer(refusal.into_response()),
@@ -75,13 +91,13 @@ fn admit(state: &AppState, mut request: Request) -> Admission {
 /// Refuses (508 `proxy_loop`) a request this server itself sent to an
 /// upstream: the upstream address leads back here, and serving it would send
 /// it upstream again, without end.
-fn refuse_loops(request: &Request) -> Result<(), super::ApiError> {
+fn refuse_loops(request: &Request) -> Result<(), ApiError> {
     if crate::proxy::came_through_here(request.headers()) {
         tracing::warn!(
             path = request.uri().path(),
             "a request came back to this server through a model's upstream; refused"
         );
-        return Err(super::ApiError::ProxyLoop);
+        return Err(ApiError::ProxyLoop);
     }
     Ok(())
 }

@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
-use super::error::ApiError;
 use super::params::PathParam;
-use super::state::{AppState, ModelEntry};
+use crate::api::error::ApiError;
+use crate::api::state::{AppState, ModelEntry};
 use crate::router::ModelState;
 
 /// `GET /health` and `GET /wol-health`: open even when API keys are configured.
@@ -75,8 +75,8 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
             }
         }
     }
-    rows.extend(super::names::listing_rows(&state, &running, created));
-    rows.extend(super::peer::listing_rows(&state, created));
+    rows.extend(super::profiles::listing_rows(&state, &running, created));
+    rows.extend(peer_rows(&state, created));
     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let mut response = Json(json!({"object": "list", "data": rows})).into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -221,4 +221,27 @@ pub(crate) async fn unload_one(
         Ok(()) => "OK".into_response(),
         Err(error) => ApiError::from(error).into_response(),
     }
+}
+
+/// The `/v1/models` rows of peer models, as llama-swap lists them: every
+/// `<peer>/<model>`, named `<peer>: <model>`, always `unloaded` (this server
+/// does not know), with `meta.llamaswap` `{"type": "peer", "peerID"}`.
+fn peer_rows(state: &AppState, created: u64) -> Vec<serde_json::Value> {
+    let peers = &state.inner.peers;
+    peers
+        .routes()
+        .qualified()
+        .filter_map(|(name, index, model)| {
+            let peer = peers.get(index)?;
+            Some(serde_json::json!({
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "llama-swap",
+                "name": format!("{}: {model}", peer.config.id),
+                "status": {"value": "unloaded"},
+                "meta": {"llamaswap": {"type": "peer", "peerID": peer.config.id}},
+            }))
+        })
+        .collect()
 }

@@ -5,7 +5,7 @@ use axum::extract::{FromRequestParts, Path, Query};
 use http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
+use crate::api::error::ApiError;
 
 /// A path parameter (`{model}`, `{*model}`) as a string; percent-decoding to
 /// invalid UTF-8 is 400 `invalid_path`.

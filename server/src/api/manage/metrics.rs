@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
 
-use super::state::AppState;
+use crate::api::state::AppState;
 use crate::metrics::CONTENT_TYPE;
 
 /// `GET /metrics`.

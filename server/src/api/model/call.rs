@@ -1,274 +1,28 @@
-//! Requests that go to a model: the body/query-model endpoints and
-//! `/upstream/<model>/<path>`.
-//!
-//! Both paths parse `X-Priority` once into a [`Priority`] (trust caps applied),
-//! submit to the router, wait for the grant (or stream the loading state while
-//! waiting), then forward through the proxy with the lease moved into the
-//! response body.
+//! Calling the model with a prepared request: its priority, the router's
+//! grant (its fast path, or a ticket to wait on, streaming the loading state
+//! when asked), then the proxy, with the lease moved into the response body.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::response::{IntoResponse, Redirect, Response};
-use http::{Method, header};
-use hyper::upgrade::OnUpgrade;
-use percent_encoding::percent_decode_str;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
-use super::body::{GuardedBody, declared_length, read_body};
-use super::error::{ApiError, NotLoadedReason};
-use super::extract::RequestModel;
 use super::loading::{LoadingTarget, Progress, loading_response};
-use super::names::{hold_until_body_ends, rename, rename_upstream};
-use super::peer::{self, BodyRequest, PeerForward};
-use super::request_id::REQUEST_ID_HEADER;
-use super::state::{AppState, ModelEntry};
-use super::upstream_path::split_upstream_path;
-use super::websockets::{self, take_websocket};
+use super::names::hold_until_body_ends;
+use super::peer;
+use super::prepare::{Forward, Prepared};
+use super::websockets;
 use crate::activity::Tracked;
+use crate::api::error::ApiError;
+use crate::api::front::request_id;
+use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
-use crate::names::Reservation;
-use crate::peers::{PeerRoute, qualified_name};
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
-use crate::proxy::{Outbound, OutboundBody, SendError};
-use crate::router::{Lease, ModelState, Submit, Ticket, WaitStatus};
-
-/// The path prefix of the loading-state-capable endpoint.
-const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
-
-/// A model-dispatched endpoint: the model comes from the body, form or query.
-pub(crate) async fn model_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    let call = Call::begin(&state, &request);
-    let prepared = by_body(&state, request).await;
-    call.run(state, prepared).await
-}
-
-/// `/upstream/<model>/<path>`: the longest model prefix of the path; the body
-/// streams through unread.
-pub(crate) async fn upstream_endpoint(State(state): State<AppState>, request: Request) -> Response {
-    let call = Call::begin(&state, &request);
-    let prepared = by_path(&state, request).await;
-    call.run(state, prepared).await
-}
-
-/// What a model endpoint found in a request before scheduling it.
-pub(super) enum Prepared {
-    /// A request for a local model, ready to be sent once granted (boxed: it
-    /// moves through several futures and may wait long).
-    Forward(Box<Forward>),
-    /// A request for a peer model, forwarded without scheduling.
-    Peer(Box<PeerForward>),
-    /// Not a model request after all (a redirect): answered as is.
-    Answer(Response),
-}
-
-/// A request for a local model, ready to be sent once granted.
-pub(super) struct Forward {
-    model: Arc<ModelEntry>,
-    outbound: Outbound,
-    /// Stream the loading state while it waits.
-    loading: bool,
-    /// A selector's hold on the chosen target, kept until the response ends.
-    hold: Option<Reservation>,
-    /// The selector that chose the model, for the activity record.
-    selector: Option<String>,
-    /// The client's side of a websocket handshake.
-    upgrade: Option<OnUpgrade>,
-}
-
-impl Forward {
-    /// Moves the request out of its box, freeing the box.
-    fn unboxed(forward: Box<Self>) -> Self {
-        *forward
-    }
-}
-
-async fn by_body(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
-    refuse_when_draining(state)?;
-    let client_ip = client_ip(&request);
-    let (mut parts, body) = request.into_parts();
-    let bytes = read_body(&parts.headers, body, &state.inner.body_limits).await?;
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
-    let upgrade = take_websocket(&mut parts);
-    let renamed = rename(state, &found.name).await?;
-    let Some(model) = local_model(state, &renamed.name) else {
-        let route =
-            state
-                .inner
-                .peers
-                .resolve(&renamed.name)
-                .ok_or_else(|| ApiError::ModelNotFound {
-                    model: renamed.name.clone(),
-                })?;
-        let path = forward_path(parts.uri.path()).to_owned();
-        let request = BodyRequest {
-            parts,
-            found,
-            bytes,
-            renamed,
-            path,
-            upgrade,
-        };
-        // Boxed: the rare path's state would otherwise enlarge every request's.
-        let forward = Box::pin(peer::by_body(state, route, request)).await?;
-        return Ok(Prepared::Peer(Box::new(forward)));
-    };
-    // A pinned or selected name goes upstream in place of the client's.
-    let upstream_name = model
-        .use_model_name
-        .as_deref()
-        .or(renamed.changed.then_some(renamed.name.as_str()));
-    let bytes = match upstream_name {
-        Some(name) => found.rewrite(bytes, name),
-        None => bytes,
-    };
-    // Body filters see the name asked for (after profiles and selectors):
-    // `setParamsByID` keys on it.
-    let bytes = if found.json_body {
-        model
-            .filters
-            .apply(&renamed.name, bytes)
-            .map_err(|source| ApiError::FilterFailed {
-                model: model.id.clone(),
-                source,
-            })?
-    } else {
-        bytes
-    };
-    let path = forward_path(parts.uri.path());
-    let loading = model.send_loading_state
-        && found.stream
-        && upgrade.is_none()
-        && path.starts_with(CHAT_COMPLETIONS);
-    let path_and_query = with_query(path, parts.uri.query());
-    // Credentials were checked and removed by the auth layer.
-    let headers = parts.headers;
-    let outbound = Outbound {
-        method: parts.method,
-        path_and_query,
-        headers,
-        body: OutboundBody::Buffered(bytes),
-        client_ip,
-        body_limit: state.inner.max_body_bytes,
-        websocket: upgrade.is_some(),
-        set_headers: http::HeaderMap::new(),
-    };
-    Ok(Prepared::Forward(Box::new(Forward {
-        model,
-        outbound,
-        loading,
-        hold: renamed.hold,
-        selector: renamed.selector,
-        upgrade,
-    })))
-}
-
-async fn by_path(state: &AppState, request: Request) -> Result<Prepared, ApiError> {
-    refuse_when_draining(state)?;
-    let client_ip = client_ip(&request);
-    let (parts, body) = request.into_parts();
-    let (model, rest) = {
-        let path = parts.uri.path();
-        let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
-        let tail = tail.as_ref();
-        let router = &state.inner.router;
-        let peers = &state.inner.peers;
-        let target = split_upstream_path(tail, |name| {
-            router
-                .resolve(name)
-                .or_else(|| peers.resolve(name).map(|route| route_name(state, route)))
-        })
-        .ok_or_else(|| ApiError::ModelNotFound {
-            model: tail.split('/').next().unwrap_or_default().to_owned(),
-        })?;
-        if target.rest.is_empty() {
-            // `/upstream/<model>` → `/upstream/<model>/`, like a directory.
-            let location = with_query(&format!("/upstream/{}/", target.prefix), parts.uri.query());
-            let redirect = Redirect::permanent(&location).into_response();
-            return Ok(Prepared::Answer(with_status_for_method(
-                redirect,
-                &parts.method,
-            )));
-        }
-        let Some(model) = local_model(state, &target.model) else {
-            let route = peers
-                .resolve(&target.model)
-                .ok_or_else(|| ApiError::ModelNotFound {
-                    model: target.model.clone(),
-                })?;
-            let rest = target.rest.to_owned();
-            let forward = Box::pin(peer::by_path(state, route, parts, body, &rest)).await?;
-            return Ok(Prepared::Peer(Box::new(forward)));
-        };
-        // Static assets a browser asks for must not start (or swap in) a model.
-        if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
-            && state.inner.ignore_paths.matches(&rest)
-            && !model_ready(state, &model.id).await
-        {
-            return Err(ApiError::NotLoaded {
-                model: model.id.clone(),
-                why: NotLoadedReason::IgnoredPath,
-            });
-        }
-        (model, target.rest.to_owned())
-    };
-    passthrough(state, parts, body, model, &rest, client_ip)
-}
-
-/// A request forwarded with its path after the model's prefix (`rest`, still
-/// percent-encoded as the client sent it) and its body streamed through
-/// unread: `/upstream/<model>/...` and `/comfyui/...`.
-pub(super) fn passthrough(
-    state: &AppState,
-    mut parts: http::request::Parts,
-    body: Body,
-    model: Arc<ModelEntry>,
-    rest: &str,
-    client_ip: Option<std::net::IpAddr>,
-) -> Result<Prepared, ApiError> {
-    let limits = &state.inner.body_limits;
-    let limit = limits.max_bytes;
-    if declared_length(&parts.headers).is_some_and(|len| len > limit) {
-        return Err(ApiError::BodyTooLarge { limit });
-    }
-    let upgrade = take_websocket(&mut parts);
-    let stream = parts.uri.query().is_some_and(|q| {
-        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "stream" && v == "true")
-    });
-    let loading = model.send_loading_state
-        && stream
-        && upgrade.is_none()
-        && rest.starts_with(CHAT_COMPLETIONS);
-    let path_and_query = with_query(rest, parts.uri.query());
-    // Credentials were checked and removed by the auth layer.
-    let headers = parts.headers;
-    let outbound = Outbound {
-        method: parts.method,
-        path_and_query,
-        headers,
-        body: OutboundBody::Streaming(Body::new(GuardedBody::new(body, limits))),
-        client_ip,
-        body_limit: state.inner.max_body_bytes,
-        websocket: upgrade.is_some(),
-        set_headers: http::HeaderMap::new(),
-    };
-    Ok(Prepared::Forward(Box::new(Forward {
-        model,
-        outbound,
-        loading,
-        hold: None,
-        selector: None,
-        upgrade,
-    })))
-}
+use crate::proxy::{Outbound, SendError};
+use crate::router::{Lease, Submit, Ticket, WaitStatus};
 
 /// One model request from its arrival: its priority, parsed once, and the
 /// record of how it ends.
@@ -445,13 +199,7 @@ impl Call {
         }
         let target = LoadingTarget {
             model: model.id.clone(),
-            request_id: pending
-                .outbound
-                .headers
-                .get(REQUEST_ID_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned(),
+            request_id: request_id::of(&pending.outbound.headers).to_owned(),
         };
         Ok(Queued::Loading(target, status, ticket))
     }
@@ -534,11 +282,7 @@ fn begin_activity(
     outbound: &Outbound,
     priority: Priority,
 ) -> Tracked {
-    let request_id = outbound
-        .headers
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let request_id = request_id::of(&outbound.headers);
     state
         .inner
         .activity
@@ -634,17 +378,6 @@ async fn forward_granted(
     }
 }
 
-/// True when the router has `model` ready (not starting, not stopping).
-pub(crate) async fn model_ready(state: &AppState, model: &str) -> bool {
-    state
-        .inner
-        .router
-        .running()
-        .await
-        .iter()
-        .any(|m| m.model == model && m.state == ModelState::Ready)
-}
-
 /// After a reload, waits until the previous configuration's upstreams are gone.
 async fn wait_for_gate(state: &AppState) -> Result<(), ApiError> {
     let Some(gate) = &state.inner.gate else {
@@ -684,82 +417,10 @@ fn describe(status: &WaitStatus) -> Option<Progress> {
     }
 }
 
-pub(super) fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
-    if state.inner.draining.is_cancelled() {
-        Err(ApiError::ShuttingDown)
-    } else {
-        Ok(())
-    }
-}
-
-/// The local model `name` (an ID or alias) names; local names win over peers.
-fn local_model(state: &AppState, name: &str) -> Option<Arc<ModelEntry>> {
-    state
-        .inner
-        .router
-        .resolve(name)
-        .and_then(|id| state.inner.models.get(&id).cloned())
-}
-
-/// The name a peer route goes by (`peer/model`, or a pool's bare name).
-fn route_name(state: &AppState, route: PeerRoute<'_>) -> String {
-    match route {
-        PeerRoute::Peer { peer, model } => state
-            .inner
-            .peers
-            .get(peer)
-            .map_or_else(String::new, |p| qualified_name(&p.config.id, model)),
-        PeerRoute::Pool { model, .. } => model.to_owned(),
-    }
-}
-
-pub(super) fn client_ip(request: &Request) -> Option<std::net::IpAddr> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip())
-}
-
-/// The path sent upstream: llama-swap's versionless `/v/...` aliases and the
-/// `/audioapi` prefix are stripped.
-fn forward_path(path: &str) -> &str {
-    if let Some(rest) = path.strip_prefix("/v/") {
-        // "/v/chat/completions" → "/chat/completions"
-        &path[path.len() - rest.len() - 1..]
-    } else if let Some(rest) = path.strip_prefix("/audioapi") {
-        rest
-    } else {
-        path
-    }
-}
-
-pub(super) fn with_query(path: &str, query: Option<&str>) -> String {
-    match query {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_owned(),
-    }
-}
-
-/// 301 for GET/HEAD, 308 for other methods (so the method and body are kept).
-pub(super) fn with_status_for_method(mut response: Response, method: &Method) -> Response {
-    *response.status_mut() = if matches!(*method, Method::GET | Method::HEAD) {
-        http::StatusCode::MOVED_PERMANENTLY
-    } else {
-        http::StatusCode::PERMANENT_REDIRECT
-    };
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versionless_and_audioapi_prefixes_are_stripped() {
-        assert_eq!(forward_path("/v/chat/completions"), "/chat/completions");
-        assert_eq!(forward_path("/audioapi/v1/tasks/run"), "/v1/tasks/run");
-        assert_eq!(forward_path("/v1/chat/completions"), "/v1/chat/completions");
-    }
+    use http::header;
 
     #[test]
     fn detached_headers_keep_every_value_but_not_the_parse_buffer() {

@@ -29,6 +29,9 @@
 //! diffing compares whole rows, so nothing else needs to change.
 
 pub(crate) mod payload;
+mod snapshot;
+
+pub(crate) use snapshot::SnapshotCache;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -43,8 +46,8 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
-use super::state::AppState;
 use crate::activity::Feed;
+use crate::api::state::AppState;
 use crate::upstream::LogLine;
 
 /// Shortest time between two snapshots for one subscriber.

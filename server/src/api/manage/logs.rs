@@ -16,9 +16,9 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::error::ApiError;
 use super::params::{PathParam, QueryParams};
-use super::state::AppState;
+use crate::api::error::ApiError;
+use crate::api::state::AppState;
 use crate::logging::PROXY_LOG_ID;
 use crate::upstream::LogLine;
 

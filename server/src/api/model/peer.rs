@@ -25,12 +25,12 @@ use hyper::upgrade::OnUpgrade;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 use super::body::{GuardedBody, declared_length};
-use super::error::ApiError;
 use super::extract::RequestModel;
 use super::names::Renamed;
-use super::request_id::REQUEST_ID_HEADER;
-use super::state::AppState;
 use super::websockets::take_websocket;
+use crate::api::error::ApiError;
+use crate::api::front::request_id;
+use crate::api::state::AppState;
 use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
 use crate::peers::{PeerRoute, Picked, qualified_name};
@@ -259,17 +259,12 @@ pub(super) async fn serve(
     let name = qualified_name(id, &picked.model);
     // Counted until the response body ends, so a drain waits for it.
     let token = state.track();
-    let request_id = outbound
-        .headers
-        .get(REQUEST_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = request_id::of(&outbound.headers);
     let mut tracked =
         state
             .inner
             .activity
-            .begin(&name, &outbound.path_and_query, &request_id, priority);
+            .begin(&name, &outbound.path_and_query, request_id, priority);
     if priority.is_capped() {
         state.inner.metrics.capped();
     }
@@ -321,29 +316,6 @@ pub(super) async fn serve(
             Err(error)
         }
     }
-}
-
-/// The `/v1/models` rows of peer models, as llama-swap lists them: every
-/// `<peer>/<model>`, named `<peer>: <model>`, always `unloaded` (this server
-/// does not know), with `meta.llamaswap` `{"type": "peer", "peerID"}`.
-pub(super) fn listing_rows(state: &AppState, created: u64) -> Vec<serde_json::Value> {
-    let peers = &state.inner.peers;
-    peers
-        .routes()
-        .qualified()
-        .filter_map(|(name, index, model)| {
-            let peer = peers.get(index)?;
-            Some(serde_json::json!({
-                "id": name,
-                "object": "model",
-                "created": created,
-                "owned_by": "llama-swap",
-                "name": format!("{}: {model}", peer.config.id),
-                "status": {"value": "unloaded"},
-                "meta": {"llamaswap": {"type": "peer", "peerID": peer.config.id}},
-            }))
-        })
-        .collect()
 }
 
 #[cfg(test)]

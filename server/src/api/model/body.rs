@@ -23,10 +23,10 @@ use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 
-use super::error::ApiError;
+use crate::api::error::ApiError;
 use crate::proxy::RequestBodyError;
 
-/// Default of [`HttpOptions::max_body_bytes_in_flight`](super::HttpOptions).
+/// Default of [`HttpOptions::max_body_bytes_in_flight`](crate::api::HttpOptions).
 pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
 
 /// Largest buffer reserved up front from a declared `Content-Length`: a client

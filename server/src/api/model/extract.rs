@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::error::ApiError;
+use crate::api::error::ApiError;
 
 /// The model a request names and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]

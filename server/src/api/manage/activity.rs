@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use serde_json::json;
 
-use super::error::ApiError;
-use super::state::AppState;
 use crate::activity::Finished;
+use crate::api::error::ApiError;
+use crate::api::state::AppState;
 use crate::priority::{HeaderPriority, KeyIndex};
 use crate::router::Submit;
 

@@ -14,7 +14,7 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
-use super::error::ApiError;
+use crate::api::error::ApiError;
 
 /// One embedded file.
 struct Asset {

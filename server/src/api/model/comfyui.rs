@@ -11,12 +11,13 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::{Method, Uri};
 
-use super::dispatch::{
-    Call, Prepared, client_ip, model_ready, passthrough, refuse_when_draining, with_query,
-    with_status_for_method,
+use super::call::Call;
+use super::prepare::{
+    Prepared, passthrough, refuse_when_draining, with_query, with_status_for_method,
 };
-use super::error::{ApiError, NotLoadedReason};
-use super::state::AppState;
+use crate::api::error::{ApiError, NotLoadedReason};
+use crate::api::front::client_ip;
+use crate::api::state::AppState;
 use crate::config::COMFYUI_MODEL_ID;
 
 /// The prefix stripped before forwarding.
@@ -55,7 +56,7 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         .filter(|rest| rest.starts_with('/'))
         .unwrap_or("/")
         .to_owned();
-    if rest != "/" && !model_ready(state, &model.id).await {
+    if rest != "/" && !state.model_ready(&model.id).await {
         return Err(ApiError::NotLoaded {
             model: model.id.clone(),
             why: NotLoadedReason::ComfyUiPath,

@@ -102,6 +102,14 @@ pub(crate) fn assign(request: &mut Request) -> RequestId {
     }
 }
 
+/// The id [`assign`] put in `headers` (empty when none was assigned).
+pub(crate) fn of(headers: &http::HeaderMap) -> &str {
+    headers
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use super::error::ApiError;
+use crate::api::error::ApiError;
 
 /// How often a `.` keeps the stream (and the user) alive while nothing changes.
 const TICK: Duration = Duration::from_secs(1);

@@ -20,9 +20,8 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use hyper::upgrade::OnUpgrade;
 
-use super::dispatch::model_ready;
-use super::error::{ApiError, NotLoadedReason};
-use super::state::{AppState, ModelEntry};
+use crate::api::error::{ApiError, NotLoadedReason};
+use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
 use crate::proxy::{Outbound, is_websocket_upgrade, splice};
 
@@ -62,7 +61,7 @@ pub(super) async fn serve_ignored(
 ) -> Response {
     // The model may stop right after this check; the socket then closes with
     // it, which is what ignoring websockets trades for never blocking a swap.
-    if !model_ready(&state, &model.id).await {
+    if !state.model_ready(&model.id).await {
         let error = ApiError::NotLoaded {
             model: model.id.clone(),
             why: NotLoadedReason::IgnoredWebsocket,

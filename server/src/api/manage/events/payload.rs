@@ -2,16 +2,15 @@
 //! and activity snapshots, and the SSE framing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::json;
-use tokio::time::Instant;
 
+use super::snapshot::RouterSnapshot;
 use crate::activity::InFlight;
 use crate::api::state::AppState;
-use crate::router::{ModelState, QueueEntry, RouterHandle, RunningModel};
+use crate::router::ModelState;
 use crate::upstream::{LogLine, LogStream};
 
 /// Queue rows sent per `queue` event; `total` says how many there are.
@@ -23,43 +22,6 @@ pub(super) fn frame(kind: &str, data: &impl Serialize) -> Bytes {
     let data = serde_json::to_string(data).unwrap_or_else(|_| "null".to_owned());
     let envelope = json!({ "type": kind, "data": data });
     Bytes::from(format!("event: message\ndata: {envelope}\n\n"))
-}
-
-/// The router's view at one generation, shared by every subscriber.
-#[derive(Debug)]
-pub(crate) struct RouterSnapshot {
-    pub(super) queue: Vec<QueueEntry>,
-    pub(super) running: Vec<RunningModel>,
-    /// When it was taken: waits are reported as of the moment they are sent.
-    pub(super) taken: Instant,
-}
-
-/// One coalesced router snapshot for all subscribers: however many browsers
-/// watch, a change costs the router one `queue` and one `running` call.
-#[derive(Debug, Default)]
-pub(crate) struct SnapshotCache {
-    latest: tokio::sync::Mutex<Option<(u64, Arc<RouterSnapshot>)>>,
-}
-
-impl SnapshotCache {
-    /// A snapshot at least as new as generation `seen`.
-    pub(super) async fn at_least(&self, seen: u64, router: &RouterHandle) -> Arc<RouterSnapshot> {
-        let mut latest = self.latest.lock().await;
-        if let Some((generation, snapshot)) = latest.as_ref()
-            && *generation >= seen
-        {
-            return Arc::clone(snapshot);
-        }
-        // Read before the calls: the snapshot is at least this new.
-        let generation = *router.changes().borrow();
-        let snapshot = Arc::new(RouterSnapshot {
-            queue: router.queue().await,
-            running: router.running().await,
-            taken: Instant::now(),
-        });
-        *latest = Some((generation, Arc::clone(&snapshot)));
-        snapshot
-    }
 }
 
 /// A model as the `modelStatus` event shows it (llama-swap's fields, plus
