@@ -16,13 +16,8 @@ use std::fmt;
 use base64::Engine as _;
 use http::{HeaderMap, header};
 
-use axum::extract::Request;
-use tokio::time::Instant;
-
 use crate::api::error::ApiError;
-use crate::api::state::AppState;
 use crate::config::constant_time_eq;
-use crate::priority::KeyIndex;
 
 /// The header some clients (Anthropic SDKs) use for the key.
 const X_API_KEY: &str = "x-api-key";
@@ -151,44 +146,6 @@ fn candidates(headers: &HeaderMap) -> Vec<Vec<u8>> {
         out.push(value.as_bytes().trim_ascii().to_vec());
     }
     out
-}
-
-/// Paths llama-swap serves without an API key.
-const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
-
-/// True for the paths anyone may fetch: [`OPEN_PATHS`] and the UI's static
-/// files under `/ui` (which hold no data; the page sends the key with its API calls).
-fn is_open(path: &str) -> bool {
-    OPEN_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/")
-}
-
-/// Checks the API key (except on [open](is_open) paths) and removes it from
-/// the request; a refusal is the answer.
-pub(crate) fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
-    if !state.inner.keys.is_enabled() || is_open(request.uri().path()) {
-        return Ok(());
-    }
-    let client = super::client_ip(request);
-    let limiter = &state.inner.auth_failures;
-    if let Some(ip) = client
-        && let Some(retry_after) = limiter.blocked(ip, Instant::now())
-    {
-        return Err(ApiError::TooManyAuthFailures { retry_after });
-    }
-    if let Err(error) = state.inner.keys.check(request.headers()) {
-        if let Some(ip) = client
-            && ApiKeys::presents_credentials(request.headers())
-        {
-            limiter.record_failure(ip, Instant::now());
-            tracing::info!(client = %ip, code = error.kind().code, "API key refused");
-        }
-        return Err(error);
-    }
-    if let Some(index) = state.inner.keys.matched(request.headers()) {
-        request.extensions_mut().insert(KeyIndex(index));
-    }
-    state.inner.keys.strip_credentials(request.headers_mut());
-    Ok(())
 }
 
 #[cfg(test)]

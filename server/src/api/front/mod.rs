@@ -23,6 +23,8 @@ use tracing::Instrument;
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
 use crate::logging::InlineText;
+use crate::priority::KeyIndex;
+use auth::ApiKeys;
 use request_id::REQUEST_ID_HEADER;
 
 /// The layer: assigns the request id, then, within the request's span,
@@ -81,11 +83,49 @@ fn admit(state: &AppState, mut request: Request) -> Admission {
     if request.method() == Method::OPTIONS {
         return Admission::Answer(preflight(&request));
     }
-    let checked = refuse_loops(&request).and_then(|()| auth::authenticate(state, &mut request));
+    let checked = refuse_loops(&request).and_then(|()| authenticate(state, &mut request));
     match checked {
         Ok(()) => Admission::Pass(request),
         Err(refusal) => Admission::Answer(refusal.into_response()),
     }
+}
+
+/// Paths llama-swap serves without an API key.
+const OPEN_PATHS: &[&str] = &["/health", "/wol-health", "/", "/favicon.ico"];
+
+/// True for the paths anyone may fetch: [`OPEN_PATHS`] and the UI's static
+/// files under `/ui` (which hold no data; the page sends the key with its API calls).
+fn is_open(path: &str) -> bool {
+    OPEN_PATHS.contains(&path) || path == "/ui" || path.starts_with("/ui/")
+}
+
+/// Checks the API key (except on [open](is_open) paths) and removes it from
+/// the request; a refusal is the answer.
+fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
+    if !state.inner.keys.is_enabled() || is_open(request.uri().path()) {
+        return Ok(());
+    }
+    let client = client_ip(request);
+    let limiter = &state.inner.auth_failures;
+    if let Some(ip) = client
+        && let Some(retry_after) = limiter.blocked(ip, Instant::now())
+    {
+        return Err(ApiError::TooManyAuthFailures { retry_after });
+    }
+    if let Err(error) = state.inner.keys.check(request.headers()) {
+        if let Some(ip) = client
+            && ApiKeys::presents_credentials(request.headers())
+        {
+            limiter.record_failure(ip, Instant::now());
+            tracing::info!(client = %ip, code = error.kind().code, "API key refused");
+        }
+        return Err(error);
+    }
+    if let Some(index) = state.inner.keys.matched(request.headers()) {
+        request.extensions_mut().insert(KeyIndex(index));
+    }
+    state.inner.keys.strip_credentials(request.headers_mut());
+    Ok(())
 }
 
 /// Refuses (508 `proxy_loop`) a request this server itself sent to an
