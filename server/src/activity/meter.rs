@@ -9,62 +9,205 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
+use super::decode::{Decoder, Encoding};
 use super::{Tracked, UsageScanner};
+
+/// Bytes of a failed answer's body kept to find its error message in.
+const ERROR_BODY: usize = 64 * 1024;
+
+/// Longest `error_msg` kept (llama-swap's bound), in characters.
+const ERROR_MSG: usize = 500;
 
 pin_project_lite::pin_project! {
     /// A body that ends `tracked` when it ends (or is dropped).
     pub struct MeteredBody<B> {
         #[pin]
         inner: B,
-        scanner: Option<UsageScanner>,
+        watch: Watch,
         tracked: Option<Tracked>,
+    }
+}
+
+/// What is read from the bytes as they pass.
+#[derive(Debug, Default)]
+struct Watch {
+    scanner: Option<UsageScanner>,
+    /// Set for an encoded body: the scanner (and the error body) see its
+    /// decoded bytes.
+    decoder: Option<Decoder>,
+    /// The start of a failed answer's body (decoded), for its error message.
+    error_body: Option<Vec<u8>>,
+    /// The status, for an error message made of it.
+    status: u16,
+}
+
+impl Watch {
+    fn feed(&mut self, data: &[u8], last: bool) {
+        let Self {
+            scanner,
+            decoder,
+            error_body,
+            ..
+        } = self;
+        if let Some(decoder) = decoder {
+            let mut sink = |plain: &[u8]| see(scanner.as_mut(), error_body.as_mut(), plain, false);
+            decoder.feed(data, &mut sink);
+            if last {
+                decoder.finish(&mut sink);
+            }
+            return;
+        }
+        see(scanner.as_mut(), error_body.as_mut(), data, last);
+    }
+}
+
+fn see(
+    scanner: Option<&mut UsageScanner>,
+    error_body: Option<&mut Vec<u8>>,
+    plain: &[u8],
+    last: bool,
+) {
+    if let Some(scanner) = scanner {
+        if last {
+            scanner.feed_last(plain);
+        } else {
+            scanner.feed(plain);
+        }
+    }
+    if let Some(kept) = error_body {
+        let room = ERROR_BODY.saturating_sub(kept.len());
+        kept.extend_from_slice(&plain[..plain.len().min(room)]);
     }
 }
 
 impl<B: Body> MeteredBody<B> {
     /// Wraps the body of a response whose `headers` say what it carries: event
-    /// streams and JSON are scanned for usage, anything else only timed.
+    /// streams and JSON are scanned for usage (decoded first when they come
+    /// gzip-, deflate-, br- or zstd-encoded), anything else only timed; a
+    /// failed answer's error message is read from its body.
     pub fn new(inner: B, headers: &HeaderMap, tracked: Tracked) -> Self {
         let scan = headers
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(is_scanned);
+        let status = tracked.status();
+        let failed = status >= 400;
+        let decoder = if scan || failed {
+            match Encoding::of(headers) {
+                Ok(encoding) => encoding.map(Decoder::new),
+                Err(why) => {
+                    tracing::debug!(%why, "response body not scanned");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let undecodable = headers.contains_key(http::header::CONTENT_ENCODING) && decoder.is_none();
         let mut body = Self {
-            scanner: scan.then(UsageScanner::new),
+            watch: Watch {
+                scanner: (scan && !undecodable).then(UsageScanner::new),
+                decoder,
+                error_body: (failed && !undecodable).then(Vec::new),
+                status,
+            },
             tracked: Some(tracked),
             inner,
         };
         // Nothing will be polled from an empty body.
         if body.inner.is_end_stream() {
-            end(&mut body.tracked, body.scanner.as_mut());
+            end(&mut body.tracked, &mut body.watch);
         }
         body
     }
 }
 
-/// Ends the record with what the scanner found.
 impl Tracked {
     /// Moves the record into `response`'s body, where it ends when the body
     /// ends (with the usage the body reported) or is dropped.
     pub fn respond(mut self, response: Response) -> Response {
         let (parts, body) = response.into_parts();
         self.answered(parts.status, crate::proxy::is_event_stream(&parts.headers));
+        if let Some(value) = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+        {
+            self.content_type(value);
+        }
         let body = MeteredBody::new(body, &parts.headers, self);
         Response::from_parts(parts, axum::body::Body::new(body))
     }
 }
 
-fn end(tracked: &mut Option<Tracked>, scanner: Option<&mut UsageScanner>) {
+/// Ends the record with what was read from the body.
+fn end(tracked: &mut Option<Tracked>, watch: &mut Watch) {
     let Some(mut tracked) = tracked.take() else {
         return;
     };
-    let (usage, error) = scanner
+    if let Some(decoder) = watch.decoder.as_mut() {
+        // A body that ended without its last frame being marked so.
+        let Watch {
+            scanner,
+            error_body,
+            ..
+        } = watch;
+        decoder
+            .finish(&mut |plain: &[u8]| see(scanner.as_mut(), error_body.as_mut(), plain, false));
+    }
+    let (usage, error) = watch
+        .scanner
+        .as_mut()
         .map(|s| (s.finish(), s.saw_error()))
         .unwrap_or_default();
+    if let Some(failure) = watch.decoder.as_ref().and_then(Decoder::failure) {
+        tracked.error_message(failure.into());
+    }
+    if let Some(kept) = watch.error_body.take() {
+        tracked.error_message(error_message(watch.status, &kept));
+    }
     if error {
         tracked.broke();
     }
     tracked.completed(usage);
+}
+
+/// A failed answer's message, as llama-swap finds it: the first string of
+/// `error.message`, `error`, `message` or `detail` in a JSON body, else the
+/// status and its reason.
+fn error_message(status: u16, body: &[u8]) -> Box<str> {
+    let found = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| {
+            [
+                json.pointer("/error/message"),
+                json.get("error"),
+                json.get("message"),
+                json.get("detail"),
+            ]
+            .into_iter()
+            .flatten()
+            .find_map(|v| {
+                v.as_str()
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+            })
+        });
+    match found {
+        Some(message) if message.chars().count() > ERROR_MSG => {
+            let cut: String = message.chars().take(ERROR_MSG).collect();
+            format!("{cut}...").into()
+        }
+        Some(message) => message.into(),
+        None => match http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+        {
+            Some(reason) => format!("{status} {reason}").into(),
+            None => format!("HTTP {status}").into(),
+        },
+    }
 }
 
 fn is_scanned(content_type: &str) -> bool {
@@ -95,12 +238,8 @@ where
             Some(Ok(frame)) => {
                 // A server may stop polling once the body says it has ended.
                 let last = this.inner.is_end_stream() || this.inner.size_hint().exact() == Some(0);
-                if let (Some(scanner), Some(data)) = (this.scanner.as_mut(), frame.data_ref()) {
-                    if last {
-                        scanner.feed_last(data);
-                    } else {
-                        scanner.feed(data);
-                    }
+                if let Some(data) = frame.data_ref() {
+                    this.watch.feed(data, last);
                 }
                 last
             }
@@ -113,7 +252,7 @@ where
             None => true,
         };
         if ended {
-            end(this.tracked, this.scanner.as_mut());
+            end(this.tracked, this.watch);
         }
         Poll::Ready(polled)
     }
@@ -129,7 +268,30 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::is_scanned;
+    use super::{error_message, is_scanned};
+
+    #[test]
+    fn error_messages_are_found_where_llama_swap_looks() {
+        let cases: [(&[u8], &str); 6] = [
+            (
+                br#"{"error":{"message":"model exploded","type":"x"}}"#,
+                "model exploded",
+            ),
+            (br#"{"error":"plain string"}"#, "plain string"),
+            (br#"{"message":"top-level"}"#, "top-level"),
+            (br#"{"detail":"fastapi style"}"#, "fastapi style"),
+            (b"<html>bad gateway</html>", "502 Bad Gateway"),
+            (br#"{"error":{"message":"   "}}"#, "502 Bad Gateway"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(&*error_message(502, body), expected);
+        }
+        let long = format!(r#"{{"error":"{}"}}"#, "é".repeat(600));
+        let message = error_message(500, long.as_bytes());
+        assert_eq!(message.chars().count(), 503);
+        assert!(message.ends_with("..."));
+        assert_eq!(&*error_message(599, b""), "HTTP 599");
+    }
 
     #[test]
     fn json_and_event_streams_are_scanned_whatever_their_case_and_parameters() {

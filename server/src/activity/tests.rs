@@ -125,7 +125,7 @@ async fn a_request_dropped_while_waiting_is_recorded_as_client_closed() {
     drop(tracked);
     let row = &activity.recent(1)[0];
     assert_eq!(row.status, 499);
-    assert_eq!(row.error, Some("client_closed"));
+    assert_eq!(row.error.as_deref(), Some("client_closed"));
     assert_eq!(row.queue_ms, None);
 }
 
@@ -144,7 +144,10 @@ async fn a_body_dropped_midway_keeps_its_status_and_says_the_client_left() {
     drop(body);
     drop(tx);
     let row = &activity.recent(1)[0];
-    assert_eq!((row.status, row.error), (200, Some("client_closed")));
+    assert_eq!(
+        (row.status, row.error.as_deref()),
+        (200, Some("client_closed"))
+    );
     assert!(activity.in_flight().is_empty());
 }
 
@@ -155,7 +158,10 @@ async fn a_proxy_error_is_recorded_with_its_code() {
     tracked.failed(StatusCode::TOO_MANY_REQUESTS, "queue_full");
     drop(tracked);
     let row = &activity.recent(1)[0];
-    assert_eq!((row.status, row.error), (429, Some("queue_full")));
+    assert_eq!(
+        (row.status, row.error.as_deref()),
+        (429, Some("queue_full"))
+    );
 }
 
 #[tokio::test]
@@ -173,7 +179,7 @@ async fn an_error_frame_in_a_stream_marks_the_request_failed() {
     );
     body.collect().await.unwrap();
     let row = &activity.recent(1)[0];
-    assert_eq!(row.error, Some("upstream_failed"));
+    assert_eq!(row.error.as_deref(), Some("upstream_failed"));
 }
 
 #[tokio::test]
@@ -372,34 +378,155 @@ async fn rows_are_fed_in_the_order_of_their_ids() {
 }
 
 #[test]
-fn rows_serialize_with_stable_field_names() {
+fn rows_serialize_as_llama_swap_rows_with_our_fields_beside() {
     let row = Finished {
-        id: 1,
+        id: 7,
         request_id: "r".into(),
+        time_ms: 1_796_194_093_607,
         model: "m".into(),
+        path: "/v1/chat/completions".into(),
         status: 200,
+        content_type: Some("application/json".into()),
+        effective_priority: Some(10),
+        capped_priority: 10,
+        requested_priority: 20,
+        prompt_tokens: Some(12),
+        cached_tokens: Some(4),
+        tokens_per_second: Some(50.5),
+        selector: Some("fast".into()),
+        api_key: Some("ci".into()),
+        session_id: Some("s-1".into()),
         ..Finished::default()
     };
     let json = serde_json::to_value(&row).unwrap();
-    for key in [
-        "id",
-        "request_id",
-        "seq",
-        "time_ms",
-        "model",
-        "path",
-        "requested_priority",
-        "capped_priority",
-        "effective_priority",
-        "status",
-        "error",
-        "queue_ms",
-        "duration_ms",
-        "stream",
-        "prompt_tokens",
-        "completion_tokens",
-        "tokens_per_second",
-    ] {
-        assert!(json.get(key).is_some(), "{key} missing from {json}");
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "id": 7,
+            "timestamp": "2026-12-02T06:48:13.607Z",
+            "model": "m",
+            "req_path": "/v1/chat/completions",
+            "resp_content_type": "application/json",
+            "resp_status_code": 200,
+            "tokens": {
+                "cache_tokens": 4, "draft_tokens": -1, "draft_acc_tokens": -1,
+                "input_tokens": 12, "output_tokens": 0,
+                "prompt_per_second": -1.0, "tokens_per_second": 50.5
+            },
+            "duration_ms": 0,
+            "has_capture": false,
+            "metadata": {"fifo_priority": "10", "selector": "fast"},
+            "request_id": "r",
+            "seq": null,
+            "requested_priority": 20,
+            "capped_priority": 10,
+            "effective_priority": 10,
+            "queue_ms": null,
+            "stream": false,
+            "error": null,
+            "api_key": "ci",
+            "session_id": "s-1"
+        })
+    );
+}
+
+fn encoded(encoding: &str, text: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    match encoding {
+        "gzip" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        }
+        "deflate" => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        }
+        "zstd" => zstd::bulk::compress(text, 1).unwrap(),
+        "br" => super::decode::tests::brotli_stored(text),
+        other => panic!("{other}"),
     }
+}
+
+#[tokio::test]
+async fn usage_of_an_encoded_body_is_counted_and_the_client_gets_the_bytes_unchanged() {
+    let text = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":21,\"completion_tokens\":8,\"prompt_tokens_details\":{\"cached_tokens\":5}}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    for encoding in ["gzip", "deflate", "br", "zstd"] {
+        let activity = Arc::new(Activity::new(10));
+        let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
+        tracked.granted();
+        tracked.answered(StatusCode::OK, true);
+        let bytes = encoded(encoding, text.as_bytes());
+        let chunks: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = bytes
+            .chunks(5)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        let mut headers = sse_headers();
+        headers.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_str(encoding).unwrap(),
+        );
+        let body = MeteredBody::new(
+            StreamBody::new(futures_util::stream::iter(chunks)),
+            &headers,
+            tracked,
+        );
+        let sent = body.collect().await.unwrap().to_bytes();
+        assert_eq!(sent, bytes, "{encoding}: the client's bytes changed");
+        let row = &activity.recent(1)[0];
+        assert_eq!(
+            (row.prompt_tokens, row.completion_tokens, row.cached_tokens),
+            (Some(21), Some(8), Some(5)),
+            "{encoding}"
+        );
+        assert_eq!(row.error_msg, None, "{encoding}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_answer_keeps_the_upstreams_error_message() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.granted();
+    tracked.answered(StatusCode::BAD_REQUEST, false);
+    let body = encoded(
+        "gzip",
+        br#"{"error":{"message":"context too long","code":400}}"#,
+    );
+    let mut headers = json_headers();
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    let body = MeteredBody::new(Full::new(Bytes::from(body)), &headers, tracked);
+    body.collect().await.unwrap();
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.status, 400);
+    assert_eq!(row.error_msg.as_deref(), Some("context too long"));
+}
+
+#[tokio::test]
+async fn a_corrupt_encoded_body_is_recorded_as_undecodable() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.granted();
+    tracked.answered(StatusCode::OK, false);
+    let mut headers = json_headers();
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    let body = MeteredBody::new(
+        Full::new(Bytes::from_static(b"plain, not gzip")),
+        &headers,
+        tracked,
+    );
+    body.collect().await.unwrap();
+    let row = &activity.recent(1)[0];
+    assert!(
+        row.error_msg
+            .as_deref()
+            .is_some_and(|m| m.contains("decoding failed")),
+        "{:?}",
+        row.error_msg
+    );
 }

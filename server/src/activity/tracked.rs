@@ -1,6 +1,7 @@
 //! One request's activity record, filled in as the request goes and kept
 //! (in the finished ring) when it is dropped.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -32,6 +33,8 @@ pub struct Tracked {
     in_flight: Option<u64>,
     answered: bool,
     completed: bool,
+    /// The upstream's own time for the request, when it said.
+    upstream_ms: Option<u64>,
 }
 
 impl Tracked {
@@ -56,14 +59,7 @@ impl Tracked {
                 capped_priority: priority.capped(),
                 effective_priority: None,
                 status: 0,
-                error: None,
-                queue_ms: None,
-                duration_ms: 0,
-                stream: false,
-                prompt_tokens: None,
-                completion_tokens: None,
-                tokens_per_second: None,
-                selector: None,
+                ..Finished::default()
             },
             arrived: Instant::now(),
             admitted: None,
@@ -71,6 +67,7 @@ impl Tracked {
             in_flight: None,
             answered: false,
             completed: false,
+            upstream_ms: None,
         }
     }
 
@@ -114,6 +111,21 @@ impl Tracked {
         self.in_flight = Some(self.activity.enter(entry));
     }
 
+    /// The name of the API key the request came with (never the key itself).
+    pub fn api_key(&mut self, name: Arc<str>) {
+        self.row.api_key = Some(name);
+    }
+
+    /// The session the client named (`ui.activity.session_id`'s headers).
+    pub fn session(&mut self, id: &str) {
+        self.row.session_id = Some(CompactString::new(id));
+    }
+
+    /// The response's content type, shared between rows.
+    pub(super) fn content_type(&mut self, value: &str) {
+        self.row.content_type = Some(self.activity.shared(value));
+    }
+
     /// The answer's status line is ready; `stream` for an event stream.
     pub fn answered(&mut self, status: StatusCode, stream: bool) {
         self.row.status = status.as_u16();
@@ -124,22 +136,40 @@ impl Tracked {
     /// The proxy answered an error of its own (`code` from docs/ERRORS.md).
     pub fn failed(&mut self, status: StatusCode, code: &'static str) {
         self.row.status = status.as_u16();
-        self.row.error = Some(code);
+        self.row.error = Some(Cow::Borrowed(code));
         self.answered = true;
         self.completed = true;
     }
 
     /// The upstream's body failed after the status was sent.
     pub(super) fn broke(&mut self) {
-        self.row.error.get_or_insert("upstream_failed");
+        self.row
+            .error
+            .get_or_insert(Cow::Borrowed("upstream_failed"));
         self.completed = true;
+    }
+
+    /// The status answered so far (0 before any).
+    pub(super) fn status(&self) -> u16 {
+        self.row.status
+    }
+
+    /// What went wrong, in words (llama-swap's `error_msg`).
+    pub(super) fn error_message(&mut self, message: Box<str>) {
+        self.row.error_msg.get_or_insert(message);
     }
 
     /// The body ended normally; `usage` is what the upstream reported in it.
     pub(super) fn completed(&mut self, usage: Usage) {
         self.completed = true;
-        self.row.prompt_tokens = usage.prompt_tokens;
-        self.row.completion_tokens = usage.completion_tokens;
+        self.upstream_ms = usage.upstream_ms;
+        let row = &mut self.row;
+        row.prompt_tokens = usage.prompt_tokens;
+        row.completion_tokens = usage.completion_tokens;
+        row.cached_tokens = usage.cached_tokens;
+        row.draft_tokens = usage.draft_tokens;
+        row.draft_accepted = usage.draft_accepted;
+        row.prompt_per_second = usage.prompt_per_second;
         self.row.tokens_per_second = usage.tokens_per_second.or_else(|| {
             let tokens = usage.completion_tokens?;
             let since = self.granted?;
@@ -164,9 +194,9 @@ impl Drop for Tracked {
             self.row.status = 499;
         }
         if !self.completed {
-            self.row.error.get_or_insert("client_closed");
+            self.row.error.get_or_insert(Cow::Borrowed("client_closed"));
         }
-        self.row.duration_ms = millis(self.arrived.elapsed());
+        self.row.duration_ms = millis(self.arrived.elapsed()).max(self.upstream_ms.unwrap_or(0));
         let row = &mut self.row;
         // Every other field is a copy; the model is shared (not the default
         // `Arc<str>`, which is not promised to be free).
@@ -175,6 +205,11 @@ impl Drop for Tracked {
             model: Arc::clone(&row.model),
             path: std::mem::take(&mut row.path),
             selector: row.selector.take(),
+            content_type: row.content_type.take(),
+            error: row.error.take(),
+            error_msg: row.error_msg.take(),
+            api_key: row.api_key.take(),
+            session_id: row.session_id.take(),
             ..*row
         };
         self.activity.finish(row);

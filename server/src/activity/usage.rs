@@ -1,12 +1,25 @@
 //! Token counts as upstreams report them, read from response bytes as they pass.
 //!
-//! OpenAI-style `usage` objects (chat, completions, embeddings, and the nested
-//! `response.usage` / `message.usage` of the Responses and Anthropic APIs) and
-//! llama.cpp's `timings` are found by key wherever they appear on a line, in a
-//! JSON body or in SSE `data:` lines. Only complete lines are parsed, and only
-//! lines that mention one of the keys; a line longer than [`MAX_LINE`] is not
-//! kept whole (its pieces are still scanned), so memory stays bounded whatever
-//! the upstream sends.
+//! Every format llama-swap reads is read here, wherever it appears on a line
+//! of a JSON body or of SSE `data:` lines:
+//!
+//! - OpenAI-style `usage` objects (chat, completions, embeddings, and the
+//!   nested `response.usage` / `message.usage` of the Responses and Anthropic
+//!   APIs): `prompt_tokens`/`input_tokens`, `completion_tokens`/`output_tokens`,
+//!   and the cached prompt tokens (`prompt_tokens_details.cached_tokens`,
+//!   `input_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`);
+//! - llama.cpp's `timings`: `prompt_n`, `predicted_n`, `cache_n`, the two
+//!   speeds, `prompt_ms` + `predicted_ms`, and the speculative decoding counts
+//!   `draft_n` / `draft_n_accepted`; its counts win over `usage`'s, as in
+//!   llama-swap;
+//! - vLLM's per-request `metrics`: `speculative_decoding.num_draft_tokens` /
+//!   `num_accepted_draft_tokens` (both or neither), `time_to_first_token_ms`
+//!   (the prompt speed, over the prompt tokens not cached) and `mean_itl_ms`
+//!   (the generation speed).
+//!
+//! Only complete lines are parsed, and only lines that mention one of the
+//! keys; a line longer than [`MAX_LINE`] is not kept whole (its pieces are
+//! still scanned), so memory stays bounded whatever the upstream sends.
 
 use std::sync::LazyLock;
 
@@ -18,6 +31,7 @@ pub const MAX_LINE: usize = 256 * 1024;
 
 const USAGE: &[u8] = b"\"usage\"";
 const TIMINGS: &[u8] = b"\"timings\"";
+const METRICS: &[u8] = b"\"metrics\"";
 /// An error envelope sent in place of (or in the middle of) a stream.
 const ERROR: &[u8] = b"{\"error\"";
 
@@ -27,6 +41,8 @@ static USAGE_FINDER: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(USAGE));
 static TIMINGS_FINDER: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(TIMINGS));
+static METRICS_FINDER: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(METRICS));
 static ERROR_FINDER: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(ERROR));
 
@@ -38,10 +54,25 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     /// Tokens generated (`completion_tokens`, `output_tokens`, llama.cpp `predicted_n`).
     pub completion_tokens: Option<u64>,
-    /// Generation speed measured by the upstream (llama.cpp `predicted_per_second`).
+    /// Prompt tokens served from the upstream's cache (`cached_tokens`,
+    /// `cache_read_input_tokens`, llama.cpp `cache_n`).
+    pub cached_tokens: Option<u64>,
+    /// Tokens drafted by speculative decoding (llama.cpp `draft_n`, vLLM
+    /// `num_draft_tokens`).
+    pub draft_tokens: Option<u64>,
+    /// Drafted tokens the model accepted (llama.cpp `draft_n_accepted`, vLLM
+    /// `num_accepted_draft_tokens`).
+    pub draft_accepted: Option<u64>,
+    /// Generation speed measured by the upstream (llama.cpp
+    /// `predicted_per_second`, or 1000 / vLLM `mean_itl_ms`).
     pub tokens_per_second: Option<f64>,
-    /// Prompt processing speed measured by the upstream (llama.cpp `prompt_per_second`).
+    /// Prompt processing speed measured by the upstream (llama.cpp
+    /// `prompt_per_second`, or vLLM's uncached prompt tokens over
+    /// `time_to_first_token_ms`).
     pub prompt_per_second: Option<f64>,
+    /// The upstream's own time for the request (llama.cpp `prompt_ms` +
+    /// `predicted_ms`), in milliseconds.
+    pub upstream_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -50,14 +81,48 @@ struct UsageJson {
     completion_tokens: Option<u64>,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    prompt_tokens_details: Option<CachedJson>,
+    input_tokens_details: Option<CachedJson>,
+}
+
+#[derive(Deserialize)]
+struct CachedJson {
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct TimingsJson {
     prompt_n: Option<u64>,
     predicted_n: Option<u64>,
+    cache_n: Option<u64>,
     prompt_per_second: Option<f64>,
     predicted_per_second: Option<f64>,
+    prompt_ms: Option<f64>,
+    predicted_ms: Option<f64>,
+    draft_n: Option<u64>,
+    draft_n_accepted: Option<u64>,
+}
+
+/// vLLM's per-request `metrics` object.
+#[derive(Deserialize)]
+struct MetricsJson {
+    speculative_decoding: Option<SpeculativeJson>,
+    time_to_first_token_ms: Option<f64>,
+    mean_itl_ms: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct SpeculativeJson {
+    num_draft_tokens: Option<u64>,
+    num_accepted_draft_tokens: Option<u64>,
+}
+
+/// vLLM's timing figures, applied once the token counts are all known.
+#[derive(Debug, Clone, Copy, Default)]
+struct VllmTimes {
+    first_token_ms: Option<f64>,
+    mean_itl_ms: Option<f64>,
 }
 
 /// Reads [`Usage`] out of a response body fed chunk by chunk.
@@ -69,6 +134,7 @@ pub struct UsageScanner {
     /// until its end.
     overlong: bool,
     usage: Usage,
+    vllm: VllmTimes,
     error: bool,
 }
 
@@ -146,7 +212,20 @@ impl UsageScanner {
             let last = std::mem::take(&mut self.carry);
             self.scan_line(&last);
         }
-        self.usage
+        let mut usage = self.usage;
+        // Speeds from vLLM's times, computed once every count is known.
+        if let Some(ms) = self.vllm.first_token_ms.filter(|ms| *ms > 0.0) {
+            let prompt = usage.prompt_tokens.unwrap_or(0);
+            let uncached = prompt.saturating_sub(usage.cached_tokens.unwrap_or(0));
+            // Token counts are far below 2^53.
+            #[allow(clippy::cast_precision_loss)]
+            let uncached = uncached as f64;
+            usage.prompt_per_second = Some(uncached / (ms / 1000.0));
+        }
+        if let Some(ms) = self.vllm.mean_itl_ms.filter(|ms| *ms > 0.0) {
+            usage.tokens_per_second = Some(1000.0 / ms);
+        }
+        usage
     }
 
     /// True when a line carried an error envelope (`data: {"error": ...}`),
@@ -167,27 +246,93 @@ impl UsageScanner {
         }
         for start in values_after(line, &USAGE_FINDER) {
             if let Some(Some(u)) = parse_one::<Option<UsageJson>>(&line[start..]) {
-                let prompt = u.prompt_tokens.or(u.input_tokens);
-                let completion = u.completion_tokens.or(u.output_tokens);
-                self.usage.prompt_tokens = prompt.or(self.usage.prompt_tokens);
-                self.usage.completion_tokens = completion.or(self.usage.completion_tokens);
+                self.usage_object(&u);
             }
         }
         for start in values_after(line, &TIMINGS_FINDER) {
             if let Some(Some(t)) = parse_one::<Option<TimingsJson>>(&line[start..]) {
-                let u = &mut self.usage;
-                u.prompt_tokens = t.prompt_n.or(u.prompt_tokens);
-                u.completion_tokens = t.predicted_n.or(u.completion_tokens);
-                u.prompt_per_second = t.prompt_per_second.or(u.prompt_per_second);
-                u.tokens_per_second = t.predicted_per_second.or(u.tokens_per_second);
+                self.timings(&t);
             }
         }
+        for start in values_after(line, &METRICS_FINDER) {
+            if let Some(Some(m)) = parse_one::<Option<MetricsJson>>(&line[start..]) {
+                self.vllm_metrics(&m);
+            }
+        }
+    }
+
+    /// An OpenAI or Anthropic `usage` object. A count of 0 does not replace
+    /// one already seen: Anthropic's closing `message_delta` may repeat the
+    /// input as 0 after `message_start` gave it.
+    fn usage_object(&mut self, u: &UsageJson) {
+        let usage = &mut self.usage;
+        merge_count(&mut usage.prompt_tokens, u.prompt_tokens.or(u.input_tokens));
+        merge_count(
+            &mut usage.completion_tokens,
+            u.completion_tokens.or(u.output_tokens),
+        );
+        let cached = u
+            .cache_read_input_tokens
+            .or_else(|| u.input_tokens_details.as_ref()?.cached_tokens)
+            .or_else(|| u.prompt_tokens_details.as_ref()?.cached_tokens);
+        if cached.is_some() {
+            usage.cached_tokens = cached;
+        }
+    }
+
+    /// llama.cpp's `timings`: its counts replace what `usage` said.
+    fn timings(&mut self, t: &TimingsJson) {
+        let u = &mut self.usage;
+        u.prompt_tokens = t.prompt_n.or(u.prompt_tokens);
+        u.completion_tokens = t.predicted_n.or(u.completion_tokens);
+        u.cached_tokens = t.cache_n.or(u.cached_tokens);
+        u.prompt_per_second = t.prompt_per_second.or(u.prompt_per_second);
+        u.tokens_per_second = t.predicted_per_second.or(u.tokens_per_second);
+        if t.prompt_ms.is_some() || t.predicted_ms.is_some() {
+            let ms = t.prompt_ms.unwrap_or(0.0) + t.predicted_ms.unwrap_or(0.0);
+            // Saturating float-to-int cast; durations are far below u64::MAX ms.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let ms = ms.max(0.0) as u64;
+            u.upstream_ms = Some(ms);
+        }
+        if let (Some(drafted), Some(accepted)) = (t.draft_n, t.draft_n_accepted) {
+            u.draft_tokens = Some(drafted);
+            u.draft_accepted = Some(accepted);
+        }
+    }
+
+    /// vLLM's `metrics`: the draft counts only when both are given, so an
+    /// acceptance rate is never made of half an object.
+    fn vllm_metrics(&mut self, m: &MetricsJson) {
+        if let Some(spec) = &m.speculative_decoding
+            && let (Some(drafted), Some(accepted)) =
+                (spec.num_draft_tokens, spec.num_accepted_draft_tokens)
+        {
+            self.usage.draft_tokens = Some(drafted);
+            self.usage.draft_accepted = Some(accepted);
+        }
+        if m.time_to_first_token_ms.is_some() {
+            self.vllm.first_token_ms = m.time_to_first_token_ms;
+        }
+        if m.mean_itl_ms.is_some() {
+            self.vllm.mean_itl_ms = m.mean_itl_ms;
+        }
+    }
+}
+
+/// A later count replaces an earlier one unless it is 0.
+fn merge_count(slot: &mut Option<u64>, new: Option<u64>) {
+    match new {
+        Some(0) if slot.is_some() => {}
+        Some(n) => *slot = Some(n),
+        None => {}
     }
 }
 
 fn mentions_a_key(bytes: &[u8]) -> bool {
     USAGE_FINDER.find(bytes).is_some()
         || TIMINGS_FINDER.find(bytes).is_some()
+        || METRICS_FINDER.find(bytes).is_some()
         || ERROR_FINDER.find(bytes).is_some()
 }
 
@@ -290,6 +435,78 @@ mod tests {
             (usage.prompt_tokens, usage.completion_tokens),
             (Some(3), Some(4))
         );
+    }
+
+    #[test]
+    fn openai_cached_prompt_tokens_are_read() {
+        let body = br#"{"usage":{"prompt_tokens":100,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":80}}}"#;
+        let usage = scan(&[body]);
+        assert_eq!(
+            (
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens
+            ),
+            (Some(100), Some(5), Some(80))
+        );
+        let responses = br#"data: {"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":1,"input_tokens_details":{"cached_tokens":4}}}}"#;
+        assert_eq!(scan(&[responses]).cached_tokens, Some(4));
+    }
+
+    #[test]
+    fn anthropic_cache_reads_are_cached_tokens_and_a_closing_zero_keeps_the_input() {
+        let stream = concat!(
+            "event: message_start\n",
+            "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"cache_read_input_tokens\":7,\"output_tokens\":1}}}\n\n",
+            "event: message_delta\n",
+            "data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":0,\"output_tokens\":25}}\n\n",
+        );
+        let usage = scan(&[stream.as_bytes()]);
+        assert_eq!(
+            (
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens
+            ),
+            (Some(11), Some(25), Some(7))
+        );
+    }
+
+    #[test]
+    fn llama_cpp_timings_give_cache_draft_speeds_and_time() {
+        let frame = br#"data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1},"timings":{"cache_n":30,"prompt_n":12,"prompt_ms":40.5,"prompt_per_second":296.3,"predicted_n":64,"predicted_ms":1000.2,"predicted_per_second":63.98,"draft_n":40,"draft_n_accepted":31}}"#;
+        let usage = scan(&[frame, b"\n\n"]);
+        assert_eq!(usage.prompt_tokens, Some(12), "timings win over usage");
+        assert_eq!(usage.completion_tokens, Some(64));
+        assert_eq!(usage.cached_tokens, Some(30));
+        assert_eq!(
+            (usage.draft_tokens, usage.draft_accepted),
+            (Some(40), Some(31))
+        );
+        assert_eq!(usage.prompt_per_second, Some(296.3));
+        assert_eq!(usage.tokens_per_second, Some(63.98));
+        assert_eq!(usage.upstream_ms, Some(1040));
+    }
+
+    #[test]
+    fn a_half_draft_count_is_not_kept() {
+        let usage = scan(&[br#"{"timings":{"predicted_n":3,"draft_n":9}}"#]);
+        assert_eq!((usage.draft_tokens, usage.draft_accepted), (None, None));
+        let usage = scan(&[br#"{"metrics":{"speculative_decoding":{"num_draft_tokens":9}}}"#]);
+        assert_eq!((usage.draft_tokens, usage.draft_accepted), (None, None));
+    }
+
+    #[test]
+    fn vllm_metrics_give_draft_counts_and_speeds() {
+        let body = br#"{"usage":{"prompt_tokens":120,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":20}},"metrics":{"speculative_decoding":{"num_draft_tokens":30,"num_accepted_draft_tokens":21},"time_to_first_token_ms":200.0,"mean_itl_ms":20.0}}"#;
+        let usage = scan(&[body]);
+        assert_eq!(
+            (usage.draft_tokens, usage.draft_accepted),
+            (Some(30), Some(21))
+        );
+        // (120 - 20) uncached prompt tokens in 0.2 s; one token per 20 ms.
+        assert_eq!(usage.prompt_per_second, Some(500.0));
+        assert_eq!(usage.tokens_per_second, Some(50.0));
     }
 
     #[test]

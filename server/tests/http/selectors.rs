@@ -240,7 +240,7 @@ async fn activity_records_name_the_selector_that_chose_the_model() {
         .await;
     let rows = body["activity"].as_array().unwrap();
     let by_model = |m: &str| rows.iter().find(|r| r["model"] == m).unwrap();
-    assert_eq!(by_model("b")["selector"], "public");
+    assert_eq!(by_model("b")["metadata"]["selector"], "public");
     assert!(by_model("a").get("selector").is_none());
     h.shutdown().await;
 }

@@ -236,7 +236,7 @@ async fn events_follow_a_swap_the_queue_and_finished_requests_live() {
     assert_eq!(waiting.await.unwrap().0, 200);
     let first = events.until("activity", |_| true).await;
     assert_eq!(first["model"], "a");
-    assert_eq!(first["status"], 200);
+    assert_eq!(first["resp_status_code"], 200);
     assert_eq!(first["effective_priority"], -3);
     let second = events.until("activity", |_| true).await;
     assert_eq!(second["model"], "b");
@@ -352,20 +352,20 @@ async fn activity_lists_finished_requests_newest_first_with_the_usage_upstreams_
     let streamed = &rows[1];
     assert_eq!(streamed["request_id"], "streamed-1");
     assert_eq!(streamed["stream"], true);
-    assert_eq!(streamed["status"], 200);
+    assert_eq!(streamed["resp_status_code"], 200);
     assert_eq!(streamed["requested_priority"], 10);
-    assert_eq!(streamed["path"], "/v1/chat/completions");
+    assert_eq!(streamed["req_path"], "/v1/chat/completions");
     assert!(
-        streamed["completion_tokens"].as_u64().unwrap() > 0,
+        streamed["tokens"]["output_tokens"].as_u64().unwrap() > 0,
         "{streamed}"
     );
     assert!(
-        streamed["prompt_tokens"].as_u64().unwrap() > 0,
+        streamed["tokens"]["input_tokens"].as_u64().unwrap() > 0,
         "{streamed}"
     );
-    assert!(streamed["tokens_per_second"].as_f64().unwrap() > 0.0);
+    assert!(streamed["tokens"]["tokens_per_second"].as_f64().unwrap() > 0.0);
     assert!(
-        rows[0]["completion_tokens"].as_u64().unwrap() > 0,
+        rows[0]["tokens"]["output_tokens"].as_u64().unwrap() > 0,
         "non-streamed JSON usage"
     );
 
@@ -417,7 +417,7 @@ async fn a_request_refused_while_queued_is_recorded_with_its_error_code() {
         .await
         .unwrap();
     let row = &body["activity"][0];
-    assert_eq!(row["status"], 503);
+    assert_eq!(row["resp_status_code"], 503);
     assert_eq!(row["error"], "model_unloaded");
     assert_eq!(row["effective_priority"], -10);
     assert!(row["queue_ms"].is_null(), "never granted: {row}");
@@ -597,10 +597,13 @@ async fn a_streamed_request_that_waited_behind_loading_frames_is_recorded_once_i
         "loading frames expected: {text}"
     );
     let row = events.until("activity", |_| true).await;
-    assert_eq!(row["status"], 200);
+    assert_eq!(row["resp_status_code"], 200);
     assert_eq!(row["stream"], true);
     assert!(row["queue_ms"].as_u64().unwrap() > 0);
-    assert!(row["completion_tokens"].as_u64().unwrap() > 0, "{row}");
+    assert!(
+        row["tokens"]["output_tokens"].as_u64().unwrap() > 0,
+        "{row}"
+    );
     // Waited at least the load time, measured by the record, not asserted to the millisecond.
     assert!(
         Duration::from_millis(row["duration_ms"].as_u64().unwrap()) >= Duration::from_millis(300)

@@ -190,9 +190,9 @@ async fn an_open_websocket_keeps_its_model_until_it_closes_and_an_elevated_waite
     let rows = activity["activity"].as_array().unwrap();
     let socket = rows
         .iter()
-        .find(|r| r["path"] == "/ws")
+        .find(|r| r["req_path"] == "/ws")
         .expect("no row for the socket");
-    assert_eq!(socket["status"], 101);
+    assert_eq!(socket["resp_status_code"], 101);
     assert_eq!(socket["model"], "a");
     assert!(socket["error"].is_null(), "{socket}");
     let chat = rows

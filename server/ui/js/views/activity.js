@@ -103,12 +103,12 @@ export function mount(root) {
 function line(row) {
   const effective = row.effective_priority;
   const band = bandOf(effective ?? row.capped_priority);
-  const ok = row.status >= 200 && row.status < 400 && !row.error;
-  const status = row.error ? `${row.status} ${row.error}` : String(row.status);
+  const code = row.resp_status_code;
+  const ok = code >= 200 && code < 400 && !row.error;
+  const status = row.error ? `${code} ${row.error}` : String(code);
+  const t = row.tokens;
   const tokens =
-    row.prompt_tokens === null && row.completion_tokens === null
-      ? "–"
-      : `${row.prompt_tokens ?? "–"} → ${row.completion_tokens ?? "–"}`;
+    t.input_tokens === 0 && t.output_tokens === 0 ? "–" : `${t.input_tokens} → ${t.output_tokens}`;
   const requested =
     effective !== null && effective !== row.requested_priority
       ? ` (asked ${signed(row.requested_priority)})`
@@ -116,8 +116,8 @@ function line(row) {
   return h(
     "tr",
     { "data-model": row.model, "data-request-id": row.request_id, class: "activity-row" },
-    h("td", { title: new Date(row.time_ms).toISOString() }, clock(row.time_ms)),
-    h("td", {}, row.model, h("div", { class: "hint mono wide-only" }, row.path)),
+    h("td", { title: row.timestamp }, clock(Date.parse(row.timestamp))),
+    h("td", {}, row.model, h("div", { class: "hint mono wide-only" }, row.req_path)),
     h(
       "td",
       {},
@@ -128,7 +128,7 @@ function line(row) {
     h("td", { class: "num" }, duration(row.queue_ms)),
     h("td", { class: "num" }, duration(row.duration_ms)),
     h("td", { class: "num" }, tokens),
-    h("td", { class: "num" }, row.tokens_per_second ? row.tokens_per_second.toFixed(1) : "–"),
+    h("td", { class: "num" }, t.tokens_per_second > 0 ? t.tokens_per_second.toFixed(1) : "–"),
     h("td", { class: "mono wide-only" }, row.request_id),
   );
 }
