@@ -27,13 +27,16 @@ const CONFIG: &str = concat!(
 /// Loads the example config with these values for its two variables.
 fn load(bin: &Path, gguf: &Path) -> Config {
     let (bin, gguf) = (bin.display().to_string(), gguf.display().to_string());
-    Config::load_with_env(CONFIG, &|name| match name {
-        "LLAMA_SERVER_BIN" => Some(bin.clone()),
-        "LLAMA_GGUF" => Some(gguf.clone()),
-        _ => None,
-    })
-    .unwrap_or_else(|e| panic!("{CONFIG} does not load: {e}"))
-    .config
+    Config::loader()
+        .file(CONFIG)
+        .env(&|name| match name {
+            "LLAMA_SERVER_BIN" => Some(bin.clone()),
+            "LLAMA_GGUF" => Some(gguf.clone()),
+            _ => None,
+        })
+        .load()
+        .unwrap_or_else(|e| panic!("{CONFIG} does not load: {e}"))
+        .config
 }
 
 #[test]

@@ -14,9 +14,9 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // llama-swap's YAML; `Config::load("config.yaml")` reads it from a file.
+//! // llama-swap's YAML; `Config::loader().file("config.yaml")` reads it from a file.
 //! let yaml = "models:\n  qwen:\n    cmd: llama-server --port ${PORT} -m qwen.gguf\n";
-//! let loaded = Config::from_yaml_str("config.yaml", yaml, &|name| std::env::var(name).ok())?;
+//! let loaded = Config::loader().yaml("config.yaml", yaml).load()?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let addr = listener.local_addr()?;
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

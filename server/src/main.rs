@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{Config, ConfigError, KeptPorts, Loaded, SelfProxy, source_files};
+use llama_swap_server::config::{
+    Config, ConfigError, KeptPorts, Loaded, Loader, SelfProxy, source_files,
+};
 use llama_swap_server::logging::{self, LogSettings};
 use llama_swap_server::serve::{
     ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
@@ -154,13 +156,24 @@ struct Sources {
 
 impl Sources {
     fn load(&self) -> Result<Loaded, ConfigError> {
-        Config::load_sources(self.config.as_deref(), self.config_dir.as_deref())
+        self.loader().load()
     }
 
     /// As [`load`](Self::load) for a reload: the models of the running
     /// configuration keep their `${PORT}` numbers.
     fn reload(&self, kept: &KeptPorts) -> Result<Loaded, ConfigError> {
-        Config::load_sources_keeping(self.config.as_deref(), self.config_dir.as_deref(), kept)
+        self.loader().keep_ports(kept).load()
+    }
+
+    fn loader(&self) -> Loader<'_> {
+        let mut loader = Config::loader();
+        if let Some(file) = &self.config {
+            loader = loader.file(file);
+        }
+        if let Some(dir) = &self.config_dir {
+            loader = loader.dir(dir);
+        }
+        loader
     }
 
     /// How the sources are named in messages.

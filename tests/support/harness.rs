@@ -183,7 +183,10 @@ impl Stack {
     }
 
     async fn serve(yaml: &str, ports: BTreeMap<String, u16>, mockswap: PathBuf) -> Stack {
-        let loaded = Config::from_yaml_str("e2e.yaml", yaml, &|_: &str| None)
+        let loaded = Config::loader()
+            .yaml("e2e.yaml", yaml)
+            .env(&|_: &str| None)
+            .load()
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
         Stack::launch(loaded.config, ports, mockswap).await
     }

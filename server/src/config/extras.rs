@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-use super::types::PerformanceConfig;
+use super::document::error::{KeyPath, Reason, WarningKind};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
+use super::resolved::types::PerformanceConfig;
 
 /// llama-swap's shortest sampling interval.
 const MIN_EVERY: Duration = Duration::from_secs(5);

@@ -3,10 +3,10 @@
 
 use crate::policy::matrix::{Matrix, MatrixError, MatrixKey, MatrixSet, MatrixSettings};
 
-use super::error::{KeyPath, Reason};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-use super::routing::Resolver;
+use super::document::error::{KeyPath, Reason};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
+use super::resolver::Resolver;
 
 /// Reads and checks a matrix. Returns the settings with the compiled matrix (the
 /// selectors check that spillover targets can run together), or `None` after

@@ -1,68 +1,21 @@
 //! `peers`: other servers (another llama-swap, this server on another host,
 //! or any OpenAI-compatible provider) whose models this server forwards to.
 
-use std::time::Duration;
-
-use super::error::{KeyPath, Reason};
-use super::fields::{Diagnostics, Fields};
-use super::filters::{expand_by_id_keys, read_filters};
-use super::macros::Scope;
-use super::model::read_proxy;
-use super::node::Node;
-use super::routing::Resolver;
-use super::transport::read_timeouts;
-use super::types::ApiKey;
-use super::{ProfileConfig, SelectorConfig};
+use super::document::error::{KeyPath, Reason};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::macros::Scope;
+use super::document::node::Node;
+use super::model::command::read_proxy;
+use super::model::filters::{expand_by_id_keys, read_filters};
+use super::model::timeouts::read_timeouts;
+use super::resolved::api_key::ApiKey;
+use super::resolved::names::{
+    PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig, ProfileConfig, SelectorConfig, default_peer_timeouts,
+};
+use super::resolver::Resolver;
 use crate::filters::Filters;
 use crate::peers::qualified_name;
 use crate::proxy::Timeouts;
-
-/// A peer's `timeouts.responseHeader` when not set: llama-swap's 60 s (a peer
-/// that accepted a request and says nothing for a minute is taken as stuck).
-pub const PEER_RESPONSE_HEADER_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// One entry of `peers`.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct PeerConfig {
-    /// The peer's ID (its key): the first part of `<peer>/<model>` names.
-    pub id: String,
-    /// `proxy` (required): the peer's base URL (`http://` or `https://`);
-    /// request paths are appended to it.
-    pub proxy: String,
-    /// `apiKey`: sent to the peer as `Authorization: Bearer <key>` and
-    /// `x-api-key: <key>`, replacing whatever the client sent. Redacted in
-    /// `Debug`.
-    pub api_key: Option<ApiKey>,
-    /// `models` (required, not empty): the models the peer serves, as it names
-    /// them, in file order without duplicates.
-    pub models: Vec<String>,
-    /// `filters` (`stripParams`, `setParams`, `setParamsByID` keyed by the
-    /// name the client asked for): applied to JSON bodies sent to the peer.
-    pub filters: Filters,
-    /// `timeouts`: llama-swap's model defaults, except `responseHeader`
-    /// ([`PEER_RESPONSE_HEADER_TIMEOUT`]).
-    pub timeouts: Timeouts,
-}
-
-impl PeerConfig {
-    /// A peer with no key, no filters and the default peer timeouts.
-    #[must_use]
-    pub fn new(id: &str, proxy: &str, models: Vec<String>) -> Self {
-        Self {
-            id: id.to_owned(),
-            proxy: proxy.to_owned(),
-            api_key: None,
-            models,
-            filters: Filters::default(),
-            timeouts: default_timeouts(),
-        }
-    }
-}
-
-fn default_timeouts() -> Timeouts {
-    Timeouts::default().response_header(Some(PEER_RESPONSE_HEADER_TIMEOUT))
-}
 
 /// Reads `peers` (values already expanded with the global macros), sorted by ID.
 pub(crate) fn read_peers(
@@ -150,7 +103,7 @@ fn read_peer(
     };
     let timeouts = match fields.take("timeouts") {
         Some((n, p)) => read_peer_timeouts(n, &p, cx),
-        None => default_timeouts(),
+        None => default_peer_timeouts(),
     };
     fields.finish(cx);
     if cx.issues.len() > issues_before {
@@ -220,81 +173,4 @@ pub(crate) fn check_peer_names(
             seen.push((qualified_name(&peer.id, model), model_path));
         }
     }
-}
-
-/// The `--check-config` section of `peers`: each peer, the names its models
-/// answer to, and the bare names that are pools or shadowed by local names.
-pub(crate) fn write_peers(
-    f: &mut std::fmt::Formatter<'_>,
-    config: &super::types::Config,
-) -> std::fmt::Result {
-    let peers = &config.peers;
-    if peers.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        f,
-        "peers ({}; forwarded, never scheduled here):",
-        peers.len()
-    )?;
-    let routes = crate::peers::PeerRoutes::new(peers);
-    let local = |name: &str| config.resolve(name).is_some();
-    for (index, peer) in peers.iter().enumerate() {
-        writeln!(
-            f,
-            "  {}: {} (apiKey {})",
-            peer.id,
-            peer.proxy,
-            if peer.api_key.is_some() {
-                "set: sent instead of the caller's"
-            } else {
-                "none: the caller's credentials pass unless this server's apiKeys took them"
-            }
-        )?;
-        let names: Vec<String> = peer
-            .models
-            .iter()
-            .map(|model| {
-                let bare = match routes.resolve(model) {
-                    _ if local(model) => " (bare name: the local model)",
-                    Some(crate::peers::PeerRoute::Peer { peer: p, .. }) if p == index => "",
-                    Some(crate::peers::PeerRoute::Pool { .. }) => " (bare name: a pool)",
-                    _ => " (bare name: another peer's)",
-                };
-                format!("{}{bare}", qualified_name(&peer.id, model))
-            })
-            .collect();
-        writeln!(f, "    models:      {}", names.join(", "))?;
-        super::transport::write_filters_and_timeouts(
-            f,
-            &peer.filters,
-            &peer.timeouts,
-            &default_timeouts(),
-        )?;
-    }
-    let pools: Vec<String> = routes
-        .bare()
-        .filter(|(name, listed)| listed.len() > 1 && !local(name))
-        .filter(|(name, _)| {
-            matches!(
-                routes.resolve(name),
-                Some(crate::peers::PeerRoute::Pool { .. })
-            )
-        })
-        .map(|(name, listed)| {
-            let ids: Vec<&str> = listed
-                .iter()
-                .filter_map(|&i| peers.get(i).map(|p| p.id.as_str()))
-                .collect();
-            format!("{name} -> [{}]", ids.join(", "))
-        })
-        .collect();
-    if !pools.is_empty() {
-        writeln!(
-            f,
-            "  pools (the peer with the model ready, else the least busy): {}",
-            pools.join("; ")
-        )?;
-    }
-    Ok(())
 }

@@ -17,11 +17,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::error::{KeyPath, Reason};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-use super::routing::Resolver;
-use super::types::{ApiKey, PriorityConfig};
+use super::document::error::{KeyPath, Reason};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
+use super::resolved::api_key::ApiKey;
+use super::resolved::types::PriorityConfig;
+use super::resolver::Resolver;
 use crate::priority::Bands;
 
 /// Reads `priority`. `api_keys` are the configured keys (a cap may only name one).

@@ -1,42 +1,11 @@
 //! `profiles`: named sets of model-name rewrites, one of which may be switched on
 //! at run time (`PUT /api/profiles/active`).
 
-use super::error::{KeyPath, Reason};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-use super::routing::Resolver;
-
-/// One entry of `profiles`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ProfileConfig {
-    /// The profile's name (its key).
-    pub name: String,
-    /// `description`.
-    pub description: Option<String>,
-    /// `pins`, in file order; never empty.
-    pub pins: Vec<Pin>,
-}
-
-/// One `pins` entry: while the profile is active, a request naming `name` is
-/// handled as if it named `target`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Pin {
-    /// The name requests use.
-    pub name: String,
-    /// A model ID, alias, peer model or selector ID; `None` (null or empty in the file)
-    /// disables the name: requests for it get 404.
-    pub target: Option<String>,
-}
-
-impl ProfileConfig {
-    /// The pin for a requested name.
-    #[must_use]
-    pub fn pin(&self, name: &str) -> Option<&Pin> {
-        self.pins.iter().find(|p| p.name == name)
-    }
-}
+use super::document::error::{KeyPath, Reason};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
+use super::resolved::names::{Pin, ProfileConfig};
+use super::resolver::Resolver;
 
 /// Reads `profiles`. Pin targets may be models, aliases, peer models or `selector_ids`, never
 /// other pins (pins do not chain).

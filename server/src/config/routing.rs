@@ -1,100 +1,15 @@
-//! `routing` (groups or matrix, and the scheduler), the legacy top-level
-//! `groups`/`matrix`, and
-//! `hooks`: everything that names models and so is read after them.
+//! `routing` (groups or matrix, and the scheduler) and the legacy top-level
+//! `groups`/`matrix`: they name models, so they are read after them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Diagnostics, Fields};
+use super::document::error::{KeyPath, Reason, WarningKind};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
 use super::matrix::read_matrix;
-use super::model::ParsedModel;
-use super::node::Node;
-use super::types::{GroupConfig, Hooks, SchedulerConfig};
+use super::resolved::types::{GroupConfig, SchedulerConfig};
+use super::resolver::Resolver;
 use crate::policy::matrix::{Matrix, MatrixSettings};
-
-/// Resolves the names the config uses for models (IDs or aliases) to IDs.
-pub(crate) struct Resolver {
-    ids: BTreeSet<String>,
-    aliases: BTreeMap<String, String>,
-    peers: Vec<super::PeerConfig>,
-    peer_routes: crate::peers::PeerRoutes,
-}
-
-impl Resolver {
-    /// `declared_ids` are all keys under `models`, including models that failed to
-    /// parse, so one broken model does not also produce "unknown model" errors
-    /// wherever it is named.
-    pub(crate) fn new(
-        declared_ids: impl IntoIterator<Item = String>,
-        models: &[ParsedModel],
-    ) -> Self {
-        let mut aliases = BTreeMap::new();
-        for model in models {
-            for alias in &model.config.aliases {
-                aliases
-                    .entry(alias.clone())
-                    .or_insert_with(|| model.config.id.clone());
-            }
-        }
-        Self {
-            ids: declared_ids.into_iter().collect(),
-            aliases,
-            peers: Vec::new(),
-            peer_routes: crate::peers::PeerRoutes::default(),
-        }
-    }
-
-    /// Adds the names of `peers`' models (see [`Resolver::resolve_peer`]).
-    pub(crate) fn with_peers(mut self, peers: &[super::PeerConfig]) -> Self {
-        self.peer_routes = crate::peers::PeerRoutes::new(peers);
-        self.peers = peers.to_vec();
-        self
-    }
-
-    /// The name a peer model goes by (`peer/model`, or a pool's bare name)
-    /// when `name` is no local model or alias but names a peer model.
-    pub(crate) fn resolve_peer(&self, name: &str) -> Option<String> {
-        if self.resolve(name).is_some() {
-            return None;
-        }
-        self.peer_routes
-            .resolve(name)
-            .map(|route| route.canonical_name(&self.peers))
-    }
-
-    /// Every declared model ID, sorted.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
-        self.ids.iter().map(String::as_str)
-    }
-
-    pub(crate) fn resolve(&self, name: &str) -> Option<&str> {
-        if let Some(id) = self.ids.get(name) {
-            return Some(id);
-        }
-        self.aliases.get(name).map(String::as_str)
-    }
-
-    /// Resolves a list of group members. A name that is no model is skipped with a
-    /// warning (llama-swap loads such a group and never matches the name); one
-    /// that resolves to a model already listed is an error.
-    fn resolve_list(
-        &self,
-        list: Vec<(String, KeyPath)>,
-        cx: &mut Diagnostics,
-    ) -> Vec<(String, KeyPath)> {
-        let mut out: Vec<(String, KeyPath)> = Vec::with_capacity(list.len());
-        for (name, path) in list {
-            match self.resolve(&name) {
-                None => cx.warn(path, WarningKind::MemberNotAModel { name }),
-                Some(id) if out.iter().any(|(o, _)| o == id) => {
-                    cx.error(path, Reason::Duplicate { item: name });
-                }
-                Some(id) => out.push((id.to_owned(), path)),
-            }
-        }
-        out
-    }
-}
 
 /// The routing-related top-level keys, as found.
 pub(crate) struct RoutingKeys<'a> {
@@ -170,6 +85,17 @@ pub(crate) fn read_routing(
             matrix: node.and_then(|(node, path)| read_matrix(node, &path, resolver, cx)),
             scheduler,
         },
+    }
+}
+
+impl Default for Routing {
+    /// No groups, no matrix, the fifo scheduler: what an absent `routing` means.
+    fn default() -> Self {
+        Self {
+            groups: Vec::new(),
+            matrix: None,
+            scheduler: default_scheduler(),
+        }
     }
 }
 
@@ -268,7 +194,7 @@ fn read_groups(
         if let Some((n, p)) = fields.take("members")
             && let Some(list) = cx.string_list(n, &p)
         {
-            for (id, member_path) in resolver.resolve_list(list, cx) {
+            for (id, member_path) in resolve_members(resolver, list, cx) {
                 if let Some(first) = member_of.get(&id) {
                     cx.error(
                         member_path,
@@ -392,63 +318,23 @@ fn read_priorities(
     priorities
 }
 
-/// Reads `hooks`.
-pub(crate) fn read_hooks(
-    node: &Node,
-    path: KeyPath,
+/// Resolves a list of group members. A name that is no model is skipped with a
+/// warning (llama-swap loads such a group and never matches the name); one
+/// that resolves to a model already listed is an error.
+fn resolve_members(
     resolver: &Resolver,
+    list: Vec<(String, KeyPath)>,
     cx: &mut Diagnostics,
-) -> Hooks {
-    let mut hooks = Hooks::default();
-    let Some(mut fields) = Fields::new(node, path, cx) else {
-        return hooks;
-    };
-    if let Some((startup_node, startup_path)) = fields.take("on_startup")
-        && let Some(mut startup) = Fields::new(startup_node, startup_path, cx)
-    {
-        if let Some((n, p)) = startup.take("preload") {
-            hooks.preload = read_preload(n, &p, resolver, cx);
-        }
-        startup.finish(cx);
-    }
-    fields.finish(cx);
-    hooks
-}
-
-/// `hooks.on_startup.preload`, read as llama-swap reads it: names are trimmed,
-/// empty ones skipped, and a name that is not a model is skipped with a
-/// warning (llama-swap drops it silently) rather than failing the load.
-fn read_preload(
-    node: &Node,
-    path: &KeyPath,
-    resolver: &Resolver,
-    cx: &mut Diagnostics,
-) -> Vec<String> {
-    let Node::Seq(items) = node else {
-        return cx
-            .wrong_type(path, "a list of model IDs or aliases", node)
-            .unwrap_or_default();
-    };
-    let mut preload: Vec<String> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let item_path = path.index(i);
-        let Some(name) = cx.string(item, &item_path) else {
-            continue;
-        };
-        let name = name.trim();
-        if name.is_empty() {
-            continue;
-        }
-        match resolver.resolve(name) {
-            Some(id) if preload.iter().any(|p| p == id) => {}
-            Some(id) => preload.push(id.to_owned()),
-            None => cx.warn(
-                item_path,
-                WarningKind::PreloadNotAModel {
-                    name: name.to_owned(),
-                },
-            ),
+) -> Vec<(String, KeyPath)> {
+    let mut out: Vec<(String, KeyPath)> = Vec::with_capacity(list.len());
+    for (name, path) in list {
+        match resolver.resolve(&name) {
+            None => cx.warn(path, WarningKind::MemberNotAModel { name }),
+            Some(id) if out.iter().any(|(o, _)| o == id) => {
+                cx.error(path, Reason::Duplicate { item: name });
+            }
+            Some(id) => out.push((id.to_owned(), path)),
         }
     }
-    preload
+    out
 }

@@ -1,66 +1,12 @@
 //! `selectors`: virtual model names that pick one of their targets per request.
 
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-use super::routing::Resolver;
-use super::types::GroupConfig;
+use super::document::error::{KeyPath, Reason, WarningKind};
+use super::document::fields::{Diagnostics, Fields};
+use super::document::node::Node;
+use super::resolved::names::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
+use super::resolved::types::GroupConfig;
+use super::resolver::Resolver;
 use crate::policy::matrix::Matrix;
-
-/// Default of `selectors.<id>.settings.spillover`.
-pub const DEFAULT_SPILLOVER: usize = 1;
-
-/// How a selector picks its target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SelectorStrategy {
-    /// `pin`: always the first target.
-    Pin,
-    /// `warm`: the first ready target, else the first starting one, else the first.
-    Warm,
-    /// `spillover`: the least busy running target while it has fewer than
-    /// `spillover` requests of this selector in flight; then a cold target.
-    Spillover,
-}
-
-impl SelectorStrategy {
-    /// The word used in the config (`pin`, `warm`, `spillover`).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SelectorStrategy::Pin => "pin",
-            SelectorStrategy::Warm => "warm",
-            SelectorStrategy::Spillover => "spillover",
-        }
-    }
-}
-
-/// One entry of `selectors`.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct SelectorConfig {
-    /// The selector's ID (its key), the name requests use.
-    pub id: String,
-    /// `strategy` (required).
-    pub strategy: SelectorStrategy,
-    /// `targets` as written (model IDs, aliases or peer models), in order;
-    /// never empty.
-    pub targets: Vec<String>,
-    /// The model ID each target resolves to, in the same order (a peer
-    /// model's `peer/model`, or a peer pool's bare name).
-    pub target_ids: Vec<String>,
-    /// `settings.spillover` (default 1): in-flight requests per target before a
-    /// spillover selector starts another target.
-    pub spillover: usize,
-    /// `name`: display name in `/v1/models`.
-    pub name: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `unlisted` (default false): hidden from `/v1/models`, still routable.
-    pub unlisted: bool,
-    /// `metadata`: free-form data shown in `/v1/models`.
-    pub metadata: Option<serde_json::Value>,
-}
 
 /// Reads `selectors`. `matrix` is the compiled matrix when the matrix router is
 /// in use (spillover targets must fit one combination), else `groups` decide.

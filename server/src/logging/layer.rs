@@ -410,7 +410,10 @@ mod tests {
 
     #[test]
     fn events_become_lines_with_level_fields_and_span_fields() {
-        let config = Config::from_yaml_str("t.yaml", "logTimeFormat: rfc3339\n", &|_| None)
+        let config = Config::loader()
+            .yaml("t.yaml", "logTimeFormat: rfc3339\n")
+            .env(&|_| None)
+            .load()
             .unwrap()
             .config;
         let log = ProxyLog::new();
@@ -439,10 +442,16 @@ mod tests {
 
     #[test]
     fn a_reload_changes_the_level() {
-        let info = Config::from_yaml_str("t.yaml", "", &|_| None)
+        let info = Config::loader()
+            .yaml("t.yaml", "")
+            .env(&|_| None)
+            .load()
             .unwrap()
             .config;
-        let debug = Config::from_yaml_str("t.yaml", "logLevel: debug\n", &|_| None)
+        let debug = Config::loader()
+            .yaml("t.yaml", "logLevel: debug\n")
+            .env(&|_| None)
+            .load()
             .unwrap()
             .config;
         let log = ProxyLog::new();
@@ -462,7 +471,10 @@ mod tests {
     /// A layer on `yaml`'s settings whose stdout lines stay queued for the
     /// test to read, already released.
     fn queued_layer(yaml: &str, colour: bool) -> (ProxyLog, Arc<LogSettings>, ProxyLogLayer) {
-        let config = Config::from_yaml_str("t.yaml", yaml, &|_| None)
+        let config = Config::loader()
+            .yaml("t.yaml", yaml)
+            .env(&|_| None)
+            .load()
             .unwrap()
             .config;
         let log = ProxyLog::new();
@@ -566,7 +578,10 @@ mod tests {
 
     #[test]
     fn lines_logged_before_the_release_wait_for_it_in_order() {
-        let config = Config::from_yaml_str("t.yaml", "logToStdout: both\n", &|_| None)
+        let config = Config::loader()
+            .yaml("t.yaml", "logToStdout: both\n")
+            .env(&|_| None)
+            .load()
             .unwrap()
             .config;
         let log = ProxyLog::new();

@@ -14,7 +14,7 @@
 //! use llama_swap_server::config::Config;
 //! use llama_swap_server::logging;
 //!
-//! let loaded = Config::load("config.yaml")?;
+//! let loaded = Config::loader().file("config.yaml").load()?;
 //! let (proxy_log, settings) = logging::install(&loaded.config);
 //! tracing::info!("started");
 //! assert_eq!(proxy_log.history().len(), 1);

@@ -6,7 +6,11 @@ use super::*;
 use crate::router::{ModelState, RunningModel};
 
 fn names(yaml: &str) -> Names {
-    let loaded = Config::from_yaml_str("config.yaml", yaml, &|_| None).unwrap();
+    let loaded = Config::loader()
+        .yaml("config.yaml", yaml)
+        .env(&|_| None)
+        .load()
+        .unwrap();
     Names::new(&loaded.config)
 }
 

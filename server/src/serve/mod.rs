@@ -25,7 +25,7 @@
 //! use llama_swap_server::config::Config;
 //!
 //! async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//!     let loaded = Config::load("config.yaml")?;
+//!     let loaded = Config::loader().file("config.yaml").load()?;
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //!     let shutdown = async {
 //!         let _ = tokio::signal::ctrl_c().await;

@@ -20,11 +20,15 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn load(yaml: &str) -> Loaded {
-    Config::from_yaml_str("c.yaml", yaml, &env).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+    Config::loader()
+        .yaml("c.yaml", yaml)
+        .env(&env)
+        .load()
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
 
 fn reasons(yaml: &str) -> Vec<Reason> {
-    match Config::from_yaml_str("c.yaml", yaml, &env) {
+    match Config::loader().yaml("c.yaml", yaml).env(&env).load() {
         Ok(_) => panic!("should fail:\n{yaml}"),
         Err(err) => err.issues().iter().map(|i| i.reason.clone()).collect(),
     }
@@ -265,7 +269,11 @@ fn config_dir_files_merge_in_name_order_after_the_config_file() {
     );
     write(&conf_d, "ignored.txt", "not: yaml: at all");
     std::fs::create_dir(conf_d.join("sub.yaml")).unwrap();
-    let config = Config::load_sources_with_env(Some(&file), Some(&conf_d), &env)
+    let config = Config::loader()
+        .file(&file)
+        .dir(&conf_d)
+        .env(&env)
+        .load()
         .unwrap()
         .config;
     let ids: Vec<&str> = config.models.iter().map(|m| m.id.as_str()).collect();
@@ -291,7 +299,11 @@ fn config_dir_conflicts_are_errors_naming_the_file() {
         "b.yaml",
         &format!("{}globalTTL: 200\n", model("n")),
     );
-    let err = Config::load_sources_with_env(None, Some(dir.path()), &env).unwrap_err();
+    let err = Config::loader()
+        .dir(dir.path())
+        .env(&env)
+        .load()
+        .unwrap_err();
     match &err {
         ConfigError::Merge {
             file,
@@ -305,7 +317,11 @@ fn config_dir_conflicts_are_errors_naming_the_file() {
         other => panic!("{other}"),
     }
     write(dir.path(), "b.yaml", &model("m"));
-    let err = Config::load_sources_with_env(None, Some(dir.path()), &env).unwrap_err();
+    let err = Config::loader()
+        .dir(dir.path())
+        .env(&env)
+        .load()
+        .unwrap_err();
     assert!(
         matches!(&err, ConfigError::Merge { conflict: MergeConflict::Duplicate { key }, .. } if key == "m"),
         "{err}"
@@ -316,21 +332,30 @@ fn config_dir_conflicts_are_errors_naming_the_file() {
 fn config_dir_errors_for_an_empty_dir_a_shared_file_and_nothing_given() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(
-        Config::load_sources_with_env(None, Some(dir.path()), &env),
+        Config::loader().dir(dir.path()).env(&env).load(),
         Err(ConfigError::EmptyDir { .. })
     ));
     let file = write(dir.path(), "main.yaml", &model("m"));
     assert!(matches!(
-        Config::load_sources_with_env(Some(&file), Some(dir.path()), &env),
+        Config::loader()
+            .file(&file)
+            .dir(dir.path())
+            .env(&env)
+            .load(),
         Err(ConfigError::FileInDir { .. })
     ));
     assert!(matches!(
-        Config::load_sources_with_env(None, None, &env),
+        Config::loader().env(&env).load(),
         Err(ConfigError::NoSources)
     ));
     // An empty directory beside a file adds nothing and is fine.
     let other = tempfile::tempdir().unwrap();
-    let loaded = Config::load_sources_with_env(Some(&file), Some(other.path()), &env).unwrap();
+    let loaded = Config::loader()
+        .file(&file)
+        .dir(other.path())
+        .env(&env)
+        .load()
+        .unwrap();
     assert_eq!(loaded.config.models.len(), 1);
 }
 

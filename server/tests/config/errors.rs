@@ -7,7 +7,11 @@ use llama_swap_server::upstream::CommandError;
 use crate::support::fixture;
 
 fn error(name: &str) -> ConfigError {
-    match Config::load_with_env(fixture(&format!("errors/{name}")), &|_| None) {
+    match Config::loader()
+        .file(fixture(&format!("errors/{name}")))
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => panic!("{name} should fail, loaded {:#?}", loaded.config),
         Err(err) => err,
     }

@@ -15,7 +15,7 @@ fn load_with(name: &str, vars: &[(&str, &str)]) -> Loaded {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     let env = move |name: &str| vars.get(name).cloned();
-    match Config::load_with_env(fixture(name), &env) {
+    match Config::loader().file(fixture(name)).env(&env).load() {
         Ok(loaded) => loaded,
         Err(err) => panic!("{name} should load:\n{err}"),
     }
@@ -348,10 +348,32 @@ fn empty_file_is_a_config_without_models_and_says_so() {
 
 #[test]
 fn missing_file_is_a_read_error_naming_it() {
-    let err = Config::load_with_env(fixture("does-not-exist.yaml"), &|_| None).unwrap_err();
+    let err = Config::loader()
+        .file(fixture("does-not-exist.yaml"))
+        .env(&|_| None)
+        .load()
+        .unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("does-not-exist.yaml") && text.contains("cannot read"),
         "{text}"
     );
+}
+
+/// Every key the loader reads is known, so global macros expand in it: the
+/// hand-kept list of known keys once lacked `requestBodyTimeout`, whose
+/// `${macro}` then stayed unexpanded text and failed the load.
+#[test]
+fn global_macros_expand_in_every_top_level_key_the_loader_reads() {
+    let yaml = "macros:\n  body_secs: 45\n  ttl: 300\nrequestBodyTimeout: ${body_secs}\nglobalTTL: ${ttl}\nmodels:\n  m:\n    cmd: srv --port ${PORT}\n";
+    let loaded = match Config::loader().yaml("t.yaml", yaml).env(&|_| None).load() {
+        Ok(loaded) => loaded,
+        Err(err) => panic!("should load:\n{err}"),
+    };
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(
+        loaded.config.request_body_timeout,
+        Some(Duration::from_secs(45))
+    );
+    assert_eq!(loaded.config.global_ttl, Some(Duration::from_secs(300)));
 }

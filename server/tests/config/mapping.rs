@@ -15,7 +15,7 @@ fn load(name: &str) -> Config {
         "LLAMA_SWAP_API_KEY" => Some("sk-test".to_owned()),
         _ => None,
     };
-    Config::load_with_env(path, &env).unwrap().config
+    Config::loader().file(path).env(&env).load().unwrap().config
 }
 
 #[test]

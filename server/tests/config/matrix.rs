@@ -19,7 +19,11 @@ models:
 
 fn load(yaml: &str) -> Loaded {
     let text = format!("{MODELS}{yaml}");
-    match Config::from_yaml_str("config.yaml", &text, &|_| None) {
+    match Config::loader()
+        .yaml("config.yaml", &text)
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => loaded,
         Err(err) => panic!("should load:\n{err}"),
     }
@@ -28,7 +32,11 @@ fn load(yaml: &str) -> Loaded {
 /// Every issue as (`key.path`, reason).
 fn issues(yaml: &str) -> Vec<(String, Reason)> {
     let text = format!("{MODELS}{yaml}");
-    match Config::from_yaml_str("config.yaml", &text, &|_| None) {
+    match Config::loader()
+        .yaml("config.yaml", &text)
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => panic!("should fail, loaded {:#?}", loaded.config),
         Err(err @ ConfigError::Invalid { .. }) => err
             .issues()
@@ -360,7 +368,11 @@ fn the_readme_matrix_selectors_and_profiles_example_loads_and_decides_as_it_says
         .expect("the README section")..];
     let start = section.find("```yaml\n").unwrap() + "```yaml\n".len();
     let yaml = &section[start..start + section[start..].find("```").unwrap()];
-    let Loaded { config, warnings } = Config::from_yaml_str("README.md", yaml, &|_| None).unwrap();
+    let Loaded { config, warnings } = Config::loader()
+        .yaml("README.md", yaml)
+        .env(&|_| None)
+        .load()
+        .unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
 
     let ids: Vec<String> = config.models.iter().map(|m| m.id.clone()).collect();

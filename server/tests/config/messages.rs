@@ -6,7 +6,10 @@
 use llama_swap_server::config::{Config, ConfigError, Reason};
 
 fn from_yaml(yaml: &str) -> Result<llama_swap_server::config::Loaded, ConfigError> {
-    Config::from_yaml_str("config.yaml", yaml, &|_| None)
+    Config::loader()
+        .yaml("config.yaml", yaml)
+        .env(&|_| None)
+        .load()
 }
 
 /// 40 macros, each twice the one before: a terabyte when expanded, 1 KB of YAML.

@@ -11,7 +11,10 @@ fn yaml(parallel: &str, extra: &str) -> String {
 }
 
 fn load(parallel: &str, extra: &str) -> Result<Loaded, ConfigError> {
-    Config::from_yaml_str("config.yaml", &yaml(parallel, extra), &|_: &str| None)
+    Config::loader()
+        .yaml("config.yaml", &yaml(parallel, extra))
+        .env(&|_: &str| None)
+        .load()
 }
 
 fn parallel_of(loaded: &Loaded, model: &str) -> Parallel {
@@ -128,7 +131,11 @@ fn the_readme_parallel_example_loads_with_a_limit_and_auto() {
         .expect("the README section")..];
     let start = section.find("```yaml\n").unwrap() + "```yaml\n".len();
     let yaml = &section[start..start + section[start..].find("```").unwrap()];
-    let loaded = Config::from_yaml_str("README.md", yaml, &|_: &str| None).unwrap();
+    let loaded = Config::loader()
+        .yaml("README.md", yaml)
+        .env(&|_: &str| None)
+        .load()
+        .unwrap();
     assert_eq!(parallel_of(&loaded, "qwen"), Parallel::limit(2).unwrap());
     assert_eq!(parallel_of(&loaded, "gemma"), Parallel::Auto);
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);

@@ -9,14 +9,19 @@ use llama_swap_server::config::{
 use llama_swap_server::peers::{PeerRoute, PeerRoutes};
 
 fn load(yaml: &str) -> Loaded {
-    Config::from_yaml_str("test.yaml", yaml, &|name: &str| {
-        (name == "PEER_KEY").then(|| "sk-from-env".to_owned())
-    })
-    .unwrap_or_else(|e| panic!("should load:\n{e}\n{yaml}"))
+    Config::loader()
+        .yaml("test.yaml", yaml)
+        .env(&|name: &str| (name == "PEER_KEY").then(|| "sk-from-env".to_owned()))
+        .load()
+        .unwrap_or_else(|e| panic!("should load:\n{e}\n{yaml}"))
 }
 
 fn issues(yaml: &str) -> Vec<(String, Reason)> {
-    match Config::from_yaml_str("test.yaml", yaml, &|_: &str| None) {
+    match Config::loader()
+        .yaml("test.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
+    {
         Err(ConfigError::Invalid { issues, .. }) => issues
             .into_iter()
             .map(|i| (i.path.to_string(), i.reason))

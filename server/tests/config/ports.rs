@@ -20,8 +20,12 @@ fn load(dir: &Path, text: &str, kept: Option<&KeptPorts>) -> Config {
     std::fs::write(&file, text).unwrap();
     let env = |_: &str| None;
     let loaded = match kept {
-        Some(kept) => Config::load_sources_keeping_with_env(Some(&file), None, &env, kept),
-        None => Config::load_sources_with_env(Some(&file), None, &env),
+        Some(kept) => Config::loader()
+            .file(&file)
+            .env(&env)
+            .keep_ports(kept)
+            .load(),
+        None => Config::loader().file(&file).env(&env).load(),
     };
     loaded
         .unwrap_or_else(|err| panic!("should load:\n{err}"))

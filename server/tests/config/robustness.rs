@@ -123,7 +123,7 @@ fn yaml_value(depth: u32) -> BoxedStrategy<String> {
 
 fn check(yaml: &str) {
     let env = |name: &str| (name == "HOME").then(|| "/home/test".to_owned());
-    match Config::from_yaml_str("fuzz.yaml", yaml, &env) {
+    match Config::loader().yaml("fuzz.yaml", yaml).env(&env).load() {
         Ok(loaded) => {
             // Whatever loaded must map onto the other modules' inputs.
             let _ = loaded.config.scheduler_settings();

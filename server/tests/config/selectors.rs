@@ -16,14 +16,22 @@ models:
 ";
 
 fn load(yaml: &str) -> Loaded {
-    match Config::from_yaml_str("config.yaml", &format!("{BASE}{yaml}"), &|_| None) {
+    match Config::loader()
+        .yaml("config.yaml", &format!("{BASE}{yaml}"))
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => loaded,
         Err(err) => panic!("should load:\n{err}"),
     }
 }
 
 fn only_issue(yaml: &str) -> (String, Reason) {
-    match Config::from_yaml_str("config.yaml", &format!("{BASE}{yaml}"), &|_| None) {
+    match Config::loader()
+        .yaml("config.yaml", &format!("{BASE}{yaml}"))
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => panic!("should fail, loaded {:#?}", loaded.config),
         Err(err @ ConfigError::Invalid { .. }) => {
             let issues = err.issues();
@@ -170,7 +178,11 @@ models:
 selectors:
   variant: { strategy: pin, targets: [a] }
 ";
-    let err = match Config::from_yaml_str("config.yaml", yaml, &|_| None) {
+    let err = match Config::loader()
+        .yaml("config.yaml", yaml)
+        .env(&|_| None)
+        .load()
+    {
         Ok(loaded) => panic!("should fail, loaded {:#?}", loaded.config),
         Err(err) => err,
     };

@@ -10,12 +10,19 @@ use llama_swap_server::config::{
 use llama_swap_server::proxy::{DEFAULT_RESPONSE_HEADER, Timeouts};
 
 fn load(yaml: &str) -> Loaded {
-    Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
+    Config::loader()
+        .yaml("test.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
         .unwrap_or_else(|e| panic!("should load:\n{e}\n{yaml}"))
 }
 
 fn issues(yaml: &str) -> Vec<(String, Reason)> {
-    match Config::from_yaml_str("test.yaml", yaml, &|_: &str| None) {
+    match Config::loader()
+        .yaml("test.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
+    {
         Err(ConfigError::Invalid { issues, .. }) => issues
             .into_iter()
             .map(|i| (i.path.to_string(), i.reason))

@@ -11,7 +11,11 @@ use crate::support::fixture;
 
 #[test]
 fn priority_section_loads_every_key() {
-    let loaded = Config::load_with_env(fixture("trust/priority-section.yaml"), &|_| None).unwrap();
+    let loaded = Config::loader()
+        .file(fixture("trust/priority-section.yaml"))
+        .env(&|_| None)
+        .load()
+        .unwrap();
     let config = loaded.config;
     let rules = &config.priority_rules;
     assert!(!rules.ignore_header);
@@ -45,7 +49,10 @@ fn priority_section_loads_every_key() {
 #[test]
 fn without_a_priority_section_nothing_is_capped_and_aging_is_off() {
     let yaml = "models:\n  a:\n    cmd: x --port ${PORT}\n";
-    let config = Config::from_yaml_str("t.yaml", yaml, &|_: &str| None)
+    let config = Config::loader()
+        .yaml("t.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
         .unwrap()
         .config;
     let trust = config.trust();
@@ -57,7 +64,11 @@ fn without_a_priority_section_nothing_is_capped_and_aging_is_off() {
 
 #[test]
 fn bad_priority_values_name_their_key_path_and_never_the_key() {
-    let err = Config::load_with_env(fixture("trust/priority-errors.yaml"), &|_| None).unwrap_err();
+    let err = Config::loader()
+        .file(fixture("trust/priority-errors.yaml"))
+        .env(&|_| None)
+        .load()
+        .unwrap_err();
     let issues: Vec<(String, Reason)> = err
         .issues()
         .iter()

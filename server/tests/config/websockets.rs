@@ -5,7 +5,10 @@ use llama_swap_server::config::{
 };
 
 fn load(yaml: &str) -> Loaded {
-    Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
+    Config::loader()
+        .yaml("test.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
         .unwrap_or_else(|e| panic!("should load:\n{e}\n{yaml}"))
 }
 

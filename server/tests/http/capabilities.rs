@@ -42,7 +42,10 @@ async fn capabilities_become_openai_style_fields_in_the_model_list() {
 #[tokio::test]
 async fn an_unknown_modality_is_a_load_error() {
     let yaml = "models:\n  m:\n    cmd: srv --port ${PORT}\n    capabilities: {in: [smell]}\n";
-    let err = llama_swap_server::config::Config::from_yaml_str("t.yaml", yaml, &|_: &str| None)
+    let err = llama_swap_server::config::Config::loader()
+        .yaml("t.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
         .unwrap_err()
         .to_string();
     assert!(err.contains("models.m.capabilities.in[0]"), "{err}");

@@ -19,7 +19,10 @@ fn attached_to(port: u16) -> Config {
     let yaml = format!(
         "models:\n  m:\n    cmd: sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
     );
-    Config::from_yaml_str("test.yaml", &yaml, &|_: &str| None)
+    Config::loader()
+        .yaml("test.yaml", &yaml)
+        .env(&|_: &str| None)
+        .load()
         .unwrap()
         .config
 }

@@ -100,7 +100,10 @@ impl Harness {
     }
 
     fn launch(yaml: &str, ports: BTreeMap<String, u16>, options: ServeOptions) -> Self {
-        let loaded = Config::from_yaml_str("test.yaml", yaml, &|_: &str| None)
+        let loaded = Config::loader()
+            .yaml("test.yaml", yaml)
+            .env(&|_: &str| None)
+            .load()
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
         let key = loaded
             .config
@@ -137,7 +140,11 @@ impl Harness {
     /// Reloads the same configuration (same models, same ports): the server
     /// replaces its router and supervisor.
     pub async fn reload_same(&self) {
-        let loaded = Config::from_yaml_str("test.yaml", &self.yaml, &|_: &str| None).unwrap();
+        let loaded = Config::loader()
+            .yaml("test.yaml", &self.yaml)
+            .env(&|_: &str| None)
+            .load()
+            .unwrap();
         self.reloads.send(loaded.config).await.unwrap();
     }
 
@@ -154,7 +161,10 @@ impl Harness {
             .collect();
         let mut yaml = config_yaml(&placed);
         yaml.push_str(global_yaml);
-        let loaded = Config::from_yaml_str("test.yaml", &yaml, &|_: &str| None)
+        let loaded = Config::loader()
+            .yaml("test.yaml", &yaml)
+            .env(&|_: &str| None)
+            .load()
             .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
         self.yaml = yaml;
         self.reloads.send(loaded.config).await.unwrap();

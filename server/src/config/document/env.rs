@@ -14,8 +14,11 @@
 //! text first, the way llama-swap always does it.
 
 use super::error::{Issue, KeyPath, Reason};
-use super::macros::EnvLookup;
 use super::node::Node;
+
+/// How the server looks up environment variables; injected so tests never touch the
+/// process environment.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Where a reference starts.
 const OPEN: &str = "${env.";

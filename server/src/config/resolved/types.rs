@@ -2,8 +2,12 @@
 //! port allocated, every alias resolved.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
+
+use super::api_key::ApiKey;
+use super::model::ModelConfig;
+use super::names::{PeerConfig, ProfileConfig, SelectorConfig};
+use super::upstream::UpstreamConfig;
 
 /// A loaded, validated llama-swap configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,12 +23,12 @@ pub struct Config {
     /// routing. When set, `groups` is empty.
     pub matrix: Option<crate::policy::matrix::MatrixSettings>,
     /// `selectors`, in file order.
-    pub selectors: Vec<super::SelectorConfig>,
+    pub selectors: Vec<SelectorConfig>,
     /// `profiles`, in file order. None is active when the server starts.
-    pub profiles: Vec<super::ProfileConfig>,
+    pub profiles: Vec<ProfileConfig>,
     /// `peers`, sorted by ID: other servers whose models requests are
     /// forwarded to (never scheduled here).
-    pub peers: Vec<super::PeerConfig>,
+    pub peers: Vec<PeerConfig>,
     /// `routing.scheduler`.
     pub scheduler: SchedulerConfig,
     /// `healthCheckTimeout` (default 120 s, at least 15 s): how long a start may take
@@ -65,7 +69,7 @@ pub struct Config {
     pub priority_rules: PriorityConfig,
     /// `upstream`: `ignorePaths` for `/upstream/...`, and `caFile` (this
     /// server's extension) for `https://` upstreams.
-    pub upstream: super::transport::UpstreamConfig,
+    pub upstream: UpstreamConfig,
 }
 
 /// The `priority:` section: how far `X-Priority` is trusted, how priorities are
@@ -139,65 +143,6 @@ impl Config {
             .iter()
             .find(|g| g.members.iter().any(|m| m == model_id))
     }
-}
-
-/// One entry of `models`.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct ModelConfig {
-    /// The model ID (its key under `models`).
-    pub id: String,
-    /// `cmd`, macros expanded and comment lines removed; split without a shell at
-    /// spawn time.
-    pub cmd: String,
-    /// `cmdStop`, macros expanded; `${PID}` is still in it, substituted at stop time.
-    pub cmd_stop: Option<String>,
-    /// `proxy` (default `http://localhost:${PORT}`), expanded.
-    pub proxy: String,
-    /// The port `${PORT}` allocated for this model, when its `cmd` uses it.
-    pub port: Option<u16>,
-    /// `aliases`: other names routed to this model; unique across the config.
-    pub aliases: Vec<String>,
-    /// `env`: `NAME=value` entries added to the inherited environment, in order.
-    pub env: Vec<(String, String)>,
-    /// `checkEndpoint` (default `/health`); `None` when set to `none`.
-    pub check_endpoint: Option<String>,
-    /// Idle time after which the model is unloaded (`ttl`, else `globalTTL`); `None`
-    /// means never.
-    pub ttl: Option<Duration>,
-    /// `unloadTimeout` (default: the global one).
-    pub unload_timeout: Duration,
-    /// `unlisted` (default false): hidden from `/v1/models`, still routable.
-    pub unlisted: bool,
-    /// `useModelName`: the model name written into requests sent upstream.
-    pub use_model_name: Option<String>,
-    /// `name`: display name.
-    pub name: Option<String>,
-    /// `description`.
-    pub description: Option<String>,
-    /// `metadata`: free-form data shown in `/v1/models`.
-    pub metadata: Option<serde_json::Value>,
-    /// `concurrencyLimit` (default 10): admitted requests (queued, waiting, serving).
-    pub concurrency_limit: usize,
-    /// `parallel` (this server's extension; default: no limit): most requests
-    /// forwarded to the upstream at once, the rest ranked in the queue.
-    pub parallel: crate::scheduler::Parallel,
-    /// `sendLoadingState` (default: the global one).
-    pub send_loading_state: bool,
-    /// `filters` (`stripParams`, `setParams`, `setParamsByID`): applied to JSON
-    /// bodies of model-dispatched requests. Each `setParamsByID` name is also
-    /// in [`aliases`](Self::aliases).
-    pub filters: crate::filters::Filters,
-    /// `timeouts` (llama-swap's defaults; 0 disables one): the upstream
-    /// client's transport timeouts.
-    pub timeouts: crate::proxy::Timeouts,
-    /// `capabilities` (none when absent or empty): rendered into `/v1/models`.
-    pub capabilities: Option<super::capabilities::Capabilities>,
-    /// `compat.ignoreWebsockets` (default false; always true for
-    /// [`COMFYUI_MODEL_ID`](super::COMFYUI_MODEL_ID)): websocket upgrades bypass
-    /// the scheduler. They never start the model (409 while it is not ready),
-    /// are not counted as in flight, and do not keep it from being stopped.
-    pub ignore_websockets: bool,
 }
 
 /// One group of `routing.router.settings.groups` (or the legacy top-level `groups`).
@@ -358,70 +303,5 @@ impl LogTimeFormat {
             .iter()
             .find(|(_, f)| *f == self)
             .map_or("", |(n, _)| n)
-    }
-}
-
-/// An API key. Its `Debug` output is redacted and it has no `Display`, so it cannot
-/// end up in logs or error messages by accident.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub(crate) fn new(key: String) -> Self {
-        Self(key)
-    }
-
-    /// The key itself, for the one place that needs it (authentication).
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Compares a presented key with this one in time that depends only on the
-    /// presented key's length, not on where the first difference is.
-    #[must_use]
-    pub fn matches(&self, presented: &str) -> bool {
-        constant_time_eq(self.0.as_bytes(), presented.as_bytes())
-    }
-}
-
-/// Compares two byte strings in time that depends only on their lengths, so a
-/// guesser learns nothing from how fast a key is refused.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let len = a.len().max(b.len());
-    let mut diff = u8::from(a.len() != b.len());
-    for i in 0..len {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= x ^ y;
-    }
-    diff == 0
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(<redacted>)")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn api_key_debug_is_redacted() {
-        let key = ApiKey::new("sk-secret-123".into());
-        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
-        assert!(!format!("{:?}", vec![key]).contains("secret"));
-    }
-
-    #[test]
-    fn api_key_matches_only_the_exact_key() {
-        let key = ApiKey::new("abc".into());
-        assert!(key.matches("abc"));
-        assert!(!key.matches("abd"));
-        assert!(!key.matches("ab"));
-        assert!(!key.matches("abcd"));
-        assert!(!key.matches(""));
     }
 }

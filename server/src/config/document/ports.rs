@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Config;
+use crate::config::resolved::types::Config;
 
 /// The `${PORT}` numbers of a running configuration's models, for the next
-/// load to keep ([`Config::load_sources_keeping`]).
+/// load to keep (`Loader::keep_ports`).
 ///
 /// They are kept only while `startPort` is the same: a new `startPort` numbers
 /// every model afresh.

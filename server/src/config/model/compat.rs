@@ -1,16 +1,9 @@
-//! A model's `compat` section (`ignoreWebsockets`) and the fixed settings of
-//! the `comfyui_auto` model that `/comfyui/` serves.
+//! A model's `compat` section (`ignoreWebsockets`).
 
-use super::error::{KeyPath, WarningKind};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
-
-/// The model ID `/comfyui/...` is served by (llama-swap's fixed name).
-pub const COMFYUI_MODEL_ID: &str = "comfyui_auto";
-
-/// The lowest `concurrencyLimit` of [`COMFYUI_MODEL_ID`]: a ComfyUI page loads
-/// many assets and API calls at once.
-pub const COMFYUI_MIN_CONCURRENCY: usize = 50;
+use crate::config::document::error::{KeyPath, WarningKind};
+use crate::config::document::fields::{Diagnostics, Fields};
+use crate::config::document::node::Node;
+use crate::config::resolved::model::COMFYUI_MODEL_ID;
 
 /// Reads `compat.ignoreWebsockets` (default false) of model `id`; for
 /// [`COMFYUI_MODEL_ID`] it is always true, as in llama-swap (a `false` there

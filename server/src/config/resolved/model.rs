@@ -1,14 +1,75 @@
-//! A model's `capabilities` (`in`, `out`, `tools`, `reranker`, `context`), shown
-//! in `/v1/models` the way llama-swap renders them.
+//! One model as loaded: [`ModelConfig`], its [`Capabilities`] as `/v1/models`
+//! shows them, and the fixed settings of the model `/comfyui/` serves.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::error::{KeyPath, Reason};
-use super::fields::{Diagnostics, Fields};
-use super::node::Node;
+/// The model ID `/comfyui/...` is served by (llama-swap's fixed name).
+pub const COMFYUI_MODEL_ID: &str = "comfyui_auto";
 
-/// The modalities llama-swap accepts.
-const MODALITIES: &[&str] = &["text", "audio", "image"];
+/// The lowest `concurrencyLimit` of [`COMFYUI_MODEL_ID`]: a ComfyUI page loads
+/// many assets and API calls at once.
+pub const COMFYUI_MIN_CONCURRENCY: usize = 50;
+
+/// One entry of `models`.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ModelConfig {
+    /// The model ID (its key under `models`).
+    pub id: String,
+    /// `cmd`, macros expanded and comment lines removed; split without a shell at
+    /// spawn time.
+    pub cmd: String,
+    /// `cmdStop`, macros expanded; `${PID}` is still in it, substituted at stop time.
+    pub cmd_stop: Option<String>,
+    /// `proxy` (default `http://localhost:${PORT}`), expanded.
+    pub proxy: String,
+    /// The port `${PORT}` allocated for this model, when its `cmd` uses it.
+    pub port: Option<u16>,
+    /// `aliases`: other names routed to this model; unique across the config.
+    pub aliases: Vec<String>,
+    /// `env`: `NAME=value` entries added to the inherited environment, in order.
+    pub env: Vec<(String, String)>,
+    /// `checkEndpoint` (default `/health`); `None` when set to `none`.
+    pub check_endpoint: Option<String>,
+    /// Idle time after which the model is unloaded (`ttl`, else `globalTTL`); `None`
+    /// means never.
+    pub ttl: Option<Duration>,
+    /// `unloadTimeout` (default: the global one).
+    pub unload_timeout: Duration,
+    /// `unlisted` (default false): hidden from `/v1/models`, still routable.
+    pub unlisted: bool,
+    /// `useModelName`: the model name written into requests sent upstream.
+    pub use_model_name: Option<String>,
+    /// `name`: display name.
+    pub name: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `metadata`: free-form data shown in `/v1/models`.
+    pub metadata: Option<serde_json::Value>,
+    /// `concurrencyLimit` (default 10): admitted requests (queued, waiting, serving).
+    pub concurrency_limit: usize,
+    /// `parallel` (this server's extension; default: no limit): most requests
+    /// forwarded to the upstream at once, the rest ranked in the queue.
+    pub parallel: crate::scheduler::Parallel,
+    /// `sendLoadingState` (default: the global one).
+    pub send_loading_state: bool,
+    /// `filters` (`stripParams`, `setParams`, `setParamsByID`): applied to JSON
+    /// bodies of model-dispatched requests. Each `setParamsByID` name is also
+    /// in [`aliases`](Self::aliases).
+    pub filters: crate::filters::Filters,
+    /// `timeouts` (llama-swap's defaults; 0 disables one): the upstream
+    /// client's transport timeouts.
+    pub timeouts: crate::proxy::Timeouts,
+    /// `capabilities` (none when absent or empty): rendered into `/v1/models`.
+    pub capabilities: Option<Capabilities>,
+    /// `compat.ignoreWebsockets` (default false; always true for
+    /// [`COMFYUI_MODEL_ID`]): websocket upgrades bypass
+    /// the scheduler. They never start the model (409 while it is not ready),
+    /// are not counted as in flight, and do not keep it from being stopped.
+    pub ignore_websockets: bool,
+}
 
 /// Keys the rendering owns: a model's `metadata` entries with these names are
 /// dropped from `meta.llamaswap` when capabilities are set (as in llama-swap).
@@ -104,57 +165,4 @@ impl Capabilities {
             row["context_length"] = json!(self.context);
         }
     }
-}
-
-/// Reads `capabilities`; an empty block is no block (as in llama-swap).
-pub(crate) fn read_capabilities(
-    node: &Node,
-    path: &KeyPath,
-    cx: &mut Diagnostics,
-) -> Option<Capabilities> {
-    let mut fields = Fields::new(node, path.clone(), cx)?;
-    let modalities = |key: &str, cx: &mut Diagnostics, fields: &mut Fields<'_>| {
-        let mut out = Vec::new();
-        if let Some((node, p)) = fields.take(key)
-            && let Some(list) = cx.string_list(node, &p)
-        {
-            for (m, m_path) in list {
-                if MODALITIES.contains(&m.as_str()) {
-                    out.push(m);
-                } else {
-                    cx.error(
-                        m_path,
-                        Reason::NotOneOf {
-                            allowed: MODALITIES,
-                            got: m,
-                        },
-                    );
-                }
-            }
-        }
-        out
-    };
-    let input = modalities("in", cx, &mut fields);
-    let output = modalities("out", cx, &mut fields);
-    let flag = |key: &str, cx: &mut Diagnostics, fields: &mut Fields<'_>| {
-        fields
-            .take(key)
-            .and_then(|(node, p)| cx.bool(node, &p))
-            .unwrap_or(false)
-    };
-    let tools = flag("tools", cx, &mut fields);
-    let reranker = flag("reranker", cx, &mut fields);
-    let context = fields
-        .take("context")
-        .and_then(|(node, p)| cx.seconds(node, &p))
-        .unwrap_or(0);
-    fields.finish(cx);
-    let caps = Capabilities {
-        input,
-        output,
-        tools,
-        reranker,
-        context,
-    };
-    (caps != Capabilities::default()).then_some(caps)
 }

@@ -5,10 +5,10 @@
 //! llama-swap), and each key names the model: the loader registers it as an
 //! alias, so a collision with another model or alias is a load error.
 
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Diagnostics, Fields};
-use super::macros::Scope;
-use super::node::Node;
+use crate::config::document::error::{KeyPath, Reason, WarningKind};
+use crate::config::document::fields::{Diagnostics, Fields};
+use crate::config::document::macros::Scope;
+use crate::config::document::node::Node;
 use crate::filters::{Filters, PROTECTED_PARAM};
 
 /// Expands the keys of `filters.setParamsByID` in an already value-expanded

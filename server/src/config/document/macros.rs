@@ -13,13 +13,10 @@
 
 use std::collections::HashMap;
 
+use super::env::EnvLookup;
 use super::error::{KeyPath, Reason};
 use super::fields::Diagnostics;
 use super::node::Node;
-
-/// How the server looks up environment variables; injected so tests never touch the
-/// process environment.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The placeholder left in `cmd`/`proxy`/... until ports are allocated.
 pub(crate) const PORT_PLACEHOLDER: &str = "${PORT}";

@@ -19,8 +19,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::{ConfigError, Issue, KeyPath};
-use super::macros::EnvLookup;
+use super::env::EnvLookup;
+use super::error::{ConfigError, Issue, KeyPath, MergeConflict};
 use super::node::Node;
 
 /// The dotted paths whose children are identity-keyed.
@@ -34,29 +34,6 @@ const IDENTITY_MAPS: &[&str] = &[
     "routing.router.settings.groups",
     "routing.router.settings.matrix",
 ];
-
-/// Why two files cannot be merged.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MergeConflict {
-    /// An identity map defines the same key in two files.
-    #[error("{key:?} is already defined in another configuration file")]
-    Duplicate {
-        /// The key defined twice (a model ID, a group name, ...).
-        key: String,
-    },
-    /// Two files give the same key different values.
-    #[error("a previous file sets a different value")]
-    DifferentValue,
-    /// A map, a list and a scalar cannot be merged with each other.
-    #[error("cannot merge {this} with {previous} from a previous file")]
-    DifferentKinds {
-        /// What this file has.
-        this: &'static str,
-        /// What the files before it have.
-        previous: &'static str,
-    },
-}
 
 /// The files a configuration is read from, in merge order.
 ///

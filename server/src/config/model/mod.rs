@@ -3,21 +3,32 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::capabilities::read_capabilities;
-use super::compat::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, read_ignore_websockets};
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::{Diagnostics, Fields, secs};
-use super::filters::{expand_by_id_keys, read_filters};
-use super::macros::{EnvLookup, PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port};
-use super::node::Node;
-use super::parallel::read_parallel;
-use super::ports::PortAllocator;
-use super::transport::read_timeouts;
-use super::types::ModelConfig;
+pub(crate) mod capabilities;
+pub(crate) mod command;
+pub(crate) mod compat;
+pub(crate) mod filters;
+pub(crate) mod parallel;
+pub(crate) mod timeouts;
+
+use capabilities::read_capabilities;
+use command::{read_check_endpoint, read_command, read_proxy, strip_comment_lines};
+use compat::read_ignore_websockets;
+use filters::{expand_by_id_keys, read_filters};
+use parallel::read_parallel;
+use timeouts::read_timeouts;
+
+use crate::config::document::env::EnvLookup;
+use crate::config::document::error::{KeyPath, Reason, WarningKind};
+use crate::config::document::fields::{Diagnostics, Fields, secs};
+use crate::config::document::macros::{
+    PORT_PLACEHOLDER, Scope, port_uses, read_macros, substitute_port,
+};
+use crate::config::document::node::Node;
+use crate::config::document::ports::PortAllocator;
+use crate::config::resolved::model::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, ModelConfig};
 use crate::filters::Filters;
 use crate::proxy::Timeouts;
 use crate::scheduler::{DEFAULT_CONCURRENCY_LIMIT, Parallel};
-use crate::upstream::{CommandError, split_command};
 
 const DEFAULT_CHECK_ENDPOINT: &str = "/health";
 const DEFAULT_PROXY: &str = "http://localhost:${PORT}";
@@ -30,7 +41,7 @@ pub(crate) struct ModelDefaults<'a> {
     pub(crate) unload_timeout: Duration,
     pub(crate) send_loading_state: bool,
     pub(crate) start_port: u16,
-    /// `${PORT}` numbers a reload keeps (see [`super::ports`]).
+    /// `${PORT}` numbers a reload keeps (see [`crate::config::document::ports`]).
     pub(crate) kept_ports: Option<&'a std::collections::BTreeMap<String, u16>>,
 }
 
@@ -328,94 +339,6 @@ fn optional_text(fields: &mut Fields<'_>, key: &str, cx: &mut Diagnostics) -> Op
     cx.string(node, &path).filter(|s| !s.is_empty())
 }
 
-/// Removes lines whose first non-blank character is `#`, as llama-swap does before
-/// anything else looks at a command.
-pub(crate) fn strip_comment_lines(text: &str) -> String {
-    let kept: Vec<&str> = text
-        .lines()
-        .filter(|line| !line.trim_start().starts_with('#'))
-        .collect();
-    kept.join("\n").trim().to_owned()
-}
-
-/// Reads `cmd`/`cmdStop` and checks it splits the way the supervisor will split it
-/// at spawn time, so a bad command fails the load rather than the first request.
-fn read_command(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
-    let text = cx.string(node, path)?;
-    let text = strip_comment_lines(&text);
-    match split_command(&text) {
-        Ok(_) => Some(text),
-        Err(CommandError::Empty) => {
-            cx.error(path.clone(), Reason::EmptyCommand);
-            None
-        }
-        Err(err) => {
-            cx.error(path.clone(), Reason::InvalidCommand(err));
-            None
-        }
-    }
-}
-
-/// `checkEndpoint`: a path, `none`, or a full URL. Of a URL only the path (and
-/// query) is polled, on the model's proxy, as llama-swap does; a warning says
-/// so when its host differs from the proxy's.
-fn read_check_endpoint(
-    node: &Node,
-    path: KeyPath,
-    proxy: Option<&str>,
-    cx: &mut Diagnostics,
-) -> Option<String> {
-    let text = cx.string(node, &path)?;
-    let trimmed = text.trim();
-    if trimmed == "none" {
-        return None;
-    }
-    if trimmed.starts_with('/') {
-        return Some(trimmed.to_owned());
-    }
-    let url = trimmed
-        .parse::<http::Uri>()
-        .ok()
-        .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
-    let Some(url) = url else {
-        cx.error(path, Reason::InvalidCheckEndpoint { got: text });
-        return None;
-    };
-    let polled = url
-        .path_and_query()
-        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned());
-    let proxy_authority = proxy
-        .and_then(|p| p.parse::<http::Uri>().ok())
-        .and_then(|p| p.authority().cloned());
-    if let Some(proxy) = proxy
-        && url.authority() != proxy_authority.as_ref()
-    {
-        cx.warn(
-            path,
-            WarningKind::CheckEndpointHostIgnored {
-                path: polled.clone(),
-                proxy: proxy.to_owned(),
-            },
-        );
-    }
-    Some(polled)
-}
-
-/// Reads an upstream URL (a model's `proxy`, a peer's `proxy`): http or https
-/// with a host.
-pub(super) fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<String> {
-    let text = cx.non_empty_string(node, path)?;
-    let valid = text.parse::<http::Uri>().ok().is_some_and(|uri| {
-        matches!(uri.scheme_str(), Some("http" | "https"))
-            && uri.host().is_some_and(|h| !h.is_empty())
-    });
-    if !valid {
-        cx.error(path.clone(), Reason::InvalidUrl { got: text });
-        return None;
-    }
-    Some(text)
-}
-
 /// Aliases must be unique across models and must not shadow a model ID.
 fn check_aliases(models: &[ParsedModel], cx: &mut Diagnostics) {
     let ids: Vec<&str> = models.iter().map(|m| m.config.id.as_str()).collect();
@@ -441,16 +364,5 @@ fn check_aliases(models: &[ParsedModel], cx: &mut Diagnostics) {
                 owners.insert(alias, &model.config.id);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn comment_lines_are_removed_from_commands() {
-        let cmd = "llama-server\n  # --flash-attn\n  --port ${PORT}\n";
-        assert_eq!(strip_comment_lines(cmd), "llama-server\n  --port ${PORT}");
     }
 }

@@ -1,11 +1,11 @@
 //! The per-model `parallel` key (this server's extension): how many requests a
 //! model's upstream is given at once, the rest ranked in this server's queue.
 
-use super::error::{KeyPath, Reason, WarningKind};
-use super::fields::Diagnostics;
-use super::model::ParsedModel;
-use super::node::Node;
-use super::types::SchedulerConfig;
+use crate::config::document::error::{KeyPath, Reason, WarningKind};
+use crate::config::document::fields::Diagnostics;
+use crate::config::document::node::Node;
+use crate::config::resolved::model::ModelConfig;
+use crate::config::resolved::types::SchedulerConfig;
 use crate::scheduler::Parallel;
 
 /// Reads `parallel`: a positive integer, or `auto` (the upstream's own slot count).
@@ -32,21 +32,19 @@ pub(crate) fn read_parallel(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -
 
 /// Warns about `parallel` values that cannot limit anything: under the serial
 /// scheduler (one request at a time overall), or at or above the model's
-/// `concurrencyLimit` (no more than that many are admitted at all).
-pub(crate) fn check_parallel(
-    models: &[ParsedModel],
+/// `concurrencyLimit` (no more than that many are admitted at all). `models`
+/// are those that set `parallel`, each with where it was written.
+pub(crate) fn check_parallel<'a>(
+    models: impl IntoIterator<Item = (&'a ModelConfig, &'a KeyPath)>,
     scheduler: &SchedulerConfig,
     cx: &mut Diagnostics,
 ) {
-    for model in models {
-        let Some(path) = &model.parallel_path else {
-            continue;
-        };
-        let because = match (scheduler, model.config.parallel) {
+    for (model, path) in models {
+        let because = match (scheduler, model.parallel) {
             (SchedulerConfig::Serial, _) => {
                 "routing.scheduler.use is serial (one request at a time overall)"
             }
-            (_, Parallel::Limit(n)) if n.get() >= model.config.concurrency_limit => {
+            (_, Parallel::Limit(n)) if n.get() >= model.concurrency_limit => {
                 "it is not below the model's concurrencyLimit (no more requests are admitted)"
             }
             _ => continue,

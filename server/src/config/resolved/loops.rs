@@ -13,7 +13,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use http::Uri;
 
-use super::{Config, ModelConfig};
+use super::model::ModelConfig;
+use super::types::Config;
 
 /// A model whose `proxy` is the server's own listen address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

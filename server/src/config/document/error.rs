@@ -151,7 +151,7 @@ pub enum ConfigError {
         /// Where in the document.
         path: KeyPath,
         /// What conflicts.
-        conflict: super::sources::MergeConflict,
+        conflict: MergeConflict,
     },
     /// The YAML is well-formed but values are invalid. Every problem found is listed.
     #[error("{}", render_issues(file, issues))]
@@ -186,6 +186,29 @@ impl ConfigError {
             _ => &[],
         }
     }
+}
+
+/// Why two files cannot be merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeConflict {
+    /// An identity map defines the same key in two files.
+    #[error("{key:?} is already defined in another configuration file")]
+    Duplicate {
+        /// The key defined twice (a model ID, a group name, ...).
+        key: String,
+    },
+    /// Two files give the same key different values.
+    #[error("a previous file sets a different value")]
+    DifferentValue,
+    /// A map, a list and a scalar cannot be merged with each other.
+    #[error("cannot merge {this} with {previous} from a previous file")]
+    DifferentKinds {
+        /// What this file has.
+        this: &'static str,
+        /// What the files before it have.
+        previous: &'static str,
+    },
 }
 
 fn render_issues(file: &str, issues: &[Issue]) -> String {

@@ -163,7 +163,7 @@ pub(crate) struct Fields<'a> {
     path: KeyPath,
     entries: &'a [(String, Node)],
     used: Vec<bool>,
-    unsupported: &'static [&'static str],
+    unsupported: Vec<&'static str>,
 }
 
 impl<'a> Fields<'a> {
@@ -179,7 +179,7 @@ impl<'a> Fields<'a> {
             path,
             used: vec![false; entries.len()],
             entries,
-            unsupported: &[],
+            unsupported: Vec::new(),
         })
     }
 
@@ -197,8 +197,8 @@ impl<'a> Fields<'a> {
 
     /// Declares keys llama-swap knows but this server does not implement: each one
     /// present gets a "not supported yet" warning instead of "unknown key".
-    pub(crate) fn unsupported(&mut self, keys: &'static [&'static str]) {
-        self.unsupported = keys;
+    pub(crate) fn unsupported(&mut self, keys: impl IntoIterator<Item = &'static str>) {
+        self.unsupported = keys.into_iter().collect();
     }
 
     /// Reports every key that was never taken, in document order.

@@ -3,9 +3,14 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::selectors::SelectorStrategy;
-use super::types::{Config, ModelConfig, SchedulerConfig};
+use super::model::ModelConfig;
+use super::names::{SelectorStrategy, default_peer_timeouts};
+use super::types::{Config, SchedulerConfig};
+use super::upstream::UpstreamConfig;
+use crate::filters::Filters;
+use crate::peers::{PeerRoute, PeerRoutes, qualified_name};
 use crate::policy::matrix::MatrixSettings;
+use crate::proxy::Timeouts;
 use crate::scheduler::Parallel;
 
 /// Renders a [`Config`] for people: the scheduler, global settings, every model
@@ -155,11 +160,11 @@ impl fmt::Display for Summary<'_> {
                 writeln!(f, "  {}: {}", profile.name, pins.join(", "))?;
             }
         }
-        super::peers::write_peers(f, config)?;
+        write_peers(f, config)?;
         if !config.hooks.preload.is_empty() {
             writeln!(f, "preload: {}", config.hooks.preload.join(", "))?;
         }
-        super::transport::write_upstream(f, &config.upstream)
+        write_upstream(f, &config.upstream)
     }
 }
 
@@ -266,5 +271,132 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
             "    websockets:  ignored (never start the model, not counted as in flight)"
         )?;
     }
-    super::transport::write_model_extras(f, model)
+    write_filters_and_timeouts(f, &model.filters, &model.timeouts, &Timeouts::default())
+}
+
+/// The `--check-config` section of `peers`: each peer, the names its models
+/// answer to, and the bare names that are pools or shadowed by local names.
+fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
+    let peers = &config.peers;
+    if peers.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        f,
+        "peers ({}; forwarded, never scheduled here):",
+        peers.len()
+    )?;
+    let routes = PeerRoutes::new(peers);
+    let local = |name: &str| config.resolve(name).is_some();
+    for (index, peer) in peers.iter().enumerate() {
+        writeln!(
+            f,
+            "  {}: {} (apiKey {})",
+            peer.id,
+            peer.proxy,
+            if peer.api_key.is_some() {
+                "set: sent instead of the caller's"
+            } else {
+                "none: the caller's credentials pass unless this server's apiKeys took them"
+            }
+        )?;
+        let names: Vec<String> = peer
+            .models
+            .iter()
+            .map(|model| {
+                let bare = match routes.resolve(model) {
+                    _ if local(model) => " (bare name: the local model)",
+                    Some(PeerRoute::Peer { peer: p, .. }) if p == index => "",
+                    Some(PeerRoute::Pool { .. }) => " (bare name: a pool)",
+                    _ => " (bare name: another peer's)",
+                };
+                format!("{}{bare}", qualified_name(&peer.id, model))
+            })
+            .collect();
+        writeln!(f, "    models:      {}", names.join(", "))?;
+        write_filters_and_timeouts(f, &peer.filters, &peer.timeouts, &default_peer_timeouts())?;
+    }
+    let pools: Vec<String> = routes
+        .bare()
+        .filter(|(name, listed)| listed.len() > 1 && !local(name))
+        .filter(|(name, _)| matches!(routes.resolve(name), Some(PeerRoute::Pool { .. })))
+        .map(|(name, listed)| {
+            let ids: Vec<&str> = listed
+                .iter()
+                .filter_map(|&i| peers.get(i).map(|p| p.id.as_str()))
+                .collect();
+            format!("{name} -> [{}]", ids.join(", "))
+        })
+        .collect();
+    if !pools.is_empty() {
+        writeln!(
+            f,
+            "  pools (the peer with the model ready, else the least busy): {}",
+            pools.join("; ")
+        )?;
+    }
+    Ok(())
+}
+
+/// The `filters` and (when not `defaults`) `timeouts` lines of a model or peer.
+fn write_filters_and_timeouts(
+    f: &mut fmt::Formatter<'_>,
+    filters: &Filters,
+    timeouts: &Timeouts,
+    defaults: &Timeouts,
+) -> fmt::Result {
+    if !filters.is_empty() {
+        let list = |items: Vec<&str>| {
+            if items.is_empty() {
+                "-".to_owned()
+            } else {
+                items.join(", ")
+            }
+        };
+        writeln!(
+            f,
+            "    filters:     strip [{}], set [{}], by name [{}]",
+            list(filters.strip_params().collect()),
+            list(filters.set_params().collect()),
+            list(filters.by_id_names().collect()),
+        )?;
+    }
+    if timeouts != defaults {
+        let t = timeouts;
+        let s = |d: Option<std::time::Duration>| {
+            d.map_or_else(|| "off".to_owned(), |d| format!("{}s", d.as_secs()))
+        };
+        writeln!(
+            f,
+            "    timeouts:    connect {}, keepalive {}, responseHeader {}, tlsHandshake {}, expectContinue {}, idleConn {}",
+            s(t.connect),
+            s(t.keepalive),
+            s(t.response_header),
+            s(t.tls_handshake),
+            s(t.expect_continue),
+            s(t.idle_conn),
+        )?;
+    }
+    Ok(())
+}
+
+/// The `--check-config` line of the `upstream` section.
+fn write_upstream(f: &mut fmt::Formatter<'_>, upstream: &UpstreamConfig) -> fmt::Result {
+    let ca = match &upstream.ca_certificates.file {
+        Some(file) => format!(
+            "{} ({} certificates)",
+            file.display(),
+            upstream.ca_certificates.der.len()
+        ),
+        None => "none (system roots only)".to_owned(),
+    };
+    writeln!(
+        f,
+        "upstream: ignorePaths [{}]; caFile {ca}",
+        upstream
+            .ignore_paths
+            .patterns()
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
