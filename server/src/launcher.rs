@@ -64,15 +64,18 @@ pub enum LaunchError {
         /// What went wrong, with the command that was tried.
         reason: String,
     },
-    /// Another process already listens on the model's address, so whatever
-    /// answered there would not be this model.
+    /// Something already holds the model's port (another server listens
+    /// there, or it is the local end of a connection), so the model's own
+    /// server could not bind it and whatever answered there would not be it.
     #[error("cannot start {model}: {reason}")]
     PortInUse {
         /// The model ID.
         model: String,
         /// The port in use.
         port: u16,
-        /// The address found bound, and what to do.
+        /// What holds it.
+        holder: PortHolder,
+        /// The address found bound, what holds it, and what to do.
         reason: String,
     },
     /// The process exited before it became healthy.
@@ -102,6 +105,19 @@ pub enum LaunchError {
     /// The server is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,
+}
+
+/// What holds a port a model's server should listen on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PortHolder {
+    /// A listening socket: another server (one this supervisor does not run).
+    Listener,
+    /// No listener: the port is the local end of a connection, usually an
+    /// outgoing one the system gave a port of its ephemeral range.
+    Connection,
+    /// The system's socket tables did not say.
+    Unknown,
 }
 
 impl LaunchError {

@@ -140,12 +140,13 @@ impl ModelActor {
             port::ensure_free_for(&self.spec.proxy, &self.spec.cmd, &self.spec.env).await
         {
             tracing::error!(model, error = %busy, "cannot start upstream");
-            let (port, reason) = (busy.port, busy.to_string());
+            let reason = busy.to_string();
             answer(
                 &mut waiters,
                 &Err(LaunchError::PortInUse {
                     model,
-                    port,
+                    port: busy.port,
+                    holder: busy.holder.holder(),
                     reason,
                 }),
             );

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::launcher::{LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::launcher::{LaunchError, Launcher, PortHolder, UpstreamEvent};
 use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, mockswap_bin, wait_gone, within};
@@ -161,6 +161,7 @@ async fn a_port_another_server_listens_on_is_a_start_error_naming_the_port() {
     let LaunchError::PortInUse {
         model,
         port: in_use,
+        holder,
         reason,
     } = &err
     else {
@@ -168,6 +169,7 @@ async fn a_port_another_server_listens_on_is_a_start_error_naming_the_port() {
     };
     assert_eq!(*in_use, port);
     assert_eq!(model, "m");
+    assert_eq!(*holder, PortHolder::Listener);
     assert!(
         reason.contains(&format!("port {port} is already in use")),
         "{reason}"
@@ -175,6 +177,31 @@ async fn a_port_another_server_listens_on_is_a_start_error_naming_the_port() {
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
     sup.shutdown(Duration::from_secs(5)).await;
     other.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_port_that_is_a_connections_local_end_is_a_start_error_saying_so() {
+    // The system gave an outgoing connection the model's port (issue 31 #9):
+    // nothing listens there, and the error must not blame another server.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(server.local_addr().unwrap()).unwrap();
+    let port = client.local_addr().unwrap().port();
+    let (sup, _events) = Supervisor::new(vec![mock_spec_on("m", "", port)], 100);
+    let err = within("start failure", sup.ensure_ready("m"))
+        .await
+        .unwrap_err();
+    let LaunchError::PortInUse { holder, reason, .. } = &err else {
+        panic!("expected PortInUse, got {err:?}");
+    };
+    assert_eq!(*holder, PortHolder::Connection);
+    assert!(
+        reason.contains("not by a server: it is the local end of a connection to"),
+        "{reason}"
+    );
+    assert!(!reason.contains("another process listens"), "{reason}");
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
+    sup.shutdown(Duration::from_secs(5)).await;
+    drop(client);
 }
 
 #[tokio::test]
