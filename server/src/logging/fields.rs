@@ -1,5 +1,11 @@
 //! How the proxy's log renders tracing fields: each visitor writes straight
 //! into the line being built, so a field costs no `String` of its own.
+//!
+//! Values are cut: a message at [`MAX_MESSAGE_BYTES`], any other field at
+//! [`MAX_VALUE_BYTES`], with the number of bytes left out in their place. A
+//! client chooses some of what is logged (a request's path may be 64 KiB, and
+//! is logged for refused requests too), and a line must not cost the history
+//! more than a line's worth.
 
 use std::fmt::{self, Write as _};
 
@@ -7,20 +13,70 @@ use tracing::field::{Field, Visit};
 
 use super::inline::InlineText;
 
+/// Longest message kept in a line of the proxy's log. Messages are the
+/// server's own text; the longest are a refused reload's list of problems.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// Longest value of any other field kept in a line (a path, an error, an id).
+pub const MAX_VALUE_BYTES: usize = 1024;
+
+/// A writer that passes on the first `left` bytes (cut at a character
+/// boundary) and counts the rest.
+struct Capped<'a, W: fmt::Write> {
+    out: &'a mut W,
+    left: usize,
+    cut: usize,
+}
+
+impl<W: fmt::Write> fmt::Write for Capped<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if s.len() <= self.left {
+            self.left -= s.len();
+            return self.out.write_str(s);
+        }
+        let mut end = self.left;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.left = 0;
+        self.cut += s.len() - end;
+        self.out.write_str(&s[..end])
+    }
+}
+
+/// Writes what `write` writes into `out`, at most `limit` bytes of it, then
+/// says how many bytes were left out.
+fn capped<W: fmt::Write>(
+    out: &mut W,
+    limit: usize,
+    write: impl FnOnce(&mut Capped<'_, W>) -> fmt::Result,
+) -> fmt::Result {
+    let mut capped = Capped {
+        out,
+        left: limit,
+        cut: 0,
+    };
+    write(&mut capped)?;
+    let cut = capped.cut;
+    if cut > 0 {
+        write!(out, "...[{cut} more bytes]")?;
+    }
+    Ok(())
+}
+
 /// Writes an event's message (the `message` field) into a line.
 pub(super) struct Message<'a>(pub(super) &'a mut String);
 
 impl Visit for Message<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
-            self.0.push_str(value);
+            // Writing into a `String` cannot fail.
+            let _ = capped(self.0, MAX_MESSAGE_BYTES, |w| w.write_str(value));
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == "message" {
-            // Writing into a `String` cannot fail.
-            let _ = write!(self.0, "{value:?}");
+            let _ = capped(self.0, MAX_MESSAGE_BYTES, |w| write!(w, "{value:?}"));
         }
     }
 }
@@ -43,15 +99,17 @@ impl<W: fmt::Write> Visit for Pairs<'_, W> {
             "message" => {}
             "model" => {
                 self.key(field);
-                let _ = self.0.write_str(value);
+                let _ = capped(self.0, MAX_VALUE_BYTES, |w| w.write_str(value));
             }
             _ => {
                 self.key(field);
-                let _ = if value.is_empty() || value.contains(char::is_whitespace) {
-                    write!(self.0, "{value:?}")
-                } else {
-                    self.0.write_str(value)
-                };
+                let _ = capped(self.0, MAX_VALUE_BYTES, |w| {
+                    if value.is_empty() || value.contains(char::is_whitespace) {
+                        write!(w, "{value:?}")
+                    } else {
+                        w.write_str(value)
+                    }
+                });
             }
         }
     }
@@ -80,7 +138,7 @@ impl<W: fmt::Write> Visit for Pairs<'_, W> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() != "message" {
             self.key(field);
-            let _ = write!(self.0, "{value:?}");
+            let _ = capped(self.0, MAX_VALUE_BYTES, |w| write!(w, "{value:?}"));
         }
     }
 }

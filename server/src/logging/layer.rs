@@ -429,7 +429,7 @@ mod tests {
             tracing::info!(target: "hyper", "a dependency's chatter");
             tracing::info!(target: UPSTREAM_TARGET, model = "qwen", "upstream text");
         });
-        let lines: Vec<String> = log.history().into_iter().map(|l| l.text).collect();
+        let lines: Vec<String> = log.history().iter().map(|l| l.text.clone()).collect();
         assert_eq!(lines.len(), 2, "{lines:?}");
         let (stamp, rest) = lines[0].split_once(' ').unwrap();
         assert!(stamp.ends_with('Z') && stamp.contains('T'), "{stamp}");
@@ -464,7 +464,7 @@ mod tests {
             settings.apply(&debug);
             emit();
         });
-        let lines: Vec<String> = log.history().into_iter().map(|l| l.text).collect();
+        let lines: Vec<String> = log.history().iter().map(|l| l.text.clone()).collect();
         assert_eq!(lines, ["[DEBUG] detail"]);
     }
 
@@ -490,7 +490,7 @@ mod tests {
     }
 
     fn texts(log: &ProxyLog) -> Vec<String> {
-        log.history().into_iter().map(|l| l.text).collect()
+        log.history().iter().map(|l| l.text.clone()).collect()
     }
 
     #[test]
@@ -532,6 +532,34 @@ mod tests {
         assert_eq!(
             settings.stdout.queued(),
             format!("{}\n{}\n", expected[0], expected[1])
+        );
+    }
+
+    #[test]
+    fn a_long_field_value_or_message_is_cut_and_says_how_much_was_left_out() {
+        use crate::logging::fields::{MAX_MESSAGE_BYTES, MAX_VALUE_BYTES};
+        let (log, _settings, layer) = queued_layer("", false);
+        // A client's 64 KiB path, with a multi-byte character across the cut.
+        let path = format!(
+            "/{}é{}",
+            "a".repeat(MAX_VALUE_BYTES - 2),
+            "b".repeat(64 * 1024)
+        );
+        let message = "m".repeat(MAX_MESSAGE_BYTES + 10);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tracing::info!(path = %path, status = 404u16, "request");
+            tracing::info!("{message}");
+        });
+        let lines = texts(&log);
+        let kept = &path[..MAX_VALUE_BYTES - 1];
+        let cut = path.len() - kept.len();
+        assert_eq!(
+            lines[0],
+            format!("[INFO] request path={kept}...[{cut} more bytes] status=404")
+        );
+        assert_eq!(
+            lines[1],
+            format!("[INFO] {}...[10 more bytes]", &message[..MAX_MESSAGE_BYTES])
         );
     }
 

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 
 use crate::config::LogTimeFormat;
-use crate::upstream::{LogLine, LogRing, LogStream, LogSubscription};
+use crate::upstream::{LogRing, LogStream, LogSubscription, SharedLine};
 
 #[cfg(feature = "cli")]
 mod fields;
@@ -65,7 +65,9 @@ impl Default for ProxyLog {
 }
 
 impl ProxyLog {
-    /// An empty log keeping the last 2000 lines.
+    /// An empty log keeping the last 2000 lines, at most
+    /// [`DEFAULT_RING_BYTES`](crate::upstream::DEFAULT_RING_BYTES) of them (the
+    /// oldest go first), each value cut as the tracing layer writes it.
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -84,9 +86,9 @@ impl ProxyLog {
         self.ring.record_copy(LogStream::Stdout, text);
     }
 
-    /// The lines kept, oldest first.
+    /// The lines kept, oldest first (shared with the log, not copied).
     #[must_use]
-    pub fn history(&self) -> Vec<LogLine> {
+    pub fn history(&self) -> Vec<SharedLine> {
         self.ring.history()
     }
 

@@ -336,8 +336,8 @@ impl ModelActor {
     fn last_output(&self, mark: u64) -> String {
         self.ring
             .tail_since(mark, LAST_OUTPUT_LINES)
-            .into_iter()
-            .map(|l| l.text)
+            .iter()
+            .map(|l| l.text.as_str())
             .collect::<Vec<_>>()
             .join("\n")
     }

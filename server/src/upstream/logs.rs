@@ -1,9 +1,17 @@
 //! What upstream processes write: bounded per-model history plus live subscription.
 //!
 //! The drain of a child's pipes must never block on a slow reader (llama-swap issue
-//! 875: a blocked log consumer stalled the model), so history is a fixed-size ring
-//! behind a std mutex held only for a push or a copy, and live subscribers get a
+//! 875: a blocked log consumer stalled the model), so history is a ring behind a std
+//! mutex held only for a push or a copy of its pointers, and live subscribers get a
 //! `tokio::sync::broadcast` receiver that drops lines (and says how many) when it lags.
+//!
+//! Memory is bounded three ways: a ring keeps at most its number of lines and
+//! [`DEFAULT_RING_BYTES`] of text (whichever comes first), a line is at most
+//! [`MAX_LINE_BYTES`], and lines are shared (`Arc`): a history handed to a
+//! reader, and a line sent to every live subscriber, are pointers to the ring's
+//! own lines, not copies. A ring that nobody follows and no process writes to
+//! costs a few hundred bytes: its buffer grows with its lines, and its live
+//! channel is made by the first subscriber.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +23,16 @@ use tokio::sync::broadcast;
 /// Longest line kept as one entry; longer output is cut into several entries so a
 /// process that never writes a newline cannot grow memory without bound.
 pub const MAX_LINE_BYTES: usize = 16 * 1024;
+
+/// Most bytes of text one ring keeps (1 MiB): the oldest lines go first when a
+/// new one would pass it, as they do past the ring's line count. llama-swap keeps
+/// 100 KB per process; lines here are kept whole, so a little more.
+pub const DEFAULT_RING_BYTES: usize = 1024 * 1024;
+
+/// What a line costs beyond its text: the shared allocation holding it and its
+/// slot in the ring, counted against the byte bound so that many empty lines
+/// cannot pass it either.
+const LINE_OVERHEAD: usize = std::mem::size_of::<LogLine>() + 24;
 
 /// Granularity of the buffers [`LogRing::record_copy`] allocates.
 const SLACK: usize = 64;
@@ -56,24 +74,64 @@ pub struct LogLine {
     pub text: String,
 }
 
+impl LogLine {
+    /// What the line counts against a ring's byte bound.
+    fn cost(&self) -> usize {
+        self.text.capacity() + LINE_OVERHEAD
+    }
+}
+
+/// A line as rings keep and hand it out: shared, never copied per reader.
+pub type SharedLine = Arc<LogLine>;
+
 /// A consistent starting point for following a model's output: nothing between the
 /// history and the first live line is lost or repeated.
 #[derive(Debug)]
 pub struct LogSubscription {
     /// Lines already in the ring when the subscription was taken, oldest first.
-    pub history: Vec<LogLine>,
+    pub history: Vec<SharedLine>,
     /// Lines written afterwards.
-    pub live: broadcast::Receiver<LogLine>,
+    pub live: broadcast::Receiver<SharedLine>,
+}
+
+/// How much one ring keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Most lines.
+    pub lines: usize,
+    /// Most bytes of text (plus a small per-line overhead); the newest line is
+    /// kept even when it alone is larger.
+    pub bytes: usize,
+}
+
+impl LogLimits {
+    /// `lines` lines and at most [`DEFAULT_RING_BYTES`].
+    #[must_use]
+    pub fn lines(lines: usize) -> Self {
+        Self {
+            lines,
+            bytes: DEFAULT_RING_BYTES,
+        }
+    }
+}
+
+/// The lines of a ring and what they cost, under one lock.
+#[derive(Debug, Default)]
+struct Lines {
+    lines: VecDeque<SharedLine>,
+    bytes: usize,
+    /// Made by the first subscriber: most rings are never followed.
+    live: Option<broadcast::Sender<SharedLine>>,
 }
 
 /// The bounded output history of one model.
 #[derive(Debug)]
 pub struct LogRing {
     model: Arc<str>,
-    capacity: usize,
-    lines: Mutex<VecDeque<LogLine>>,
-    live: broadcast::Sender<LogLine>,
-    hub_live: broadcast::Sender<LogLine>,
+    limits: LogLimits,
+    lines: Mutex<Lines>,
+    /// The hub's feed of every model, if the ring is part of one.
+    hub_live: Option<broadcast::Sender<SharedLine>>,
 }
 
 /// The order of every log line in the process (all hubs, the proxy's log), so
@@ -81,21 +139,34 @@ pub struct LogRing {
 static LOG_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl LogRing {
+    fn new(
+        model: Arc<str>,
+        limits: LogLimits,
+        hub_live: Option<broadcast::Sender<SharedLine>>,
+    ) -> Self {
+        Self {
+            model,
+            limits,
+            lines: Mutex::new(Lines::default()),
+            hub_live,
+        }
+    }
+
     /// The model this ring belongs to.
     pub fn model(&self) -> &str {
         &self.model
     }
 
-    /// A ring of its own (not part of a hub), e.g. for the proxy's log. Its
-    /// lines share the process-wide `seq` order with every hub's.
+    /// A ring of its own (not part of a hub), e.g. for the proxy's log, keeping
+    /// at most `capacity` lines and [`DEFAULT_RING_BYTES`]. Its lines share the
+    /// process-wide `seq` order with every hub's.
     pub fn standalone(name: &str, capacity: usize) -> Self {
-        Self {
-            model: Arc::from(name),
-            capacity,
-            lines: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
-            live: broadcast::channel(LIVE_CAPACITY).0,
-            hub_live: broadcast::channel(1).0,
-        }
+        Self::with_limits(name, LogLimits::lines(capacity))
+    }
+
+    /// A ring of its own keeping what `limits` allow.
+    pub fn with_limits(name: &str, limits: LogLimits) -> Self {
+        Self::new(Arc::from(name), limits, None)
     }
 
     /// Appends a line, evicting the oldest when full, and publishes it to live
@@ -115,76 +186,112 @@ impl LogRing {
     /// to the server's log.
     pub fn record(&self, stream: LogStream, text: String) {
         let mut lines = self.lock();
-        self.append(&mut lines, stream, text);
-    }
-
-    /// [`record`](Self::record) of a copy of `text`. Once the ring is full the
-    /// copy goes into the buffer of the line it evicts when that fits, so a
-    /// steady stream of lines (the access log) allocates nothing for them.
-    pub fn record_copy(&self, stream: LogStream, text: &str) {
-        let mut lines = self.lock();
-        let evicted = if self.capacity > 0 && lines.len() == self.capacity {
-            lines.pop_front()
-        } else {
-            None
-        };
-        let buffer = match evicted {
-            // Not a much larger buffer, so a long line's does not stay in use
-            // for short ones.
-            Some(old) if (text.len()..=2 * text.len() + SLACK).contains(&old.text.capacity()) => {
-                let mut buffer = old.text;
-                buffer.clear();
-                buffer.push_str(text);
-                buffer
-            }
-            _ => {
-                // Rounded up, so that a later line of about the same length
-                // fits in this buffer when it is evicted.
-                let mut buffer = String::with_capacity(text.len().next_multiple_of(SLACK));
-                buffer.push_str(text);
-                buffer
-            }
-        };
-        self.append(&mut lines, stream, buffer);
-    }
-
-    fn append(&self, lines: &mut VecDeque<LogLine>, stream: LogStream, text: String) {
-        // Taken under the lock so that this ring's lines are in `seq` order.
-        let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
-        let line = LogLine {
+        let line = Arc::new(LogLine {
             model: Arc::clone(&self.model),
-            seq,
+            seq: 0,
             stream,
             text,
-        };
-        // Sent under the lock so a concurrent `subscribe` sees each line exactly once:
-        // either in its history or on its receiver. A channel nobody follows gets no
-        // copy (most of the time nobody does); a send error only means the last
-        // receiver went meanwhile.
-        if self.live.receiver_count() > 0 {
-            let _ = self.live.send(line.clone());
-        }
-        if self.hub_live.receiver_count() > 0 {
-            let _ = self.hub_live.send(line.clone());
-        }
-        if self.capacity > 0 {
-            if lines.len() == self.capacity {
-                lines.pop_front();
-            }
-            // The history keeps the line itself: no copy.
-            lines.push_back(line);
-        }
+        });
+        self.append(&mut lines, line);
     }
 
-    /// A copy of the history, oldest first.
-    pub fn history(&self) -> Vec<LogLine> {
-        self.lock().iter().cloned().collect()
+    /// [`record`](Self::record) of a copy of `text`. When the line evicts one
+    /// that no reader holds any more, the copy goes into that line's
+    /// allocation and buffer when it fits, so a steady stream of lines (the
+    /// access log) allocates nothing for them.
+    pub fn record_copy(&self, stream: LogStream, text: &str) {
+        let mut lines = self.lock();
+        let cost = text.len().next_multiple_of(SLACK) + LINE_OVERHEAD;
+        let evicted = self.make_room(&mut lines, cost);
+        let reused = evicted.and_then(|mut old| {
+            let line = Arc::get_mut(&mut old)?;
+            // Not a much larger buffer, so a long line's does not stay in use
+            // for short ones.
+            if !(text.len()..=2 * text.len() + SLACK).contains(&line.text.capacity()) {
+                return None;
+            }
+            line.text.clear();
+            line.text.push_str(text);
+            line.stream = stream;
+            Some(old)
+        });
+        let line = reused.unwrap_or_else(|| {
+            // Rounded up, so that a later line of about the same length fits
+            // in this buffer when it is evicted.
+            let mut buffer = String::with_capacity(text.len().next_multiple_of(SLACK));
+            buffer.push_str(text);
+            Arc::new(LogLine {
+                model: Arc::clone(&self.model),
+                seq: 0,
+                stream,
+                text: buffer,
+            })
+        });
+        self.append(&mut lines, line);
+    }
+
+    /// Evicts the oldest lines until one costing `cost` fits; returns the last
+    /// one evicted (its allocation may be reused).
+    fn make_room(&self, lines: &mut Lines, cost: usize) -> Option<SharedLine> {
+        let mut evicted = None;
+        while !lines.lines.is_empty()
+            && (lines.lines.len() >= self.limits.lines || lines.bytes + cost > self.limits.bytes)
+        {
+            if let Some(old) = lines.lines.pop_front() {
+                lines.bytes -= old.cost();
+                evicted = Some(old);
+            }
+        }
+        evicted
+    }
+
+    fn append(&self, lines: &mut Lines, mut line: SharedLine) {
+        // Taken under the lock so that this ring's lines are in `seq` order.
+        let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
+        match Arc::get_mut(&mut line) {
+            Some(unique) => unique.seq = seq,
+            // Only a line just made or reused (unique) reaches here.
+            None => return,
+        }
+        // Sent under the lock so a concurrent `subscribe` sees each line exactly once:
+        // either in its history or on its receiver. A channel nobody follows gets
+        // nothing (most of the time nobody does); a send error only means the last
+        // receiver went meanwhile.
+        if let Some(live) = &lines.live
+            && live.receiver_count() > 0
+        {
+            let _ = live.send(Arc::clone(&line));
+        }
+        if let Some(hub) = &self.hub_live
+            && hub.receiver_count() > 0
+        {
+            let _ = hub.send(Arc::clone(&line));
+        }
+        if self.limits.lines == 0 {
+            return;
+        }
+        let cost = line.cost();
+        // `record_copy` made room already; `record` of a line it was handed does it here.
+        self.make_room(lines, cost);
+        lines.bytes += cost;
+        lines.lines.push_back(line);
+    }
+
+    /// The history, oldest first (the lines are shared, not copied).
+    pub fn history(&self) -> Vec<SharedLine> {
+        self.lock().lines.iter().cloned().collect()
+    }
+
+    /// The bytes the history counts against its bound now.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// The last `n` lines with `seq >= since`, oldest first.
-    pub fn tail_since(&self, since: u64, n: usize) -> Vec<LogLine> {
+    pub fn tail_since(&self, since: u64, n: usize) -> Vec<SharedLine> {
         let lines = self.lock();
-        let mut tail: Vec<LogLine> = lines
+        let mut tail: Vec<SharedLine> = lines
+            .lines
             .iter()
             .rev()
             .take_while(|l| l.seq >= since)
@@ -202,14 +309,18 @@ impl LogRing {
 
     /// History plus a receiver for what follows, taken atomically.
     pub fn subscribe(&self) -> LogSubscription {
-        let lines = self.lock();
+        let mut lines = self.lock();
+        let live = lines
+            .live
+            .get_or_insert_with(|| broadcast::channel(LIVE_CAPACITY).0)
+            .subscribe();
         LogSubscription {
-            history: lines.iter().cloned().collect(),
-            live: self.live.subscribe(),
+            history: lines.lines.iter().cloned().collect(),
+            live,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<LogLine>> {
+    fn lock(&self) -> MutexGuard<'_, Lines> {
         // A panic while holding this lock cannot leave the deque inconsistent.
         self.lines.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -221,13 +332,23 @@ impl LogRing {
 pub struct LogHub {
     /// Grows when a reload adds a model (a removed model's history stays).
     rings: RwLock<BTreeMap<String, Arc<LogRing>>>,
-    live: broadcast::Sender<LogLine>,
-    capacity: usize,
+    live: broadcast::Sender<SharedLine>,
+    limits: LogLimits,
 }
 
 impl LogHub {
-    /// A hub with an empty ring of `capacity` lines for each of `models`.
+    /// A hub with an empty ring of `capacity` lines (and at most
+    /// [`DEFAULT_RING_BYTES`]) for each of `models`.
     pub fn new<I, S>(models: I, capacity: usize) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::with_limits(models, LogLimits::lines(capacity))
+    }
+
+    /// A hub with an empty ring keeping what `limits` allow for each of `models`.
+    pub fn with_limits<I, S>(models: I, limits: LogLimits) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -236,7 +357,7 @@ impl LogHub {
         let hub = Self {
             rings: RwLock::new(BTreeMap::new()),
             live,
-            capacity,
+            limits,
         };
         for model in models {
             hub.add(model.into());
@@ -248,13 +369,11 @@ impl LogHub {
     pub(crate) fn add(&self, model: String) -> Arc<LogRing> {
         let mut rings = self.rings.write().unwrap_or_else(PoisonError::into_inner);
         let ring = rings.entry(model).or_insert_with_key(|model| {
-            Arc::new(LogRing {
-                model: Arc::from(model.as_str()),
-                capacity: self.capacity,
-                lines: Mutex::new(VecDeque::with_capacity(self.capacity.min(1024))),
-                live: broadcast::channel(LIVE_CAPACITY).0,
-                hub_live: self.live.clone(),
-            })
+            Arc::new(LogRing::new(
+                Arc::from(model.as_str()),
+                self.limits,
+                Some(self.live.clone()),
+            ))
         });
         Arc::clone(ring)
     }
@@ -275,15 +394,15 @@ impl LogHub {
         self.rings().keys().cloned().collect()
     }
 
-    /// A copy of `model`'s history, oldest first; `None` for an unknown model.
-    pub fn history(&self, model: &str) -> Option<Vec<LogLine>> {
+    /// `model`'s history, oldest first; `None` for an unknown model.
+    pub fn history(&self, model: &str) -> Option<Vec<SharedLine>> {
         self.ring(model).map(|r| r.history())
     }
 
     /// Every model's history merged in the order the lines were written.
-    pub fn history_all(&self) -> Vec<LogLine> {
+    pub fn history_all(&self) -> Vec<SharedLine> {
         let rings: Vec<Arc<LogRing>> = self.rings().values().cloned().collect();
-        let mut all: Vec<LogLine> = rings.iter().flat_map(|r| r.history()).collect();
+        let mut all: Vec<SharedLine> = rings.iter().flat_map(|r| r.history()).collect();
         all.sort_by_key(|l| l.seq);
         all
     }
@@ -295,7 +414,7 @@ impl LogHub {
 
     /// Follows the output of every model. Lines already written are in
     /// [`history_all`](Self::history_all); use `seq` to drop the overlap.
-    pub fn subscribe_all(&self) -> broadcast::Receiver<LogLine> {
+    pub fn subscribe_all(&self) -> broadcast::Receiver<SharedLine> {
         self.live.subscribe()
     }
 }
@@ -351,7 +470,7 @@ fn emit(line: &mut Vec<u8>, ring: &LogRing, stream: LogStream) {
 mod tests {
     use super::*;
 
-    fn texts(lines: &[LogLine]) -> Vec<&str> {
+    fn texts(lines: &[SharedLine]) -> Vec<&str> {
         lines.iter().map(|l| l.text.as_str()).collect()
     }
 
@@ -373,10 +492,10 @@ mod tests {
         let ring = LogRing::standalone("proxy", 2);
         ring.record_copy(LogStream::Stdout, "first line");
         ring.record_copy(LogStream::Stdout, "second line");
-        let oldest = ring.lock().front().map(|l| l.text.as_ptr()).unwrap();
+        let oldest = ring.lock().lines.front().map(|l| l.text.as_ptr()).unwrap();
         ring.record_copy(LogStream::Stdout, "third line");
         assert_eq!(texts(&ring.history()), ["second line", "third line"]);
-        let newest = ring.lock().back().map(|l| l.text.as_ptr()).unwrap();
+        let newest = ring.lock().lines.back().map(|l| l.text.as_ptr()).unwrap();
         assert_eq!(
             newest, oldest,
             "the evicted line's buffer holds the new one"
@@ -385,6 +504,92 @@ mod tests {
         let long = "y".repeat(3 * SLACK);
         ring.record_copy(LogStream::Stdout, &long);
         assert_eq!(texts(&ring.history()), ["third line", long.as_str()]);
+    }
+
+    #[test]
+    fn the_history_is_bounded_in_bytes_as_well_as_in_lines() {
+        let limits = LogLimits {
+            lines: 2000,
+            bytes: 64 * 1024,
+        };
+        let ring = LogRing::with_limits("proxy", limits);
+        let long = "p".repeat(MAX_LINE_BYTES);
+        for _ in 0..100 {
+            ring.record_copy(LogStream::Stdout, &long);
+            ring.record(LogStream::Stdout, long.clone());
+        }
+        let history = ring.history();
+        let kept: usize = history.iter().map(|l| l.cost()).sum();
+        assert!(kept <= limits.bytes, "{kept} bytes kept");
+        assert_eq!(kept, ring.bytes());
+        assert_eq!(history.len(), 3, "the newest lines that fit");
+        // Short lines are bounded by the line count, and their overhead counts.
+        let ring = LogRing::with_limits(
+            "proxy",
+            LogLimits {
+                lines: 10,
+                bytes: 10 * LINE_OVERHEAD,
+            },
+        );
+        for i in 0..50 {
+            ring.record(LogStream::Stdout, String::new());
+            ring.record_copy(LogStream::Stdout, &i.to_string());
+        }
+        assert!(ring.history().len() < 10);
+        assert!(ring.bytes() <= 10 * LINE_OVERHEAD);
+        // One line larger than the bound alone is still kept, as the newest.
+        let ring = LogRing::with_limits(
+            "proxy",
+            LogLimits {
+                lines: 10,
+                bytes: 100,
+            },
+        );
+        ring.record_copy(LogStream::Stdout, "first");
+        ring.record_copy(LogStream::Stdout, &long);
+        assert_eq!(texts(&ring.history()), [long.as_str()]);
+    }
+
+    #[test]
+    fn readers_share_the_rings_lines_instead_of_copying_them() {
+        let hub = LogHub::new(["a"], 10);
+        let ring = hub.ring("a").unwrap();
+        ring.record_copy(LogStream::Stdout, "kept once");
+        let mut first = hub.subscribe("a").unwrap();
+        let mut all = hub.subscribe_all();
+        let second = hub.subscribe("a").unwrap();
+        assert!(Arc::ptr_eq(&first.history[0], &second.history[0]));
+        assert!(Arc::ptr_eq(&first.history[0], &hub.history_all()[0]));
+        ring.record_copy(LogStream::Stdout, "sent once");
+        let live = first.live.try_recv().unwrap();
+        assert!(Arc::ptr_eq(&live, &all.try_recv().unwrap()));
+        assert!(Arc::ptr_eq(&live, ring.history().last().unwrap()));
+    }
+
+    #[test]
+    fn a_ring_nobody_follows_and_nothing_wrote_to_holds_no_buffers() {
+        let hub = LogHub::new(["a"], 2000);
+        let ring = hub.ring("a").unwrap();
+        {
+            let lines = ring.lock();
+            assert_eq!(lines.lines.capacity(), 0);
+            assert!(
+                lines.live.is_none(),
+                "the live channel waits for a subscriber"
+            );
+        }
+        drop(hub.subscribe("a"));
+        assert!(ring.lock().live.is_some());
+    }
+
+    #[test]
+    fn a_line_some_reader_still_holds_is_not_reused_for_the_next() {
+        let ring = LogRing::standalone("proxy", 1);
+        ring.record_copy(LogStream::Stdout, "held line");
+        let held = ring.history();
+        ring.record_copy(LogStream::Stdout, "next line");
+        assert_eq!(held[0].text, "held line");
+        assert_eq!(texts(&ring.history()), ["next line"]);
     }
 
     #[test]

@@ -60,7 +60,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use command::{CommandError, split_command};
-pub use logs::{LogHub, LogLine, LogRing, LogStream, LogSubscription, MAX_LINE_BYTES};
+pub use logs::{
+    DEFAULT_RING_BYTES, LogHub, LogLimits, LogLine, LogRing, LogStream, LogSubscription,
+    MAX_LINE_BYTES, SharedLine,
+};
 pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
 pub use port::ephemeral_ports;
 pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};

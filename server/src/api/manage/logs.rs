@@ -20,7 +20,7 @@ use super::params::{PathParam, QueryParams};
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
 use crate::logging::PROXY_LOG_ID;
-use crate::upstream::LogLine;
+use crate::upstream::SharedLine;
 
 /// Query of the stream endpoints.
 #[derive(Debug, serde::Deserialize)]
@@ -42,7 +42,7 @@ enum Source {
     Upstream,
 }
 
-fn render(line: &LogLine, source: Source) -> String {
+fn render(line: &SharedLine, source: Source) -> String {
     match source {
         Source::Proxy => format!("{}\n", line.text),
         Source::Upstream => format!("[{}] {}\n", line.model, line.text),
@@ -65,13 +65,17 @@ fn text_response(body: Body) -> Response {
 
 /// A live feed and the last `seq` already sent from its history.
 struct Feed {
-    live: broadcast::Receiver<LogLine>,
+    live: broadcast::Receiver<SharedLine>,
     source: Source,
     after: Option<u64>,
 }
 
 /// The history and live feeds of the combined log (`proxy` and/or upstream).
-fn combined(state: &AppState, proxy: bool, upstream: bool) -> (Vec<(LogLine, Source)>, Vec<Feed>) {
+fn combined(
+    state: &AppState,
+    proxy: bool,
+    upstream: bool,
+) -> (Vec<(SharedLine, Source)>, Vec<Feed>) {
     let mut history = Vec::new();
     let mut feeds = Vec::new();
     if proxy && let Some(log) = &state.inner.proxy_log {
@@ -181,7 +185,7 @@ struct Following {
 
 fn follow(
     query: &StreamQuery,
-    history: Vec<(LogLine, Source)>,
+    history: Vec<(SharedLine, Source)>,
     feeds: Vec<Feed>,
     draining: CancellationToken,
 ) -> Response {
@@ -223,7 +227,7 @@ fn follow(
 }
 
 /// The next item of whichever feed has one; `None` when no feed is left.
-async fn next_line(feeds: &mut [Feed]) -> Option<(usize, Result<LogLine, RecvError>)> {
+async fn next_line(feeds: &mut [Feed]) -> Option<(usize, Result<SharedLine, RecvError>)> {
     match feeds {
         [] => None,
         [only] => Some((0, only.live.recv().await)),

@@ -48,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
 use crate::activity::Feed;
 use crate::api::state::AppState;
-use crate::upstream::LogLine;
+use crate::upstream::SharedLine;
 
 /// Shortest time between two snapshots for one subscriber.
 pub const THROTTLE: Duration = Duration::from_millis(50);
@@ -96,9 +96,9 @@ struct Subscriber {
     finished: Feed,
     /// Rows up to this id were sent with the history.
     finished_after: u64,
-    logs: Option<broadcast::Receiver<LogLine>>,
+    logs: Option<broadcast::Receiver<SharedLine>>,
     /// The proxy's own log, live (its history is taken with the subscription).
-    proxy_logs: Option<broadcast::Receiver<LogLine>>,
+    proxy_logs: Option<broadcast::Receiver<SharedLine>>,
     /// Switches of the active profile.
     profile: watch::Receiver<Option<usize>>,
     /// Lines up to this `seq` were sent with the history.
@@ -160,7 +160,7 @@ impl Subscriber {
             self.pending.push_back(frame("activity", &*row));
         }
         // (is the proxy's, line): both kinds merged in the order they were written.
-        let mut lines: Vec<(bool, LogLine)> = Vec::new();
+        let mut lines: Vec<(bool, SharedLine)> = Vec::new();
         if let Some(supervisor) = &inner.supervisor {
             let upstream = supervisor.logs().history_all();
             self.logs_after = upstream.last().map(|l| l.seq);
@@ -277,8 +277,8 @@ impl Subscriber {
 }
 
 async fn recv_log(
-    logs: Option<&mut broadcast::Receiver<LogLine>>,
-) -> Result<LogLine, broadcast::error::RecvError> {
+    logs: Option<&mut broadcast::Receiver<SharedLine>>,
+) -> Result<SharedLine, broadcast::error::RecvError> {
     match logs {
         Some(logs) => logs.recv().await,
         None => std::future::pending().await,
