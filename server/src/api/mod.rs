@@ -77,9 +77,11 @@ mod state;
 
 pub use crate::names::SelectError;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
-pub(crate) use error::{peer_stream_error_frames, stream_error_frames};
+// For the proxy's tests, which need a body's error frames.
+#[cfg(test)]
+pub(crate) use error::stream_error_frames;
 pub use front::auth_limit;
 pub use model::body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
 pub(crate) use routes::App;
 pub use routes::app;
-pub use state::{AppState, DEFAULT_MAX_BODY_BYTES, HttpOptions};
+pub use state::{AppState, AppStateBuilder, DEFAULT_MAX_BODY_BYTES, HttpOptions};

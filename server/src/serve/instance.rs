@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use super::{ServeError, ServeOptions};
-use crate::api::AppState;
+use crate::api::{AppState, AppStateBuilder};
 use crate::config::Config;
 use crate::launcher::Launcher;
 use crate::metrics::Metrics;
@@ -53,7 +53,7 @@ impl Instance {
             events,
             RouterOptions::default().metrics(Arc::clone(&metrics)),
         )?;
-        let state = Self::state_for(config, options, &router, &supervisor, &metrics, tls);
+        let state = Self::state_for(config, options, &router, &supervisor, &metrics, tls).build();
         let mut instance = Self {
             state,
             router,
@@ -65,27 +65,20 @@ impl Instance {
         Ok(instance)
     }
 
-    fn state_for(
-        config: &Config,
+    /// The HTTP state's builder for `config`, sharing this instance's parts.
+    fn state_for<'a>(
+        config: &'a Config,
         options: &ServeOptions,
         router: &RouterHandle,
         supervisor: &Arc<Supervisor>,
         metrics: &Arc<Metrics>,
         tls: Option<crate::proxy::UpstreamTls>,
-    ) -> AppState {
-        let mut http = options.http.clone();
-        if let Some(limit) = config.request_body_limit {
-            http = http.max_body_bytes(limit);
-        }
-        AppState::assemble(
-            config,
-            router.clone(),
-            Some(Arc::clone(supervisor)),
-            http,
-            None,
-            Arc::clone(metrics),
-            tls,
-        )
+    ) -> AppStateBuilder<'a> {
+        AppState::builder(config, router.clone())
+            .supervisor(Arc::clone(supervisor))
+            .options(options.http.clone())
+            .metrics(Arc::clone(metrics))
+            .upstream_tls(tls)
     }
 
     fn preload(&mut self, config: &Config) {
@@ -125,16 +118,16 @@ impl Instance {
         self.metrics
             .add_models(config.models.iter().map(|m| m.id.clone()));
         self.metrics.set_bands(config.priority_rules.bands.clone());
-        let mut state = Self::state_for(
+        self.state = Self::state_for(
             config,
             options,
             &self.router,
             &self.supervisor,
             &self.metrics,
             tls,
-        );
-        state.succeed(&self.state);
-        self.state = state;
+        )
+        .replacing(&self.state)
+        .build();
         self.preload(config);
         Ok(())
     }

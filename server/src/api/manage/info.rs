@@ -54,23 +54,29 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
         .map(|d| d.as_secs())
         .unwrap_or_default();
     let mut rows: Vec<Value> = Vec::new();
-    for model in state.inner.models.values().filter(|m| !m.unlisted) {
-        let status = if loaded.contains(model.id.as_str()) {
+    for model in state.inner.models.values().filter(|m| !m.config.unlisted) {
+        let status = if loaded.contains(model.config.id.as_str()) {
             "loaded"
         } else {
             "unloaded"
         };
         let mut internal = Map::new();
         internal.insert("type".into(), json!("model"));
-        if !model.aliases.is_empty() {
-            internal.insert("aliases".into(), json!(model.aliases));
+        if !model.config.aliases.is_empty() {
+            internal.insert("aliases".into(), json!(model.config.aliases));
         }
-        rows.push(model_row(&model.id, model, status, created, internal));
+        rows.push(model_row(
+            &model.config.id,
+            model,
+            status,
+            created,
+            internal,
+        ));
         if state.inner.include_aliases_in_list {
-            for alias in model.aliases.iter().filter(|a| !a.trim().is_empty()) {
+            for alias in model.config.aliases.iter().filter(|a| !a.trim().is_empty()) {
                 let mut internal = Map::new();
                 internal.insert("type".into(), json!("alias"));
-                internal.insert("modelID".into(), json!(model.id));
+                internal.insert("modelID".into(), json!(model.config.id));
                 rows.push(model_row(alias, model, status, created, internal));
             }
         }
@@ -105,6 +111,7 @@ fn model_row(
         "status": {"value": status},
     });
     if let Some(name) = model
+        .config
         .name
         .as_deref()
         .map(str::trim)
@@ -113,6 +120,7 @@ fn model_row(
         row["name"] = json!(name);
     }
     if let Some(description) = model
+        .config
         .description
         .as_deref()
         .map(str::trim)
@@ -120,13 +128,13 @@ fn model_row(
     {
         row["description"] = json!(description);
     }
-    let mut meta = match &model.metadata {
+    let mut meta = match &model.config.metadata {
         Some(Value::Object(metadata)) => metadata.clone(),
         _ => Map::new(),
     };
     meta.extend(internal);
     row["meta"] = json!({"llamaswap": meta});
-    if let Some(capabilities) = &model.capabilities {
+    if let Some(capabilities) = &model.config.capabilities {
         capabilities.render_into(&mut row);
     }
     row
@@ -146,11 +154,11 @@ pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
             json!({
                 "model": m.model,
                 "state": state_name(m.state),
-                "cmd": entry.map(|e| e.cmd.as_str()).unwrap_or_default(),
-                "proxy": entry.map(|e| e.proxy.as_str()),
-                "ttl": entry.and_then(|e| e.ttl).map(|t| t.as_secs()).unwrap_or(0),
-                "name": entry.and_then(|e| e.name.as_deref()).unwrap_or_default(),
-                "description": entry.and_then(|e| e.description.as_deref()).unwrap_or_default(),
+                "cmd": entry.map(|e| e.config.cmd.as_str()).unwrap_or_default(),
+                "proxy": entry.map(|e| e.config.proxy.as_str()),
+                "ttl": entry.and_then(|e| e.config.ttl).map(|t| t.as_secs()).unwrap_or(0),
+                "name": entry.and_then(|e| e.config.name.as_deref()).unwrap_or_default(),
+                "description": entry.and_then(|e| e.config.description.as_deref()).unwrap_or_default(),
             })
         })
         .collect();

@@ -89,8 +89,8 @@ pub(crate) fn listing_rows(state: &AppState, running: &[RunningModel], created: 
     let mut rows = Vec::new();
     let mut taken: BTreeSet<&str> = BTreeSet::new();
     for model in inner.models.values() {
-        taken.insert(&model.id);
-        taken.extend(model.aliases.iter().map(String::as_str));
+        taken.insert(&model.config.id);
+        taken.extend(model.config.aliases.iter().map(String::as_str));
     }
     for selector in inner.names.selectors() {
         taken.insert(&selector.id);

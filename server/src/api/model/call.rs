@@ -59,7 +59,7 @@ impl Call {
                 let hold = forward.hold.take();
                 let upgrade = forward.upgrade.take();
                 let model = Arc::clone(&forward.model);
-                if model.ignore_websockets
+                if model.config.ignore_websockets
                     && let Some(client) = upgrade
                 {
                     drop(hold);
@@ -121,7 +121,7 @@ impl Call {
         } = Forward::unboxed(forward);
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
-        let mut tracked = begin_activity(&state, &model.id, &outbound, priority);
+        let mut tracked = begin_activity(&state, &model.config.id, &outbound, priority);
         if let Some(selector) = selector {
             tracked.selector(selector);
         }
@@ -137,14 +137,14 @@ impl Call {
         if priority.is_capped() {
             state.inner.metrics.capped();
             tracing::debug!(
-                model = %model.id,
+                model = %model.config.id,
                 requested = priority.requested(),
                 capped = priority.capped(),
                 "X-Priority capped"
             );
         }
         // A ready model with nothing waiting: granted without the router's round trip.
-        let turn = match state.inner.router.try_fast(&model.id, priority) {
+        let turn = match state.inner.router.try_fast(&model.config.id, priority) {
             Some(lease) => {
                 pending.admitted(lease.id().0, lease.effective_priority());
                 Turn::Granted(lease)
@@ -179,7 +179,7 @@ impl Call {
             .inner
             .router
             .submit(Submit {
-                model: model.id.clone(),
+                model: model.config.id.clone(),
                 priority,
             })
             .await;
@@ -198,7 +198,7 @@ impl Call {
             return Ok(Queued::Turn(Turn::Waiting(ticket)));
         }
         let target = LoadingTarget {
-            model: model.id.clone(),
+            model: model.config.id.clone(),
             request_id: request_id::of(&pending.outbound.headers).to_owned(),
         };
         Ok(Queued::Loading(target, status, ticket))
@@ -312,7 +312,7 @@ async fn grant_and_forward(
         Turn::Waiting(ticket) => wait_for_grant(state, ticket).await,
         Turn::Granted(lease) => {
             let metrics = &state.inner.metrics;
-            metrics.granted(&model.id, lease.effective_priority(), Duration::ZERO);
+            metrics.granted(&model.config.id, lease.effective_priority(), Duration::ZERO);
             Ok(lease)
         }
     };
@@ -327,7 +327,7 @@ async fn grant_and_forward(
             tracked.granted();
             // A reload while it waited may have given the model a new
             // definition (address, filters, timeouts): the grant is for it.
-            let latest = state.latest_model(&model.id);
+            let latest = state.latest_model(&model.config.id);
             let model = latest.as_deref().unwrap_or(model);
             // Boxed so that a request waiting for its grant does not carry the
             // larger state of the forwarding stage.
@@ -357,7 +357,12 @@ async fn forward_granted(
 ) -> Result<Response, ApiError> {
     let proxy = &model.client;
     match proxy
-        .send(&model.id, &model.proxy, outbound, (lease, token))
+        .send(
+            &model.config.id,
+            &model.config.proxy,
+            outbound,
+            (lease, token),
+        )
         .await
     {
         Ok(response) => Ok(response),
@@ -365,13 +370,18 @@ async fn forward_granted(
             unsent: Some((outbound, (lease, token))),
             ..
         }) => {
-            tracing::info!(model = %model.id, "the upstream refused the request before it reached it; handing it back to the router");
+            tracing::info!(model = %model.config.id, "the upstream refused the request before it reached it; handing it back to the router");
             let lease = wait_for_grant(state, lease.refused()).await?;
-            let latest = state.latest_model(&model.id);
+            let latest = state.latest_model(&model.config.id);
             let model = latest.as_deref().unwrap_or(model);
             Ok(model
                 .client
-                .forward(&model.id, &model.proxy, outbound, (lease, token))
+                .forward(
+                    &model.config.id,
+                    &model.config.proxy,
+                    outbound,
+                    (lease, token),
+                )
                 .await?)
         }
         Err(failed) => Err(failed.error.into()),

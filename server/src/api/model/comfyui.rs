@@ -56,9 +56,9 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         .filter(|rest| rest.starts_with('/'))
         .unwrap_or("/")
         .to_owned();
-    if rest != "/" && !state.model_ready(&model.id).await {
+    if rest != "/" && !state.model_ready(&model.config.id).await {
         return Err(ApiError::NotLoaded {
-            model: model.id.clone(),
+            model: model.config.id.clone(),
             why: NotLoadedReason::ComfyUiPath,
         });
     }

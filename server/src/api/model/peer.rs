@@ -214,7 +214,7 @@ fn outbound(
         headers,
         body,
         client_ip: None,
-        body_limit: state.inner.max_body_bytes,
+        body_limit: state.inner.body_limits.max_bytes,
         websocket: false,
         set_headers: crate::peers::credentials(&peer.config),
     }

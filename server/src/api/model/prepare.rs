@@ -97,6 +97,7 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
     };
     // A pinned or selected name goes upstream in place of the client's.
     let upstream_name = model
+        .config
         .use_model_name
         .as_deref()
         .or(renamed.changed.then_some(renamed.name.as_str()));
@@ -108,17 +109,18 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
     // `setParamsByID` keys on it.
     let bytes = if found.json_body {
         model
+            .config
             .filters
             .apply(&renamed.name, bytes)
             .map_err(|source| ApiError::FilterFailed {
-                model: model.id.clone(),
+                model: model.config.id.clone(),
                 source,
             })?
     } else {
         bytes
     };
     let path = forward_path(parts.uri.path());
-    let loading = model.send_loading_state
+    let loading = model.config.send_loading_state
         && found.stream
         && upgrade.is_none()
         && path.starts_with(CHAT_COMPLETIONS);
@@ -131,7 +133,7 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
         headers,
         body: OutboundBody::Buffered(bytes),
         client_ip,
-        body_limit: state.inner.max_body_bytes,
+        body_limit: state.inner.body_limits.max_bytes,
         websocket: upgrade.is_some(),
         set_headers: http::HeaderMap::new(),
     };
@@ -185,10 +187,10 @@ pub(super) async fn by_path(state: &AppState, request: Request) -> Result<Prepar
         // Static assets a browser asks for must not start (or swap in) a model.
         if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
             && state.inner.ignore_paths.matches(&rest)
-            && !state.model_ready(&model.id).await
+            && !state.model_ready(&model.config.id).await
         {
             return Err(ApiError::NotLoaded {
-                model: model.id.clone(),
+                model: model.config.id.clone(),
                 why: NotLoadedReason::IgnoredPath,
             });
         }
@@ -217,7 +219,7 @@ pub(super) fn passthrough(
     let stream = parts.uri.query().is_some_and(|q| {
         form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "stream" && v == "true")
     });
-    let loading = model.send_loading_state
+    let loading = model.config.send_loading_state
         && stream
         && upgrade.is_none()
         && rest.starts_with(CHAT_COMPLETIONS);
@@ -230,7 +232,7 @@ pub(super) fn passthrough(
         headers,
         body: OutboundBody::Streaming(Body::new(GuardedBody::new(body, limits))),
         client_ip,
-        body_limit: state.inner.max_body_bytes,
+        body_limit: state.inner.body_limits.max_bytes,
         websocket: upgrade.is_some(),
         set_headers: http::HeaderMap::new(),
     };

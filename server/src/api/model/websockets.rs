@@ -46,7 +46,7 @@ pub(super) fn open(
         client,
         &state.inner.inflight,
         state.inner.draining.clone(),
-        &model.id,
+        &model.config.id,
     )
 }
 
@@ -61,9 +61,9 @@ pub(super) async fn serve_ignored(
 ) -> Response {
     // The model may stop right after this check; the socket then closes with
     // it, which is what ignoring websockets trades for never blocking a swap.
-    if !state.model_ready(&model.id).await {
+    if !state.model_ready(&model.config.id).await {
         let error = ApiError::NotLoaded {
-            model: model.id.clone(),
+            model: model.config.id.clone(),
             why: NotLoadedReason::IgnoredWebsocket,
         };
         outcome.rejected(error.kind().code);
@@ -72,7 +72,7 @@ pub(super) async fn serve_ignored(
     let token = state.track();
     match model
         .client
-        .forward(&model.id, &model.proxy, outbound, token)
+        .forward(&model.config.id, &model.config.proxy, outbound, token)
         .await
     {
         Ok(response) => {

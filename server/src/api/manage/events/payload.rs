@@ -71,15 +71,21 @@ pub(super) fn model_rows(
         *holding.entry(&*entry.model).or_default() += 1;
     }
     let models = state.inner.models.values().map(|m| ModelRow {
-        id: m.id.clone(),
+        id: m.config.id.clone(),
         kind: "model",
-        name: m.name.clone().unwrap_or_default(),
-        description: m.description.clone().unwrap_or_default(),
-        state: state_name(states.get(m.id.as_str()).copied()),
-        unlisted: m.unlisted,
-        aliases: m.aliases.clone(),
-        waiting: waiting.get(m.id.as_str()).copied().unwrap_or_default(),
-        in_flight: holding.get(m.id.as_str()).copied().unwrap_or_default(),
+        name: m.config.name.clone().unwrap_or_default(),
+        description: m.config.description.clone().unwrap_or_default(),
+        state: state_name(states.get(m.config.id.as_str()).copied()),
+        unlisted: m.config.unlisted,
+        aliases: m.config.aliases.clone(),
+        waiting: waiting
+            .get(m.config.id.as_str())
+            .copied()
+            .unwrap_or_default(),
+        in_flight: holding
+            .get(m.config.id.as_str())
+            .copied()
+            .unwrap_or_default(),
         ..ModelRow::default()
     });
     // A selector is as warm as its warmest target.

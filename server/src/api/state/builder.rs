@@ -1,0 +1,202 @@
+//! Building the handlers' state from a configuration.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{AppState, HttpOptions, Inner, ModelEntry};
+use crate::activity::Activity;
+use crate::api::error::{peer_stream_error_frames, stream_error_frames};
+use crate::api::front::auth::ApiKeys;
+use crate::api::front::auth_limit::AuthLimiter;
+use crate::api::manage::events::SnapshotCache;
+use crate::api::model::body::{BodyBudget, BodyLimits};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::proxy::{Proxy, ProxyOptions, Timeouts, UpstreamTls};
+use crate::router::RouterHandle;
+use crate::upstream::Supervisor;
+
+/// Builds an [`AppState`]: [`AppState::builder`], the settings that differ
+/// from the defaults, then [`build`](Self::build).
+#[derive(Debug)]
+#[must_use]
+pub struct AppStateBuilder<'a> {
+    config: &'a Config,
+    router: RouterHandle,
+    supervisor: Option<Arc<Supervisor>>,
+    options: HttpOptions,
+    gate: Option<watch::Receiver<bool>>,
+    metrics: Option<Arc<Metrics>>,
+    tls: Option<Option<UpstreamTls>>,
+    previous: Option<&'a AppState>,
+}
+
+impl<'a> AppStateBuilder<'a> {
+    pub(super) fn new(config: &'a Config, router: RouterHandle) -> Self {
+        Self {
+            config,
+            router,
+            supervisor: None,
+            options: HttpOptions::default(),
+            gate: None,
+            metrics: None,
+            tls: None,
+            previous: None,
+        }
+    }
+
+    /// Serves `supervisor`'s output in `/logs` (default: the log endpoints
+    /// serve nothing).
+    pub fn supervisor(mut self, supervisor: Arc<Supervisor>) -> Self {
+        self.supervisor = Some(supervisor);
+        self
+    }
+
+    /// The settings of the HTTP layer (default [`HttpOptions::default`]). The
+    /// configuration's `requestBodyLimit`, when set, replaces
+    /// [`HttpOptions::max_body_bytes`].
+    pub fn options(mut self, options: HttpOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Requests wait before they are scheduled until `gate` turns `true`
+    /// (default: they never wait).
+    pub fn gate(mut self, gate: watch::Receiver<bool>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Records into `metrics`, shared with the router (default: metrics of
+    /// its own, for the configured models and bands).
+    pub(crate) fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The TLS client for `https://` upstreams and peers, already built from
+    /// the configuration (default: built here; an error is logged and leaves
+    /// `https://` upstreams without one).
+    pub(crate) fn upstream_tls(mut self, tls: Option<UpstreamTls>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Takes over from `previous` after a reload: the same drain (a shutdown
+    /// drains both) and activity feed; requests still waiting in `previous`
+    /// are granted for the new configuration, and `previous`'s event and log
+    /// streams end so that their readers reconnect to it.
+    pub(crate) fn replacing(mut self, previous: &'a AppState) -> Self {
+        self.previous = Some(previous);
+        self
+    }
+
+    /// The state.
+    pub fn build(self) -> AppState {
+        let config = self.config;
+        let metrics = self.metrics.unwrap_or_else(|| {
+            Arc::new(Metrics::new(
+                config.models.iter().map(|m| m.id.clone()),
+                config.priority_rules.bands.clone(),
+            ))
+        });
+        let tls = self.tls.unwrap_or_else(|| {
+            config.upstream_tls().unwrap_or_else(|error| {
+                tracing::error!(%error, "no TLS client for https:// upstreams");
+                None
+            })
+        });
+        // One client (and connection pool) per distinct set of timeouts.
+        let mut clients: Vec<Proxy> = Vec::new();
+        let mut client_for = |timeouts: &Timeouts| {
+            if let Some(client) = clients.iter().find(|c| c.timeouts() == timeouts) {
+                return client.clone();
+            }
+            let client = Proxy::with_options(
+                stream_error_frames,
+                ProxyOptions::default().timeouts(*timeouts).tls(tls.clone()),
+            );
+            clients.push(client.clone());
+            client
+        };
+        let models = config
+            .models
+            .iter()
+            .map(|m| {
+                let entry = ModelEntry {
+                    config: m.clone(),
+                    client: client_for(&m.timeouts),
+                };
+                (m.id.clone(), Arc::new(entry))
+            })
+            .collect();
+        // Peers get clients of their own: a stream that breaks mid-response
+        // must name the peer, not a local model; and no loop mark, which a
+        // peer served by this same process would take for a loop.
+        let mut peer_clients: Vec<Proxy> = Vec::new();
+        let peers = crate::peers::Peers::new(
+            &config.peers,
+            |timeouts| {
+                if let Some(client) = peer_clients.iter().find(|c| c.timeouts() == timeouts) {
+                    return client.clone();
+                }
+                let client = Proxy::with_options(
+                    peer_stream_error_frames,
+                    ProxyOptions::default()
+                        .timeouts(*timeouts)
+                        .tls(tls.clone())
+                        .mark_hops(false),
+                );
+                peer_clients.push(client.clone());
+                client
+            },
+            &metrics,
+        );
+        let options = self.options;
+        let (draining, activity) = match self.previous {
+            Some(previous) => (
+                previous.inner.draining.clone(),
+                Arc::clone(&previous.inner.activity),
+            ),
+            None => (CancellationToken::new(), Arc::new(Activity::default())),
+        };
+        let state = AppState {
+            inner: Arc::new(Inner {
+                router: self.router,
+                supervisor: self.supervisor,
+                models,
+                include_aliases_in_list: config.include_aliases_in_list,
+                keys: ApiKeys::new(config.api_keys.iter().map(|k| k.expose())),
+                auth_failures: AuthLimiter::default(),
+                ignore_paths: config.upstream.ignore_paths.clone(),
+                body_limits: BodyLimits {
+                    max_bytes: config.request_body_limit.unwrap_or(options.max_body_bytes),
+                    timeout: config.request_body_timeout,
+                    budget: Arc::new(BodyBudget::new(options.max_body_bytes_in_flight)),
+                },
+                proxy_log: options.proxy_log,
+                streams: draining.child_token(),
+                draining,
+                gate: self.gate,
+                inflight: TaskTracker::new(),
+                metrics,
+                system: (!config.performance.disabled)
+                    .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
+                trust: config.trust(),
+                names: crate::names::Names::new(config),
+                peers,
+                activity,
+                snapshots: SnapshotCache::default(),
+                successor: std::sync::OnceLock::new(),
+            }),
+        };
+        if let Some(previous) = self.previous {
+            let _ = previous.inner.successor.set(state.clone());
+            previous.inner.streams.cancel();
+        }
+        state
+    }
+}
