@@ -15,7 +15,7 @@ use futures_util::Stream;
 use http_body::{Body, Frame, SizeHint};
 
 /// A boxed stream of body chunks; an `Err` aborts the connection mid-body.
-pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, io::Error>> + Send>>;
+pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, io::Error>> + Send>>;
 
 enum Inner {
     Full(Option<Bytes>),
@@ -23,7 +23,7 @@ enum Inner {
 }
 
 /// The body of every mock response.
-pub struct MockBody {
+pub(crate) struct MockBody {
     inner: Inner,
     guards: Vec<Box<dyn Any + Send>>,
 }
@@ -40,7 +40,7 @@ impl std::fmt::Debug for MockBody {
 
 impl MockBody {
     /// A body sent at once, with `Content-Length`.
-    pub fn full(data: impl Into<Bytes>) -> Self {
+    pub(crate) fn full(data: impl Into<Bytes>) -> Self {
         Self {
             inner: Inner::Full(Some(data.into())),
             guards: Vec::new(),
@@ -48,12 +48,12 @@ impl MockBody {
     }
 
     /// An empty body.
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         Self::full(Bytes::new())
     }
 
     /// A chunked body produced by `stream`.
-    pub fn stream(stream: ChunkStream) -> Self {
+    pub(crate) fn stream(stream: ChunkStream) -> Self {
         Self {
             inner: Inner::Stream(stream),
             guards: Vec::new(),

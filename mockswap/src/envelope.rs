@@ -140,7 +140,7 @@ impl ApiError {
     }
 
     /// The complete HTTP response.
-    pub fn into_response(self) -> http::Response<MockBody> {
+    pub(crate) fn into_response(self) -> http::Response<MockBody> {
         let mut response = json_response(self.status(), &self.envelope());
         if let Self::MethodNotAllowed { allow, .. } = &self {
             response
@@ -152,7 +152,7 @@ impl ApiError {
 }
 
 /// An error envelope `{"error": {"message", "type", "code"}}`.
-pub fn envelope(message: &str, kind: &str, code: &str) -> serde_json::Value {
+pub(crate) fn envelope(message: &str, kind: &str, code: &str) -> serde_json::Value {
     json!({"error": {"message": message, "type": kind, "code": code}})
 }
 

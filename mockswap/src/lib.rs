@@ -1,47 +1,62 @@
+#![warn(unreachable_pub)]
 #![doc = include_str!("../README.md")]
 //!
-//! ## Modules
+//! ## The public surface
 //!
-//! | module | what it holds |
+//! Everything is at the crate root:
+//!
+//! | items | what they are |
 //! |---|---|
-//! | [`mock`] | [`MockSwap`] (start, journal, gate, faults, reset) and its builder |
-//! | [`expect`] | expectations ([`Expect`], [`ExpectGuard`], [`Times`]), verified on drop |
-//! | [`journal`] | [`RecordedRequest`], one journal entry |
-//! | [`priority`] | [`PriorityHeader`], the X-Priority header as sent |
-//! | [`matcher`] | which requests a rule applies to ([`RequestMatch`], [`PriorityMatch`]) |
-//! | [`reply`] | scripted replies ([`Reply`], [`ReplyRule`], [`ToolCall`]) |
-//! | [`fault`] | injected faults ([`Fault`], [`FaultRule`]) |
-//! | [`stream`] | stream shaping ([`StreamShape`], [`Chunking`], [`LineEnding`]) |
-//! | [`spec`] | the JSON forms of faults, replies and fixture files ([`Fixture`]) |
-//! | [`wire`] | the response shapes (OpenAI, Anthropic, llama.cpp) |
-//! | [`envelope`] | the error envelope shared with the server ([`ApiError`]) |
-//! | [`body`] | the response body type |
-//! | [`error`] | [`StartError`], [`WaitError`] |
+//! | [`MockSwap`], [`MockSwapBuilder`], [`Crash`], [`DEFAULT_BODY_LIMIT`] | the running mock (start, journal, gate, faults, reset) and its builder |
+//! | [`Expect`], [`Times`], [`ExpectGuard`] | expectations: plain values, mounted on a mock (scoped with a guard) and verified on drop |
+//! | [`RecordedRequest`], [`requests_table`] | one journal entry; the table a failure prints |
+//! | [`PriorityHeader`], [`PRIORITY_HEADER`] | the `X-Priority` header as sent |
+//! | [`RequestMatch`], [`PriorityMatch`] | which requests a rule or an expectation applies to |
+//! | [`Reply`], [`ReplyRule`], [`ToolCall`] | scripted replies |
+//! | [`Fault`], [`FaultRule`] | injected faults |
+//! | [`StreamShape`], [`Chunking`], [`LineEnding`] | stream shaping |
+//! | [`Fixture`], [`SpecError`] | the JSON forms of replies, faults and fixture files |
+//! | [`ApiError`] | the error envelope shared with the server |
+//! | [`StartError`], [`WaitError`] | what starting and waiting can fail with |
 
-pub mod body;
-pub mod envelope;
-pub mod error;
-pub mod expect;
-pub mod fault;
+// Layers, each file importing only from the ones below it (no import circles):
+//
+//   mount.rs     Expect::mount, ExpectGuard, MockSwap::verify
+//   mock.rs      MockSwap and its builder: starts the server on a State
+//   server/      the HTTP server (routing, model requests, admin API, websockets)
+//   spec.rs      JSON forms      report.rs  failure reports
+//   state.rs     journal, expectation set, reply and fault rules, gate, loaded models
+//   expect.rs    Expect and Times as plain values
+//   journal.rs, matcher/, reply.rs, fault.rs, gate.rs, stream.rs, wire/, priority.rs,
+//   envelope.rs, body.rs, error.rs
+
+mod body;
+mod envelope;
+mod error;
+mod expect;
+mod fault;
 mod gate;
-pub mod journal;
-pub mod matcher;
-pub mod mock;
-pub mod priority;
-pub mod reply;
+mod journal;
+mod matcher;
+mod mock;
+mod mount;
+mod priority;
+mod reply;
 mod report;
 mod server;
-pub mod spec;
-pub mod stream;
-pub mod wire;
+mod spec;
+mod state;
+mod stream;
+mod wire;
 
 pub use envelope::ApiError;
 pub use error::{StartError, WaitError};
-pub use expect::{Expect, ExpectGuard, Times};
+pub use expect::{Expect, Times};
 pub use fault::{Fault, FaultRule};
 pub use journal::RecordedRequest;
 pub use matcher::{PriorityMatch, RequestMatch};
-pub use mock::{MockSwap, MockSwapBuilder};
+pub use mock::{DEFAULT_BODY_LIMIT, MockSwap, MockSwapBuilder};
+pub use mount::ExpectGuard;
 pub use priority::{PRIORITY_HEADER, PriorityHeader};
 pub use reply::{Reply, ReplyRule, ToolCall};
 pub use report::requests_table;

@@ -12,9 +12,10 @@ use crate::fault::FaultRule;
 use crate::journal::RecordedRequest;
 use crate::priority::PriorityHeader;
 use crate::reply::ReplyRule;
-use crate::report::requests_table;
+use crate::report::{requests_table, unmet_report};
 use crate::server::{self, Crash, Settings, Shared};
 use crate::spec::Fixture;
+use crate::state::{Origin, State};
 use crate::stream::StreamShape;
 
 /// Default request body limit: 16 MiB.
@@ -23,12 +24,15 @@ pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// A running mock: a fake model server and proxy double on a local port.
 ///
 /// Dropping it stops the server and verifies the expectations mounted with
-/// [`crate::Expect::mount`] or [`MockSwap::expect_priority`]; an unmet expectation
+/// [`Expect::mount`](crate::Expect::mount) or [`MockSwap::expect_priority`]; an unmet expectation
 /// panics with a report (unless the thread is already panicking).
 #[derive(Debug)]
 pub struct MockSwap {
     addr: SocketAddr,
-    pub(crate) shared: Arc<Shared>,
+    /// What tests set up and the server records (shared with the server).
+    pub(crate) state: Arc<State>,
+    /// The server's side: stop signals and websocket counts.
+    server: Arc<Shared>,
     tracker: TaskTracker,
 }
 
@@ -213,17 +217,19 @@ impl MockSwap {
             .local_addr()
             .map_err(|source| StartError::LocalAddr { source })?;
         let tracker = TaskTracker::new();
-        let shared = Arc::new(Shared::new(builder.settings, builder.gate_open, &tracker));
+        let server = Arc::new(Shared::new(builder.settings, builder.gate_open, &tracker));
+        let state = Arc::clone(&server.state);
         for rule in builder.replies {
-            shared.replies.add(rule);
+            state.replies.add(rule);
         }
         for rule in builder.faults {
-            shared.faults.add(rule);
+            state.faults.add(rule);
         }
-        server::spawn_accept_loop(listener, Arc::clone(&shared), &tracker);
+        server::spawn_accept_loop(listener, Arc::clone(&server), &tracker);
         Ok(Self {
             addr,
-            shared,
+            state,
+            server,
             tracker,
         })
     }
@@ -241,18 +247,18 @@ impl MockSwap {
     /// Every request received so far, oldest first (health polls and the admin API are
     /// not journaled).
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.journal.requests()
+        self.state.journal.requests()
     }
 
     /// Journal sequence numbers in the order requests passed the gate.
     pub fn dispatch_order(&self) -> Vec<u64> {
-        self.shared.journal.dispatch_order()
+        self.state.journal.dispatch_order()
     }
 
     /// Forgets every request received so far (sequence numbers keep increasing), so
     /// expectations no longer count them.
     pub fn clear_requests(&self) {
-        self.shared.journal.clear();
+        self.state.journal.clear();
     }
 
     /// Back to a fresh mock in one call: journal, faults, replies and expectations
@@ -260,7 +266,7 @@ impl MockSwap {
     /// increasing; open websockets stay open. Scoped guards still alive are unmounted
     /// (their own drop still checks them, against the cleared journal).
     pub fn reset(&self) {
-        self.shared.reset();
+        self.state.reset();
     }
 
     /// The table of every request received (what a failed expectation prints).
@@ -277,7 +283,7 @@ impl MockSwap {
         n: usize,
         timeout: Duration,
     ) -> Result<Vec<RecordedRequest>, WaitError> {
-        match tokio::time::timeout(timeout, self.shared.journal.wait_for_len(n)).await {
+        match tokio::time::timeout(timeout, self.state.journal.wait_for_len(n)).await {
             Ok(()) => Ok(self.requests()),
             Err(_) => {
                 let requests = self.requests();
@@ -323,18 +329,18 @@ impl MockSwap {
 
     /// Closes the gate: model requests arriving from now on are held.
     pub fn close_gate(&self) {
-        self.shared.gate.set_open(false);
+        self.state.gate.set_open(false);
     }
 
     /// Opens the gate: held requests are released one at a time, highest priority first
     /// (ties in arrival order), each after the previous one's response has completed.
     pub fn open_gate(&self) {
-        self.shared.gate.set_open(true);
+        self.state.gate.set_open(true);
     }
 
     /// How many requests the gate holds now.
     pub fn held(&self) -> usize {
-        self.shared.gate.state().held
+        self.state.gate.state().held
     }
 
     /// Waits until the gate holds at least `n` requests.
@@ -342,7 +348,7 @@ impl MockSwap {
     /// # Errors
     /// [`WaitError::Held`] when fewer were held within `timeout`.
     pub async fn wait_for_held(&self, n: usize, timeout: Duration) -> Result<(), WaitError> {
-        match tokio::time::timeout(timeout, self.shared.gate.wait_held(n)).await {
+        match tokio::time::timeout(timeout, self.state.gate.wait_held(n)).await {
             Ok(()) => Ok(()),
             Err(_) => Err(WaitError::Held {
                 wanted: n,
@@ -356,12 +362,12 @@ impl MockSwap {
     /// How many websockets are open now (upgrades on any path outside `/__mockswap/`
     /// are echoed; see the README).
     pub fn websockets_open(&self) -> usize {
-        self.shared.sockets.counts().open
+        self.server.sockets.counts().open
     }
 
     /// How many websocket upgrades were accepted since start.
     pub fn websockets_total(&self) -> u64 {
-        self.shared.sockets.counts().total
+        self.server.sockets.counts().total
     }
 
     /// Waits until exactly `n` websockets are open (e.g. 0 after the client closed).
@@ -373,7 +379,7 @@ impl MockSwap {
         n: usize,
         timeout: Duration,
     ) -> Result<(), WaitError> {
-        let mut rx = self.shared.sockets.subscribe();
+        let mut rx = self.server.sockets.subscribe();
         match tokio::time::timeout(timeout, rx.wait_for(|c| c.open == n)).await {
             Ok(_) => Ok(()),
             Err(_) => Err(WaitError::Websockets {
@@ -386,28 +392,28 @@ impl MockSwap {
 
     /// Installs a fault (tried after the ones already installed).
     pub fn add_fault(&self, rule: FaultRule) {
-        self.shared.faults.add(rule);
+        self.state.faults.add(rule);
     }
 
     /// Removes every fault.
     pub fn clear_faults(&self) {
-        self.shared.faults.clear();
+        self.state.faults.clear();
     }
 
     /// Installs a scripted reply (tried after the ones already installed).
     pub fn add_reply(&self, rule: ReplyRule) {
-        self.shared.replies.add(rule);
+        self.state.replies.add(rule);
     }
 
     /// Removes every scripted reply (the echo answers again).
     pub fn clear_replies(&self) {
-        self.shared.replies.clear();
+        self.state.replies.clear();
     }
 
     /// Resolves when the mock stops on its own because of `crash_after` or
     /// `crash_mid_stream`; never resolves otherwise.
     pub async fn crashed(&self) -> Crash {
-        let mut rx = self.shared.life.subscribe_crash();
+        let mut rx = self.server.life.subscribe_crash();
         loop {
             if let Some(crash) = *rx.borrow_and_update() {
                 return crash;
@@ -422,14 +428,14 @@ impl MockSwap {
     /// Stops gracefully: no new connections, held and hanging requests answer 503
     /// `shutting_down`, streams are cut, and connections close; waits for all of it.
     pub async fn shutdown(&self) {
-        self.shared.life.shutdown.cancel();
+        self.server.life.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
     }
 
     /// Like [`MockSwap::shutdown`], but first drops every connection at once.
     pub async fn kill(&self) {
-        self.shared.life.kill.cancel();
+        self.server.life.kill.cancel();
         self.tracker.close();
         self.tracker.wait().await;
     }
@@ -437,12 +443,13 @@ impl MockSwap {
 
 impl Drop for MockSwap {
     fn drop(&mut self) {
-        self.shared.life.kill.cancel();
+        self.server.life.kill.cancel();
         self.tracker.close();
         if std::thread::panicking() {
             return;
         }
-        if let Some(report) = self.unmet(true) {
+        let (mounted, requests) = self.state.snapshot(Some(Origin::Library));
+        if let Some(report) = unmet_report(&mounted, &requests) {
             panic!("{report}");
         }
     }

@@ -82,7 +82,7 @@ impl std::fmt::Display for PriorityHeader {
 
 /// The serialised form of a request's priority in the admin API's journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PriorityJson {
+pub(crate) struct PriorityJson {
     /// `absent`, `value`, `invalid` or `duplicated`.
     pub state: &'static str,
     /// The value when `state` is `value`, else `null`.
@@ -94,7 +94,7 @@ pub struct PriorityJson {
 impl PriorityJson {
     /// Builds the view of docs/DESIGN.md section 5 from a request's headers: `raw` holds every
     /// `X-Priority` line exactly as sent (lossily decoded), even when the value is valid.
-    pub fn from_headers(headers: &HeaderMap) -> Self {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Self {
         let parsed = PriorityHeader::from_headers(headers);
         Self {
             state: parsed.state(),
@@ -105,7 +105,7 @@ impl PriorityJson {
 }
 
 /// Every `X-Priority` line of a request, as sent (lossily decoded).
-pub fn raw_lines(headers: &HeaderMap) -> Vec<String> {
+pub(crate) fn raw_lines(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(PRIORITY_HEADER)
         .iter()
@@ -115,7 +115,7 @@ pub fn raw_lines(headers: &HeaderMap) -> Vec<String> {
 
 /// Parses one header value the way the proxy does: ASCII whitespace trimmed, an optional
 /// `+` or `-`, decimal digits only, within `i32`.
-pub fn parse_value(text: &str) -> Option<i32> {
+pub(crate) fn parse_value(text: &str) -> Option<i32> {
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
     let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {

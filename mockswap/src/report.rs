@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::expect::{Checked, Times};
+use crate::expect::Times;
 use crate::journal::RecordedRequest;
 use crate::matcher::truncated;
+use crate::state::{Checked, Mounted};
 
 /// How many near misses a failure shows.
 const NEAREST: usize = 3;
@@ -83,6 +84,7 @@ pub(crate) fn failure(checked: &Checked<'_>) -> String {
     let e = checked.expectation;
     let mut out = String::new();
     let title = e
+        .expect
         .name
         .as_deref()
         .map_or_else(|| format!("expectation #{}", e.id), |n| format!("{n:?}"));
@@ -97,11 +99,11 @@ pub(crate) fn failure(checked: &Checked<'_>) -> String {
         );
     }
     out.push('\n');
-    let _ = writeln!(out, "  wanted:   {}", e.matcher.describe());
+    let _ = writeln!(out, "  wanted:   {}", e.expect.matcher.describe());
     let _ = writeln!(
         out,
         "  expected: {} matching request(s), received {} (of {} since it was mounted)",
-        e.times,
+        e.expect.times,
         checked.matching.len(),
         checked.since.len()
     );
@@ -126,6 +128,13 @@ pub(crate) fn failure(checked: &Checked<'_>) -> String {
         let _ = writeln!(out, "      body: {}", body_line(r));
     }
     out
+}
+
+/// The report of the given expectations against the journal, `None` when all are met.
+pub(crate) fn unmet_report(mounted: &[Mounted], requests: &[RecordedRequest]) -> Option<String> {
+    let checked: Vec<Checked<'_>> = mounted.iter().map(|m| Checked::new(m, requests)).collect();
+    let failed: Vec<&Checked<'_>> = checked.iter().filter(|c| !c.met()).collect();
+    (!failed.is_empty()).then(|| unmet(&failed, mounted.len(), requests))
 }
 
 /// The whole report: every unmet expectation, then the request table.
@@ -163,10 +172,10 @@ pub(crate) fn listed(checked: &Checked<'_>) -> Value {
     let e = checked.expectation;
     json!({
         "id": e.id,
-        "name": e.name,
-        "match": e.matcher.describe(),
-        "times": times_json(e.times),
-        "expected": e.times.to_string(),
+        "name": e.expect.name,
+        "match": e.expect.matcher.describe(),
+        "times": times_json(e.expect.times),
+        "expected": e.expect.times.to_string(),
         "received": checked.matching.len(),
         "ok": checked.met(),
     })

@@ -407,7 +407,7 @@ fn reply_rule(json: ReplyRuleJson) -> Result<ReplyRule, SpecError> {
 ///
 /// # Errors
 /// [`SpecError`] when the JSON does not have the documented shape.
-pub fn parse_fault_rules(text: &[u8]) -> Result<Vec<FaultRule>, SpecError> {
+pub(crate) fn parse_fault_rules(text: &[u8]) -> Result<Vec<FaultRule>, SpecError> {
     let json = |source| SpecError::Json {
         what: "fault",
         source,
@@ -427,7 +427,7 @@ pub fn parse_fault_rules(text: &[u8]) -> Result<Vec<FaultRule>, SpecError> {
 ///
 /// # Errors
 /// [`SpecError`] when the JSON does not have the documented shape.
-pub fn parse_reply_rules(text: &[u8]) -> Result<Vec<ReplyRule>, SpecError> {
+pub(crate) fn parse_reply_rules(text: &[u8]) -> Result<Vec<ReplyRule>, SpecError> {
     let json = |source| SpecError::Json {
         what: "reply",
         source,
@@ -460,7 +460,7 @@ enum TimesJson {
 ///
 /// # Errors
 /// [`SpecError`] when the JSON does not have the documented shape.
-pub fn parse_expectation(text: &[u8]) -> Result<Expect, SpecError> {
+pub(crate) fn parse_expectation(text: &[u8]) -> Result<Expect, SpecError> {
     let json = |source| SpecError::Json {
         what: "expectation",
         source,

@@ -6,13 +6,13 @@ use http::{Method, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::extract::query_param;
+use super::shared::Shared;
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
-use crate::expect::{Checked, Origin};
 use crate::report;
 use crate::spec;
+use crate::state::{Checked, Origin};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,12 +51,13 @@ pub(crate) async fn wait(shared: &Shared, parts: &http::request::Parts) -> Resul
     match route {
         "/requests" => {
             if let Some(n) = number("wait_for")?.map(as_count) {
-                let waited = tokio::time::timeout(timeout, shared.journal.wait_for_len(n)).await;
+                let waited =
+                    tokio::time::timeout(timeout, shared.state.journal.wait_for_len(n)).await;
                 if waited.is_err() {
                     return Err(ApiError::WaitTimeout {
                         what: "requests",
                         wanted: n,
-                        got: shared.journal.len(),
+                        got: shared.state.journal.len(),
                         timeout_ms,
                     });
                 }
@@ -64,12 +65,12 @@ pub(crate) async fn wait(shared: &Shared, parts: &http::request::Parts) -> Resul
         }
         "/gate" => {
             if let Some(n) = number("wait_held")?.map(as_count) {
-                let waited = tokio::time::timeout(timeout, shared.gate.wait_held(n)).await;
+                let waited = tokio::time::timeout(timeout, shared.state.gate.wait_held(n)).await;
                 if waited.is_err() {
                     return Err(ApiError::WaitTimeout {
                         what: "held requests",
                         wanted: n,
-                        got: shared.gate.state().held,
+                        got: shared.state.gate.state().held,
                         timeout_ms,
                     });
                 }
@@ -119,6 +120,7 @@ pub(crate) fn handle(
                     Err(reason) => return bad(reason),
                 };
                 let entries: Vec<Value> = shared
+                    .state
                     .journal
                     .requests()
                     .iter()
@@ -128,13 +130,16 @@ pub(crate) fn handle(
                 json_response(StatusCode::OK, &Value::Array(entries))
             }
             Method::DELETE => {
-                shared.journal.clear();
+                shared.state.journal.clear();
                 json_response(StatusCode::OK, &json!({"cleared": true}))
             }
             _ => not_allowed("GET, DELETE"),
         },
         "/dispatch-order" => match *method {
-            Method::GET => json_response(StatusCode::OK, &json!(shared.journal.dispatch_order())),
+            Method::GET => json_response(
+                StatusCode::OK,
+                &json!(shared.state.journal.dispatch_order()),
+            ),
             _ => not_allowed("GET"),
         },
         "/faults" => match *method {
@@ -142,14 +147,14 @@ pub(crate) fn handle(
                 Ok(rules) => {
                     let installed = rules.len();
                     for rule in rules {
-                        shared.faults.add(rule);
+                        shared.state.faults.add(rule);
                     }
                     json_response(StatusCode::OK, &json!({"installed": installed}))
                 }
                 Err(err) => bad(err.to_string()),
             },
             Method::DELETE => {
-                shared.faults.clear();
+                shared.state.faults.clear();
                 json_response(StatusCode::OK, &json!({"cleared": true}))
             }
             _ => not_allowed("POST, DELETE"),
@@ -159,14 +164,14 @@ pub(crate) fn handle(
                 Ok(rules) => {
                     let installed = rules.len();
                     for rule in rules {
-                        shared.replies.add(rule);
+                        shared.state.replies.add(rule);
                     }
                     json_response(StatusCode::OK, &json!({"installed": installed}))
                 }
                 Err(err) => bad(err.to_string()),
             },
             Method::DELETE => {
-                shared.replies.clear();
+                shared.state.replies.clear();
                 json_response(StatusCode::OK, &json!({"cleared": true}))
             }
             _ => not_allowed("POST, DELETE"),
@@ -174,16 +179,15 @@ pub(crate) fn handle(
         "/expectations" => match *method {
             Method::POST => match spec::parse_expectation(body) {
                 Ok(expect) => {
-                    let mounted = shared
-                        .expectations
-                        .mount(shared, expect, Origin::Admin, None);
+                    let mounted = shared.state.mount(expect, Origin::Admin, None);
                     json_response(StatusCode::CREATED, &json!({"id": mounted.id}))
                 }
                 Err(err) => bad(err.to_string()),
             },
             Method::GET => {
-                let requests = shared.journal.requests();
+                let requests = shared.state.journal.requests();
                 let listed: Vec<Value> = shared
+                    .state
                     .expectations
                     .all()
                     .iter()
@@ -192,7 +196,7 @@ pub(crate) fn handle(
                 json_response(StatusCode::OK, &Value::Array(listed))
             }
             Method::DELETE => {
-                shared.expectations.clear();
+                shared.state.expectations.clear();
                 json_response(StatusCode::OK, &json!({"cleared": true}))
             }
             _ => not_allowed("GET, POST, DELETE"),
@@ -203,7 +207,7 @@ pub(crate) fn handle(
         },
         "/reset" => match *method {
             Method::POST => {
-                shared.reset();
+                shared.state.reset();
                 json_response(StatusCode::OK, &json!({"reset": true}))
             }
             _ => not_allowed("POST"),
@@ -222,7 +226,7 @@ pub(crate) fn handle(
             Method::GET => gate_state(shared),
             Method::POST => match serde_json::from_slice::<GateJson>(body) {
                 Ok(gate) => {
-                    shared.gate.set_open(gate.open);
+                    shared.state.gate.set_open(gate.open);
                     json_response(StatusCode::OK, &json!({"open": gate.open}))
                 }
                 Err(err) => bad(format!("expected {{\"open\": true|false}}: {err}")),
@@ -238,8 +242,8 @@ pub(crate) fn handle(
 
 /// `GET /__mockswap/verify`: 200 `{"ok": true}`, or 409 with every unmet expectation.
 fn verify(shared: &Shared) -> Response<MockBody> {
-    let requests = shared.journal.requests();
-    let mounted = shared.expectations.all();
+    let requests = shared.state.journal.requests();
+    let mounted = shared.state.expectations.all();
     let checked: Vec<Checked<'_>> = mounted.iter().map(|m| Checked::new(m, &requests)).collect();
     let failed: Vec<&Checked<'_>> = checked.iter().filter(|c| !c.met()).collect();
     if failed.is_empty() {
@@ -257,7 +261,7 @@ fn verify(shared: &Shared) -> Response<MockBody> {
 }
 
 fn gate_state(shared: &Shared) -> Response<MockBody> {
-    let state = shared.gate.state();
+    let state = shared.state.gate.state();
     json_response(
         StatusCode::OK,
         &json!({"open": state.open, "held": state.held}),

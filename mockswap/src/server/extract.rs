@@ -2,8 +2,12 @@
 //! multipart and url-encoded forms carry `model` as a field (a "form" body that
 //! starts with `{` is JSON sent by `curl -d`), anything else must be JSON; `?model=` is the fallback and `?stream=true` also asks for a stream.
 
+use bytes::Bytes;
 use http::header;
 use serde_json::Value;
+
+use crate::journal::RecordedRequest;
+use crate::priority::PriorityHeader;
 
 /// What a request body and query said.
 #[derive(Debug, Default)]
@@ -102,6 +106,47 @@ fn multipart_field(body: &[u8], boundary: &str, field: &str) -> Option<String> {
         });
         named.then(|| value.strip_suffix("\r\n").unwrap_or(value).to_owned())
     })
+}
+
+/// `/upstream/<model>/<rest>` → (model, `/<rest>`).
+pub(crate) fn upstream_target(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/upstream/")?;
+    let (model, tail) = match rest.split_once('/') {
+        Some((model, tail)) => (model, format!("/{tail}")),
+        None => (rest, "/".to_owned()),
+    };
+    (!model.is_empty()).then(|| (model.to_owned(), tail))
+}
+
+/// Builds the journal entry of a request received `received` after the mock started
+/// (seq and dispatch are filled by the journal).
+pub(crate) fn recorded(
+    received: std::time::Duration,
+    parts: &http::request::Parts,
+    body: &Bytes,
+    json: Option<serde_json::Value>,
+    model: Option<String>,
+    stream: bool,
+) -> RecordedRequest {
+    let received_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    RecordedRequest {
+        seq: 0,
+        received,
+        received_unix_ms,
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+        json,
+        model,
+        stream,
+        priority: PriorityHeader::from_headers(&parts.headers),
+        dispatched: None,
+        websocket: false,
+    }
 }
 
 #[cfg(test)]

@@ -3,17 +3,17 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::{ConnControl, Shared, admin, model_request, websocket};
+use super::extract::{query_param, recorded, upstream_target};
+use super::respond::{health, models, text};
+use super::shared::{ConnControl, Shared};
+use super::{admin, model_request, websocket};
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
-use crate::journal::RecordedRequest;
-use crate::priority::PriorityHeader;
-use crate::wire;
 
 /// Paths that carry a model and are answered like a model server (POST only).
 const MODEL_PATHS: &[&str] = &[
@@ -86,14 +86,14 @@ pub(crate) async fn handle(
             .map_or_else(ApiError::into_response, |()| running(&shared)),
         "/unload" => {
             only(&method, &path, &[Method::GET], "GET").map_or_else(ApiError::into_response, |()| {
-                shared.loaded().clear();
+                shared.state.loaded().clear();
                 text(StatusCode::OK, "OK")
             })
         }
         "/api/models/unload" => only(&method, &path, &[Method::POST], "POST").map_or_else(
             ApiError::into_response,
             |()| {
-                shared.loaded().clear();
+                shared.state.loaded().clear();
                 json_response(StatusCode::OK, &json!({"msg": "ok"}))
             },
         ),
@@ -107,16 +107,6 @@ pub(crate) async fn handle(
             _ => ApiError::NotFound { path }.into_response(),
         },
     }
-}
-
-/// `/upstream/<model>/<rest>` → (model, `/<rest>`).
-pub(crate) fn upstream_target(path: &str) -> Option<(String, String)> {
-    let rest = path.strip_prefix("/upstream/")?;
-    let (model, tail) = match rest.split_once('/') {
-        Some((model, tail)) => (model, format!("/{tail}")),
-        None => (rest, "/".to_owned()),
-    };
-    (!model.is_empty()).then(|| (model.to_owned(), tail))
 }
 
 fn only(
@@ -168,77 +158,20 @@ async fn read_body(
     }
 }
 
-/// Builds the journal entry of a request (seq and dispatch are filled by the journal).
-pub(crate) fn recorded(
-    shared: &Shared,
-    parts: &http::request::Parts,
-    body: &Bytes,
-    json: Option<serde_json::Value>,
-    model: Option<String>,
-    stream: bool,
-) -> RecordedRequest {
-    let received_unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    RecordedRequest {
-        seq: 0,
-        received: shared.started.elapsed(),
-        received_unix_ms,
-        method: parts.method.clone(),
-        path: parts.uri.path().to_owned(),
-        query: parts.uri.query().map(str::to_owned),
-        headers: parts.headers.clone(),
-        body: body.clone(),
-        json,
-        model,
-        stream,
-        priority: PriorityHeader::from_headers(&parts.headers),
-        dispatched: None,
-        websocket: false,
-    }
-}
-
 /// Journals a request that is not a model request (no gate, no faults).
 fn record_plain(shared: &Shared, parts: &http::request::Parts, body: &Bytes) -> u64 {
     let json = serde_json::from_slice(body).ok();
-    let model = parts
-        .uri
-        .query()
-        .and_then(|q| super::extract::query_param(q, "model"));
-    shared
-        .journal
-        .record(recorded(shared, parts, body, json, model, false))
-}
-
-pub(crate) fn health(shared: &Shared) -> Response<MockBody> {
-    if shared.healthy() {
-        json_response(StatusCode::OK, &json!({"status": "ok"}))
-    } else {
-        json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &json!({"status": "loading"}),
-        )
-    }
-}
-
-pub(crate) fn models(shared: &Shared) -> Response<MockBody> {
-    let loaded = shared.loaded().clone();
-    let mut listed: Vec<String> = match &shared.settings.models {
-        Some(models) => models.clone(),
-        None => loaded.iter().cloned().collect(),
-    };
-    listed.sort();
-    listed.dedup();
-    let rows = listed.iter().map(|m| (m.as_str(), loaded.contains(m)));
-    json_response(StatusCode::OK, &wire::model_list(rows))
+    let model = parts.uri.query().and_then(|q| query_param(q, "model"));
+    let entry = recorded(shared.started.elapsed(), parts, body, json, model, false);
+    shared.state.journal.record(entry)
 }
 
 /// `GET /api/queue` in the server's shape: the requests held at the gate, in the
 /// order they will be released. The mock has no config floors, so the effective
 /// priority is the requested one.
 async fn queue(shared: &Shared) -> Response<MockBody> {
-    let held = shared.gate.waiting().await;
-    let journal = shared.journal.requests();
+    let held = shared.state.gate.waiting().await;
+    let journal = shared.state.journal.requests();
     let now = shared.started.elapsed();
     let queue: Vec<serde_json::Value> = held
         .iter()
@@ -263,6 +196,7 @@ async fn queue(shared: &Shared) -> Response<MockBody> {
 
 fn running(shared: &Shared) -> Response<MockBody> {
     let running: Vec<serde_json::Value> = shared
+        .state
         .loaded()
         .iter()
         .map(|model| json!({"model": model, "state": "ready"}))
@@ -279,16 +213,6 @@ fn unload_one(shared: &Shared, model: &str) -> Response<MockBody> {
         }
         .into_response();
     }
-    shared.loaded().remove(model);
+    shared.state.loaded().remove(model);
     text(StatusCode::OK, "OK")
-}
-
-pub(crate) fn text(status: StatusCode, body: &'static str) -> Response<MockBody> {
-    let mut response = Response::new(MockBody::full(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }

@@ -21,7 +21,7 @@ use http_body_util::BodyExt as _;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::model_request::Served;
+use super::served::Served;
 use crate::body::MockBody;
 use crate::envelope::ApiError;
 use crate::gate::Permit;
@@ -163,7 +163,7 @@ async fn released(w: Waiting, permit: Option<Permit>) -> (Item, Stage) {
 
 /// Answers a streaming chat request with the loading-state stream.
 pub(crate) fn respond(served: Served, priority: i32) -> Response<MockBody> {
-    let gate = served.shared.gate.clone();
+    let gate = served.shared.state.gate.clone();
     let seq = served.request.seq;
     let shape = served.shared.settings.shape.clone();
     let order = gate.watch_order();

@@ -9,69 +9,18 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::sync::watch;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
-use super::Shared;
+use super::extract::{query_param, recorded, upstream_target};
+use super::shared::Shared;
 use crate::body::MockBody;
 use crate::envelope::ApiError;
 
 /// How long a graceful stop waits for a client to answer the closing handshake.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// How many websockets are open now, and how many were opened since start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct SocketCounts {
-    pub(crate) open: usize,
-    pub(crate) total: u64,
-}
-
-/// The counters, with a watch so tests can wait for a socket to open or close.
-#[derive(Debug)]
-pub(crate) struct Sockets {
-    counts: watch::Sender<SocketCounts>,
-}
-
-impl Default for Sockets {
-    fn default() -> Self {
-        Self {
-            counts: watch::Sender::new(SocketCounts::default()),
-        }
-    }
-}
-
-impl Sockets {
-    pub(crate) fn counts(&self) -> SocketCounts {
-        *self.counts.borrow()
-    }
-
-    pub(crate) fn subscribe(&self) -> watch::Receiver<SocketCounts> {
-        self.counts.subscribe()
-    }
-
-    /// Counts a socket as open until the returned guard is dropped.
-    fn opened(self: &Arc<Self>) -> OpenSocket {
-        self.counts.send_modify(|c| {
-            c.open += 1;
-            c.total += 1;
-        });
-        OpenSocket(Arc::clone(self))
-    }
-}
-
-/// One open socket; dropping it counts the socket as closed.
-struct OpenSocket(Arc<Sockets>);
-
-impl Drop for OpenSocket {
-    fn drop(&mut self) {
-        self.0
-            .counts
-            .send_modify(|c| c.open = c.open.saturating_sub(1));
-    }
-}
 
 fn has_token(request: &Request<Incoming>, name: header::HeaderName, token: &str) -> bool {
     request.headers().get_all(name).iter().any(|value| {
@@ -98,18 +47,13 @@ pub(crate) fn handle(shared: &Arc<Shared>, mut request: Request<Incoming>) -> Re
         .is_some_and(|v| v.as_bytes() == b"13");
     let on_upgrade = hyper::upgrade::on(&mut request);
     let (parts, _body) = request.into_parts();
-    let model = super::handler::upstream_target(parts.uri.path())
+    let model = upstream_target(parts.uri.path())
         .map(|(model, _)| model)
-        .or_else(|| {
-            parts
-                .uri
-                .query()
-                .and_then(|q| super::extract::query_param(q, "model"))
-        });
-    let mut entry =
-        super::handler::recorded(shared, &parts, &bytes::Bytes::new(), None, model, false);
+        .or_else(|| parts.uri.query().and_then(|q| query_param(q, "model")));
+    let received = shared.started.elapsed();
+    let mut entry = recorded(received, &parts, &bytes::Bytes::new(), None, model, false);
     entry.websocket = true;
-    shared.journal.record(entry);
+    shared.state.journal.record(entry);
     let (Some(key), true) = (key, version_ok) else {
         return ApiError::BadWebsocket.into_response();
     };

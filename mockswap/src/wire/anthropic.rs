@@ -3,8 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::sse::SseEvent;
-use super::{Answer, Ids, argument_pieces, tokens};
+use super::shape::{Answer, Ids, SseEvent, argument_pieces, tokens};
 
 fn output_tokens(answer: &Answer) -> usize {
     let pieces: usize = answer

@@ -2,8 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::sse::{SseEvent, UsagePlacement, usage_placement};
-use super::{Answer, CREATED, Ids, argument_pieces, tokens, usage};
+use super::shape::{
+    Answer, CREATED, Ids, SseEvent, UsagePlacement, argument_pieces, tokens, usage, usage_placement,
+};
 
 fn completion_tokens(answer: &Answer) -> usize {
     let pieces: usize = answer

@@ -1,89 +1,20 @@
-//! Streamed responses as SSE events, before stream shaping turns them into bytes.
+//! Streamed responses as SSE events (before stream shaping turns them into bytes), and
+//! the proxy's loading-state frames.
 
 use serde_json::{Value, json};
 
-use super::{Answer, Api, CREATED, Ids, anthropic, chat, prompt_tokens, tokens, usage};
-
-/// One SSE event of a stream before it is shaped into bytes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SseEvent {
-    /// The `event:` field, if any (Anthropic streams name their events).
-    pub event: Option<&'static str>,
-    /// The `data:` payload.
-    pub data: String,
-    /// Whether the event carries a generated token (paced by tokens per second).
-    pub token: bool,
-}
-
-impl SseEvent {
-    pub(super) fn meta(data: Value) -> Self {
-        Self {
-            event: None,
-            data: data.to_string(),
-            token: false,
-        }
-    }
-
-    pub(super) fn token(data: Value) -> Self {
-        Self {
-            event: None,
-            data: data.to_string(),
-            token: true,
-        }
-    }
-
-    pub(super) fn named(mut self, event: &'static str) -> Self {
-        self.event = Some(event);
-        self
-    }
-
-    /// The `data: [DONE]` terminator.
-    pub fn done() -> Self {
-        Self {
-            event: None,
-            data: "[DONE]".to_owned(),
-            token: false,
-        }
-    }
-
-    /// A data event with an arbitrary payload (scripted frames, error frames).
-    pub fn raw(data: String) -> Self {
-        Self {
-            event: None,
-            data,
-            token: true,
-        }
-    }
-}
-
-/// Where an OpenAI-family stream reports usage.
-pub(super) enum UsagePlacement {
-    None,
-    /// On the finish chunk, as llama.cpp's server does.
-    OnFinish,
-    /// In a last chunk with an empty `choices`, as OpenAI does when the request asks
-    /// with `stream_options.include_usage`.
-    Separate,
-}
-
-pub(super) fn usage_placement(body: Option<&Value>, usage_frame: bool) -> UsagePlacement {
-    let asked = body
-        .and_then(|b| b.pointer("/stream_options/include_usage"))
-        .and_then(Value::as_bool)
-        == Some(true);
-    match (usage_frame, asked) {
-        (false, _) => UsagePlacement::None,
-        (true, false) => UsagePlacement::OnFinish,
-        (true, true) => UsagePlacement::Separate,
-    }
-}
+use super::request::{Api, prompt_tokens};
+use super::shape::{
+    Answer, CREATED, Ids, SseEvent, UsagePlacement, tokens, usage, usage_placement,
+};
+use super::{anthropic, chat};
 
 /// The events of a streamed response for `answer`, without `[DONE]`. With
 /// `usage_frame`, the OpenAI family reports usage on the finish chunk, or in a separate
 /// chunk with empty `choices` when the request sets `stream_options.include_usage`
 /// (Anthropic and llama.cpp always carry usage in their final events). Tool calls are
 /// streamed by chat completions and messages; the other APIs stream the text only.
-pub fn stream_events(
+pub(crate) fn stream_events(
     api: Api,
     ids: Ids<'_>,
     answer: &Answer,
@@ -142,7 +73,7 @@ pub fn stream_events(
 /// What a proxy frame reports, as its `llamaswap.status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LoadingStatus {
+pub(crate) enum LoadingStatus {
     /// Admitted, nothing to report yet (the first frame).
     Waiting,
     /// Held in the queue at this 1-based position.
@@ -159,7 +90,7 @@ pub enum LoadingStatus {
 /// One frame the proxy injects before a chat stream when `sendLoadingState` is on: a
 /// `chat.completion.chunk` whose delta carries llama-swap's human text in
 /// `reasoning_content`, marked by a top-level `llamaswap` object.
-pub fn loading_frame(model: &str, seq: u64, status: LoadingStatus) -> SseEvent {
+pub(crate) fn loading_frame(model: &str, seq: u64, status: LoadingStatus) -> SseEvent {
     let rule = "━━━━━";
     let (text, marker) = match status {
         LoadingStatus::Waiting => (
@@ -191,7 +122,8 @@ pub fn loading_frame(model: &str, seq: u64, status: LoadingStatus) -> SseEvent {
 
 /// The proxy frames of a request that did not have to queue: `waiting`, `loading`,
 /// then `ready` (the mock's model loads instantly).
-pub fn loading_events(model: &str, seq: u64, waited_ms: u64) -> Vec<SseEvent> {
+#[cfg(test)]
+fn loading_events(model: &str, seq: u64, waited_ms: u64) -> Vec<SseEvent> {
     [
         LoadingStatus::Waiting,
         LoadingStatus::Loading,
