@@ -282,7 +282,7 @@ impl ApiError {
         ApiError {
             status,
             envelope: ErrorEnvelope::from_body(&raw_body),
-            retry_after: crate::retry::retry_after(&headers, SystemTime::now()),
+            retry_after: crate::retry_after::retry_after(&headers, SystemTime::now()),
             request_id: request_id_of(&headers),
             raw_body,
             headers,

@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! Rust SDK for llama-swap style model-swapping proxies, where every call can say how
 //! urgent it is.
 //!
@@ -67,6 +68,7 @@ mod options;
 pub mod priority;
 mod provider;
 mod retry;
+mod retry_after;
 pub mod sse;
 pub mod stream;
 mod transport;

@@ -1,10 +1,10 @@
-//! The transport's hooks: middleware around every attempt, the tracing span, the
-//! headers and request id an error keeps, and the provider trait's other calls.
+//! The transport's hooks: middleware around every attempt, the headers and request id
+//! an error keeps, and the provider trait's other calls. (The tracing span has its own
+//! test binary, `call_span.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -13,9 +13,6 @@ use llama_swap_client::{
     CallOptions, ChatMessage, ChatProvider, ChatRequest, Client, EmbeddingsRequest, Error,
     Middleware, Next, Priority,
 };
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use wiremock::matchers::{header, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -193,64 +190,6 @@ async fn x_should_retry_true_retries_a_status_the_policy_does_not_list() {
         .await
         .unwrap();
     assert_eq!(common::requests(&server).await.len(), 2);
-}
-
-/// Records the fields of every `llama_swap_call` span.
-#[derive(Clone, Default)]
-struct SpanFields(Arc<Mutex<BTreeMap<String, String>>>);
-
-struct Collect<'a>(&'a mut BTreeMap<String, String>);
-
-impl Visit for Collect<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for SpanFields {
-    fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
-        if attrs.metadata().name() == "llama_swap_call" {
-            attrs.record(&mut Collect(&mut self.0.lock().unwrap()));
-        }
-    }
-    fn on_record(&self, _id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        values.record(&mut Collect(&mut self.0.lock().unwrap()));
-    }
-}
-
-#[tokio::test]
-async fn the_call_span_carries_model_priority_attempt_status_and_latency() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "0"))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
-        .mount(&server)
-        .await;
-    let fields = SpanFields::default();
-    let subscriber = tracing_subscriber::registry().with(fields.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let client = common::fast_builder(&server.uri()).build().unwrap();
-    client
-        .chat(
-            &chat_request(),
-            &CallOptions::with_priority(Priority::Elevated),
-        )
-        .await
-        .unwrap();
-    let got = fields.0.lock().unwrap().clone();
-    assert_eq!(got["model"], "demo");
-    assert_eq!(got["x_priority"], "10");
-    assert_eq!(got["attempt"], "2");
-    assert_eq!(got["status"], "200");
-    assert_eq!(got["path"], "/v1/chat/completions");
-    assert!(got["latency_ms"].parse::<u64>().is_ok(), "{got:?}");
 }
 
 #[tokio::test]
