@@ -50,6 +50,7 @@
 //! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
 //! | [`router`] | the actor that owns the scheduler and turns its decisions into effects; tickets and leases |
 //! | `activity` | requests in flight and the ring of finished ones, with usage read from responses |
+//! | `store` | the history: `store.path`'s SQLite database, activity queries and stats |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`config`] | llama-swap YAML: parsing, macros, validation, the resolved configuration |
 //! | [`scheduler`] | the pure state machine: queue, reservations, slots, swaps, the decision tree |
@@ -81,7 +82,9 @@ pub mod proxy;
 pub mod router;
 pub mod scheduler;
 pub mod serve;
+pub(crate) mod store;
 pub mod upstream;
 
 pub use api::HttpOptions;
 pub use serve::{ServeError, ServeOptions, serve, serve_reloading, serve_with};
+pub use store::{History, Retention, StoreError, StoreSettings};

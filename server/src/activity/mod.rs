@@ -39,6 +39,7 @@ use serde::{Serialize, Serializer};
 use tokio::sync::{broadcast, watch};
 
 use crate::priority::Priority;
+use crate::store::History;
 
 // The unit tests and the activity bench build a metered body directly.
 #[cfg(any(test, feature = "bench"))]
@@ -276,6 +277,8 @@ pub struct Activity {
     changes: watch::Sender<u64>,
     /// One shared name per model, so a record's model costs no copy.
     models: RwLock<HashSet<Arc<str>>>,
+    /// Where finished rows are kept beyond the ring.
+    history: Arc<History>,
 }
 
 /// The finished rows, oldest first, and the id of the next one.
@@ -318,21 +321,34 @@ impl Default for Activity {
 }
 
 impl Activity {
-    /// Keeps the `capacity` most recent finished requests.
+    /// Keeps the `capacity` most recent finished requests, in memory only.
     pub fn new(capacity: usize) -> Self {
+        Self::with_history(capacity, Arc::new(History::in_memory()))
+    }
+
+    /// Keeps the `capacity` most recent finished requests, and hands every
+    /// finished row to `history` too; ids go on from the last one it kept.
+    pub fn with_history(capacity: usize, history: Arc<History>) -> Self {
+        let next_id = history.next_id();
         Self {
             capacity,
             in_flight: Mutex::new(BTreeMap::new()),
             next_key: AtomicU64::new(0),
             finished: Mutex::new(Ring {
                 rows: VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY)),
-                next_id: 1,
+                next_id,
             }),
             feed: broadcast::channel(FEED_CAPACITY).0,
             listeners: Arc::new(AtomicUsize::new(0)),
             changes: watch::channel(0).0,
             models: RwLock::new(HashSet::new()),
+            history,
         }
+    }
+
+    /// Where finished rows are kept (and queried).
+    pub fn history(&self) -> &History {
+        &self.history
     }
 
     /// Starts the record of a request for `model` with `priority` (see
@@ -431,13 +447,21 @@ impl Activity {
     }
 
     fn finish(&self, mut row: Finished) {
+        let db = self.history.database();
         let mut ring = lock(&self.finished);
         row.id = ring.next_id;
         ring.next_id += 1;
         let listening = self.listeners.load(Ordering::Relaxed) > 0;
         if self.capacity == 0 {
-            if listening {
-                let _ = self.feed.send(Arc::new(row));
+            if listening || db.is_some() {
+                let row = Arc::new(row);
+                if listening {
+                    let _ = self.feed.send(Arc::clone(&row));
+                }
+                drop(ring);
+                if let Some(db) = db {
+                    db.record(row);
+                }
             }
             return;
         }
@@ -450,7 +474,12 @@ impl Activity {
             // Sent under the ring's lock, so the feed's order is the ids'.
             let _ = self.feed.send(Arc::clone(&row));
         }
+        let kept = db.map(|_| Arc::clone(&row));
         ring.rows.push_back(row);
+        drop(ring);
+        if let (Some(db), Some(row)) = (db, kept) {
+            db.record(row);
+        }
     }
 }
 

@@ -62,6 +62,18 @@ pub enum ApiError {
         /// What the decoder said.
         reason: String,
     },
+    /// A query parameter of a management endpoint is out of its range or
+    /// does not parse (the message is llama-swap's where it has one).
+    #[error("{message}")]
+    BadParameter {
+        /// The parameter.
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The history database could not be read.
+    #[error("the request history could not be read; the server log says why")]
+    HistoryUnavailable,
     /// The model (or alias) is not configured.
     #[error("model '{model}' is not configured; GET /v1/models lists the models")]
     ModelNotFound {
@@ -350,6 +362,12 @@ impl ApiError {
             Self::ModelMissing => (StatusCode::BAD_REQUEST, INVALID, "model_missing"),
             Self::InvalidPath { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_path"),
             Self::InvalidQuery { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_query"),
+            Self::BadParameter { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_parameter"),
+            Self::HistoryUnavailable => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                SERVER,
+                "history_unavailable",
+            ),
             Self::DuplicateField { .. } => (StatusCode::BAD_REQUEST, INVALID, "duplicate_field"),
             Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, INVALID, "filter_failed"),
             Self::ModelNotFound { .. } => {
@@ -441,13 +459,24 @@ impl ApiError {
         self.kind().status
     }
 
-    /// The JSON envelope, serialised.
+    /// The query parameter at fault, for the envelope's `param`.
+    pub fn param(&self) -> Option<&'static str> {
+        match self {
+            Self::BadParameter { param, .. } => Some(param),
+            _ => None,
+        }
+    }
+
+    /// The JSON envelope, serialised: llama-swap's
+    /// `{"src":"llama-swap","error":{"message","type","param","code"}}`.
     pub fn envelope(&self) -> Bytes {
         let kind = self.kind();
         let body = serde_json::json!({
+            "src": "llama-swap",
             "error": {
                 "message": self.to_string(),
                 "type": kind.error_type,
+                "param": self.param(),
                 "code": kind.code,
             }
         });
@@ -719,9 +748,10 @@ mod tests {
         assert_eq!(headers[header::CONTENT_TYPE], "application/json");
         assert_eq!(
             body,
-            serde_json::json!({"error": {
+            serde_json::json!({"src": "llama-swap", "error": {
                 "message": "model 'qwen' is not configured; GET /v1/models lists the models",
                 "type": "not_found_error",
+                "param": null,
                 "code": "model_not_found",
             }})
         );

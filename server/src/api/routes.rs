@@ -137,6 +137,8 @@ pub fn app(state: AppState) -> Router {
         .route("/logs/stream/{*model}", only(GET, get(logs::stream_one)))
         .route("/api/events", only(GET, get(events::events)))
         .route("/api/activity", only(GET, get(activity::recent)))
+        .route("/api/metrics/activity", only(GET, get(activity::history)))
+        .route("/api/metrics/stats", only(GET, get(activity::stats)))
         .route(
             "/api/models/load/{*model}",
             only(POST, post(activity::load)),

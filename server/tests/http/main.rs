@@ -10,6 +10,7 @@ mod cli;
 mod credentials;
 mod errors;
 mod filters;
+mod history;
 mod host_metrics;
 mod launch;
 mod lifecycle;

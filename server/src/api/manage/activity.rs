@@ -1,8 +1,9 @@
-//! `GET /api/activity` (the most recent finished requests) and
+//! `GET /api/activity` (the most recent finished requests), llama-swap's
+//! `GET /api/metrics/activity` and `GET /api/metrics/stats` (the history), and
 //! `POST /api/models/load/<model>` (start a model without sending it work).
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use serde_json::json;
@@ -12,6 +13,7 @@ use crate::api::error::ApiError;
 use crate::api::state::AppState;
 use crate::priority::{HeaderPriority, KeyIndex};
 use crate::router::Submit;
+use crate::store::QueryError;
 
 /// Rows answered when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
@@ -54,6 +56,45 @@ pub(crate) async fn recent(
         .collect();
     let rows: Vec<&Finished> = rows.iter().map(|row| &**row).collect();
     Json(json!({ "activity": rows })).into_response()
+}
+
+/// `GET /api/metrics/activity`: llama-swap's paged history (`model`
+/// repeated, `start`/`end` RFC 3339, `min_id`/`max_id`, `limit` 1-999 default
+/// 25, `page`, `sort`, `order`; ours: `band`, `key`), as `{"data", "page",
+/// "limit", "total", "total_pages"}`; a bad parameter is a 400 naming it.
+pub(crate) async fn history(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let bands = state.inner.metrics.bands();
+    let query = match crate::store::ActivityQuery::parse(query.as_deref(), &bands) {
+        Ok(query) => query,
+        Err(QueryError { param, message }) => {
+            return ApiError::BadParameter { param, message }.into_response();
+        }
+    };
+    let activity = &state.inner.activity;
+    match activity.history().page(activity, query).await {
+        Ok(page) => Json(page).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "activity query failed");
+            ApiError::HistoryUnavailable.into_response()
+        }
+    }
+}
+
+/// `GET /api/metrics/stats[?model=ID]`: totals and prompt/generation speed
+/// histograms of the kept history, of one model or of all.
+pub(crate) async fn stats(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let model = form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "model")
+        .map(|(_, v)| v.trim().to_owned())
+        .filter(|m| !m.is_empty());
+    let activity = &state.inner.activity;
+    match activity.history().stats(activity, model).await {
+        Ok(stats) => Json(stats).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "activity stats failed");
+            ApiError::HistoryUnavailable.into_response()
+        }
+    }
 }
 
 /// `POST /api/models/load/<model>`: makes the model ready like a request for

@@ -161,7 +161,16 @@ impl<'a> AppStateBuilder<'a> {
                 previous.inner.draining.clone(),
                 Arc::clone(&previous.inner.activity),
             ),
-            None => (CancellationToken::new(), Arc::new(Activity::default())),
+            None => (
+                CancellationToken::new(),
+                Arc::new(match &options.history {
+                    Some(history) => Activity::with_history(
+                        crate::activity::DEFAULT_CAPACITY,
+                        Arc::clone(history),
+                    ),
+                    None => Activity::default(),
+                }),
+            ),
         };
         let state = AppState {
             inner: Arc::new(Inner {

@@ -41,6 +41,8 @@ pub struct HttpOptions {
     /// The proxy's own log, served by `/logs` beside the upstreams' output
     /// (default none: only upstream output).
     pub proxy_log: Option<crate::logging::ProxyLog>,
+    /// Where finished requests are kept (default: in memory only).
+    pub history: Option<Arc<crate::store::History>>,
 }
 
 impl Default for HttpOptions {
@@ -49,11 +51,19 @@ impl Default for HttpOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             proxy_log: None,
+            history: None,
         }
     }
 }
 
 impl HttpOptions {
+    /// Keeps finished requests in `history` (a database opened at start).
+    #[must_use]
+    pub fn history(mut self, history: Arc<crate::store::History>) -> Self {
+        self.history = Some(history);
+        self
+    }
+
     /// Sets the request body limit.
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {

@@ -1,0 +1,205 @@
+//! The request history scripts and the UI read: `GET /api/metrics/activity`
+//! and `GET /api/metrics/stats`.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `mod` | [`History`]: where finished rows are kept, and the two queries |
+//! | `query` | [`ActivityQuery`]: llama-swap's parameters, their errors, paging rows in memory |
+//! | `stats` | [`ActivityStats`]: totals and speed histograms |
+//! | `sqlite` | [`Sqlite`]: the database at `store.path`, its writer thread and migrations |
+//!
+//! Without `store.path` the history is the activity ring (`metricsMaxInMemory`
+//! rows, [`crate::activity::Activity`]); with it, every finished row also goes
+//! to the database, which keeps it across restarts and reloads within its
+//! [`Retention`].
+
+mod query;
+mod sqlite;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use query::{ActivityQuery, Page, QueryError};
+pub use sqlite::{MIGRATIONS, Retention, Sqlite};
+pub use stats::{ActivityStats, StatsBuilder};
+
+use crate::activity::{Activity, Finished};
+
+/// Rows a database keeps by default: about 300 MB of history.
+pub const DEFAULT_MAX_ROWS: u64 = 1_000_000;
+
+/// Where the history goes, from the configuration (`store.path`,
+/// `store.maxRows`, `store.maxAge`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The database file; `None` keeps the history in memory only.
+    pub path: Option<PathBuf>,
+    /// How much the database keeps.
+    pub retention: Retention,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            path: None,
+            retention: Retention {
+                max_rows: DEFAULT_MAX_ROWS,
+                max_age: None,
+            },
+        }
+    }
+}
+
+/// Why the history database cannot be used; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file cannot be opened or read as an SQLite database.
+    #[error("store.path {}: cannot open the history database: {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+    /// The file is an SQLite database of something else.
+    #[error("store.path {}: not a llama-swap-server history database: {why}", path.display())]
+    NotOurs {
+        /// The file.
+        path: PathBuf,
+        /// What it seems to be.
+        why: String,
+    },
+    /// A newer version of this server changed the schema.
+    #[error(
+        "store.path {}: written by a newer llama-swap-server (schema {version}, this one knows {})",
+        path.display(),
+        MIGRATIONS.len()
+    )]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        version: i64,
+    },
+    /// The file cannot use write-ahead logging (a network file system?).
+    #[error("store.path {}: cannot use WAL journaling (got {mode:?})", path.display())]
+    Wal {
+        /// The file.
+        path: PathBuf,
+        /// The journal mode SQLite kept.
+        mode: String,
+    },
+    /// The writer thread could not be started.
+    #[error("store.path {}: cannot start the history writer: {source}", path.display())]
+    Thread {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A query failed.
+    #[error("the history database could not be read: {0}")]
+    Query(rusqlite::Error),
+}
+
+/// The history of finished requests: the in-memory ring, and the database
+/// when there is one. Opened once when the server starts (a bad `store.path`
+/// is a start error) and kept across reloads; give it to the server with
+/// [`HttpOptions::history`](crate::HttpOptions::history).
+#[derive(Debug)]
+pub struct History {
+    db: Option<Arc<Sqlite>>,
+}
+
+impl History {
+    /// Opens the database `settings` names, if any.
+    ///
+    /// # Errors
+    ///
+    /// See [`Sqlite::open`].
+    pub fn open(settings: &StoreSettings) -> Result<Self, StoreError> {
+        let db = match &settings.path {
+            Some(path) => Some(Arc::new(Sqlite::open(path, settings.retention.clone())?)),
+            None => None,
+        };
+        Ok(Self { db })
+    }
+
+    /// A history kept in memory only.
+    pub fn in_memory() -> Self {
+        Self { db: None }
+    }
+
+    /// The database, when the history is kept in one.
+    pub(crate) fn database(&self) -> Option<&Arc<Sqlite>> {
+        self.db.as_ref()
+    }
+
+    /// The first id of this run: one past the last one the database kept.
+    pub fn next_id(&self) -> u64 {
+        self.db.as_ref().map_or(1, |db| db.next_id())
+    }
+
+    /// One page of rows: from the database when there is one, else from
+    /// `activity`'s ring.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database cannot be read.
+    pub(crate) async fn page(
+        &self,
+        activity: &Activity,
+        query: ActivityQuery,
+    ) -> Result<Page<Finished>, StoreError> {
+        match &self.db {
+            Some(db) => db.page(query).await,
+            None => {
+                let rows = activity.recent(usize::MAX);
+                let page = query.page_of(&rows);
+                Ok(Page {
+                    data: page.data.into_iter().map(|r| (*r).clone()).collect(),
+                    page: page.page,
+                    limit: page.limit,
+                    total: page.total,
+                    total_pages: page.total_pages,
+                })
+            }
+        }
+    }
+
+    /// Totals and histograms of `model` (or every model).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database cannot be read.
+    pub(crate) async fn stats(
+        &self,
+        activity: &Activity,
+        model: Option<String>,
+    ) -> Result<ActivityStats, StoreError> {
+        match &self.db {
+            Some(db) => db.stats(model).await,
+            None => {
+                let mut builder = StatsBuilder::default();
+                for row in activity.recent(usize::MAX) {
+                    if model.as_deref().is_none_or(|m| *row.model == *m) {
+                        builder.add(&row);
+                    }
+                }
+                Ok(builder.finish())
+            }
+        }
+    }
+
+    /// Writes what is waiting and stops the database's writer.
+    pub fn close(&self) {
+        if let Some(db) = &self.db {
+            db.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,504 @@
+//! The parameters of `GET /api/metrics/activity`, read as llama-swap reads
+//! them (same names, defaults, bounds and messages), plus this server's
+//! filters by priority band and API key name; and the same query applied to
+//! rows held in memory.
+
+use std::cmp::Ordering;
+use std::ops::RangeInclusive;
+
+use crate::activity::Finished;
+use crate::priority::Bands;
+
+/// Rows per page when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 25;
+/// The largest `limit` (llama-swap's bound: 1 to 999).
+pub const MAX_LIMIT: usize = 999;
+
+/// A bad parameter: which one, and what is wrong with it (llama-swap's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct QueryError {
+    /// The query parameter at fault.
+    pub param: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl QueryError {
+    fn new(param: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            param,
+            message: message.into(),
+        }
+    }
+}
+
+/// The columns rows can be sorted by: llama-swap's keys (the UI's column ids)
+/// and this server's `priority` and `queue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortKey {
+    /// The row id (the order requests finished); the default.
+    #[default]
+    Id,
+    /// The arrival time.
+    Time,
+    /// The model ID.
+    Model,
+    /// The path.
+    ReqPath,
+    /// The status answered.
+    Status,
+    /// The response's content type.
+    ContentType,
+    /// Cached prompt tokens.
+    Cached,
+    /// Prompt tokens.
+    Prompt,
+    /// Generated tokens.
+    Generated,
+    /// Drafted tokens.
+    Drafted,
+    /// Prompt speed.
+    PromptSpeed,
+    /// Generation speed.
+    GenSpeed,
+    /// Duration.
+    Duration,
+    /// Effective priority.
+    Priority,
+    /// Time in the queue.
+    Queue,
+}
+
+impl SortKey {
+    /// Every key with its name in the query string.
+    pub const ALL: [(&'static str, Self); 15] = [
+        ("id", Self::Id),
+        ("time", Self::Time),
+        ("model", Self::Model),
+        ("req_path", Self::ReqPath),
+        ("resp_status_code", Self::Status),
+        ("resp_content_type", Self::ContentType),
+        ("cached", Self::Cached),
+        ("prompt", Self::Prompt),
+        ("generated", Self::Generated),
+        ("drafted", Self::Drafted),
+        ("prompt_speed", Self::PromptSpeed),
+        ("gen_speed", Self::GenSpeed),
+        ("duration", Self::Duration),
+        ("priority", Self::Priority),
+        ("queue", Self::Queue),
+    ];
+
+    fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, key)| *key)
+    }
+
+    /// The SQL expression of the column (a fixed string: user input never
+    /// reaches the query text).
+    pub(super) fn column(self) -> &'static str {
+        match self {
+            Self::Id => "id",
+            Self::Time => "ts_ms",
+            Self::Model => "model",
+            Self::ReqPath => "req_path",
+            Self::Status => "resp_status_code",
+            Self::ContentType => "resp_content_type",
+            Self::Cached => "COALESCE(cache_tokens, -1)",
+            Self::Prompt => "COALESCE(input_tokens, 0)",
+            Self::Generated => "COALESCE(output_tokens, 0)",
+            Self::Drafted => "COALESCE(draft_tokens, -1)",
+            Self::PromptSpeed => "COALESCE(prompt_per_second, -1)",
+            Self::GenSpeed => "COALESCE(tokens_per_second, -1)",
+            Self::Duration => "duration_ms",
+            Self::Priority => "COALESCE(effective_priority, capped_priority)",
+            Self::Queue => "COALESCE(queue_ms, -1)",
+        }
+    }
+
+    /// The same order on rows in memory.
+    fn compare(self, a: &Finished, b: &Finished) -> Ordering {
+        let count = |n: Option<u64>, none: i128| n.map_or(none, i128::from);
+        let speed = |s: Option<f64>| s.unwrap_or(-1.0);
+        match self {
+            Self::Id => a.id.cmp(&b.id),
+            Self::Time => a.time_ms.cmp(&b.time_ms),
+            Self::Model => a.model.cmp(&b.model),
+            Self::ReqPath => a.path.cmp(&b.path),
+            Self::Status => a.status.cmp(&b.status),
+            Self::ContentType => a.content_type.cmp(&b.content_type),
+            Self::Cached => count(a.cached_tokens, -1).cmp(&count(b.cached_tokens, -1)),
+            Self::Prompt => count(a.prompt_tokens, 0).cmp(&count(b.prompt_tokens, 0)),
+            Self::Generated => count(a.completion_tokens, 0).cmp(&count(b.completion_tokens, 0)),
+            Self::Drafted => count(a.draft_tokens, -1).cmp(&count(b.draft_tokens, -1)),
+            Self::PromptSpeed => speed(a.prompt_per_second).total_cmp(&speed(b.prompt_per_second)),
+            Self::GenSpeed => speed(a.tokens_per_second).total_cmp(&speed(b.tokens_per_second)),
+            Self::Duration => a.duration_ms.cmp(&b.duration_ms),
+            Self::Priority => ranked_at(a).cmp(&ranked_at(b)),
+            Self::Queue => count(a.queue_ms, -1).cmp(&count(b.queue_ms, -1)),
+        }
+    }
+}
+
+/// The priority a row is filed under: what ranked it, or, for a request
+/// never admitted, its capped priority.
+pub(super) fn ranked_at(row: &Finished) -> i32 {
+    row.effective_priority.unwrap_or(row.capped_priority)
+}
+
+/// A page of activity rows, as asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivityQuery {
+    /// Only these models (none: every model).
+    pub models: Vec<String>,
+    /// Arrived at or after this time (ms since the epoch).
+    pub start_ms: Option<u64>,
+    /// Arrived at or before this time (ms since the epoch).
+    pub end_ms: Option<u64>,
+    /// Only ids at or above.
+    pub min_id: Option<u64>,
+    /// Only ids at or below.
+    pub max_id: Option<u64>,
+    /// Only requests ranked within one of these priority ranges (the bands asked for).
+    pub priorities: Vec<RangeInclusive<i32>>,
+    /// Only requests made with one of these API key names.
+    pub keys: Vec<String>,
+    /// Rows per page (1 to [`MAX_LIMIT`]).
+    pub limit: usize,
+    /// The page, from 1.
+    pub page: usize,
+    /// The sort column.
+    pub sort: SortKey,
+    /// Ascending (else descending, the default).
+    pub ascending: bool,
+}
+
+impl Default for ActivityQuery {
+    fn default() -> Self {
+        Self {
+            models: Vec::new(),
+            start_ms: None,
+            end_ms: None,
+            min_id: None,
+            max_id: None,
+            priorities: Vec::new(),
+            keys: Vec::new(),
+            limit: DEFAULT_LIMIT,
+            page: 1,
+            sort: SortKey::Id,
+            ascending: false,
+        }
+    }
+}
+
+impl ActivityQuery {
+    /// Reads a query string (without the `?`): `model` (repeatable), `start`
+    /// and `end` (RFC 3339), `min_id`, `max_id`, `limit` (1-999, default 25),
+    /// `page` (from 1), `sort` (a column key), `order` (`asc`/`desc`), and
+    /// this server's `band` (a priority band name of `bands`, repeatable) and
+    /// `key` (an API key name, repeatable). Unknown parameters are ignored, as
+    /// llama-swap ignores them.
+    ///
+    /// # Errors
+    ///
+    /// The first bad parameter, named, with llama-swap's message.
+    pub fn parse(query: Option<&str>, bands: &Bands) -> Result<Self, QueryError> {
+        let mut out = Self::default();
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.trim().to_owned()))
+            .collect();
+        // The first value of a single-valued parameter counts, as in Go.
+        let first = |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+                .filter(|v| !v.is_empty())
+        };
+        let all = |name: &'static str| {
+            pairs
+                .iter()
+                .filter(move |(k, v)| k == name && !v.is_empty())
+                .map(|(_, v)| v.clone())
+        };
+        out.models = all("model").collect();
+        out.keys = all("key").collect();
+        for band in all("band") {
+            out.priorities.push(band_range(bands, &band).ok_or_else(|| {
+                QueryError::new("band", format!("unknown priority band {band:?}"))
+            })?);
+        }
+        out.start_ms = first("start").map(|v| timestamp("start", v)).transpose()?;
+        out.end_ms = first("end").map(|v| timestamp("end", v)).transpose()?;
+        if let (Some(start), Some(end)) = (out.start_ms, out.end_ms)
+            && start > end
+        {
+            return Err(QueryError::new("start", "start must be before end"));
+        }
+        out.min_id = first("min_id").map(|v| row_id("min_id", v)).transpose()?;
+        out.max_id = first("max_id").map(|v| row_id("max_id", v)).transpose()?;
+        if let (Some(min), Some(max)) = (out.min_id, out.max_id)
+            && min > max
+        {
+            return Err(QueryError::new("min_id", "min_id must be <= max_id"));
+        }
+        if let Some(v) = first("limit") {
+            let limit: i64 = v
+                .parse()
+                .map_err(|_| QueryError::new("limit", "invalid limit"))?;
+            out.limit = usize::try_from(limit)
+                .ok()
+                .filter(|l| (1..=MAX_LIMIT).contains(l))
+                .ok_or_else(|| QueryError::new("limit", "limit must be between 1 and 999"))?;
+        }
+        if let Some(v) = first("page") {
+            out.page = v
+                .parse::<usize>()
+                .ok()
+                .filter(|p| *p >= 1)
+                .ok_or_else(|| QueryError::new("page", "page must be >= 1"))?;
+        }
+        if let Some(v) = first("sort") {
+            out.sort =
+                SortKey::parse(v).ok_or_else(|| QueryError::new("sort", "invalid sort column"))?;
+        }
+        if let Some(v) = first("order") {
+            out.ascending = match v.to_ascii_lowercase().as_str() {
+                "asc" => true,
+                "desc" => false,
+                _ => return Err(QueryError::new("order", "order must be asc or desc")),
+            };
+        }
+        Ok(out)
+    }
+
+    /// Whether `row` passes the filters.
+    pub fn matches(&self, row: &Finished) -> bool {
+        (self.models.is_empty() || self.models.iter().any(|m| **m == *row.model))
+            && self.start_ms.is_none_or(|s| row.time_ms >= s)
+            && self.end_ms.is_none_or(|e| row.time_ms <= e)
+            && self.min_id.is_none_or(|m| row.id >= m)
+            && self.max_id.is_none_or(|m| row.id <= m)
+            && (self.priorities.is_empty()
+                || self.priorities.iter().any(|r| r.contains(&ranked_at(row))))
+            && (self.keys.is_empty()
+                || row
+                    .api_key
+                    .as_deref()
+                    .is_some_and(|k| self.keys.iter().any(|want| want == k)))
+    }
+
+    /// Rows skipped before the page.
+    pub fn offset(&self) -> usize {
+        self.page.saturating_sub(1).saturating_mul(self.limit)
+    }
+
+    /// Filters, sorts and cuts `rows` (held in memory) to the page asked for.
+    pub fn page_of<'a, T>(&self, rows: impl IntoIterator<Item = &'a T>) -> Page<T>
+    where
+        T: std::ops::Deref<Target = Finished> + Clone + 'a,
+    {
+        let mut matching: Vec<&T> = rows.into_iter().filter(|r| self.matches(r)).collect();
+        let total = matching.len();
+        matching.sort_by(|a, b| {
+            // Ties in the column keep a stable page order by id.
+            let order = self.sort.compare(a, b).then_with(|| a.id.cmp(&b.id));
+            if self.ascending {
+                order
+            } else {
+                order.reverse()
+            }
+        });
+        let data = matching
+            .into_iter()
+            .skip(self.offset())
+            .take(self.limit)
+            .cloned()
+            .collect();
+        Page::new(data, self, total)
+    }
+}
+
+/// One page of rows, in llama-swap's shape.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Page<T> {
+    /// The rows.
+    pub data: Vec<T>,
+    /// The page number.
+    pub page: usize,
+    /// Rows per page.
+    pub limit: usize,
+    /// Rows matching the filters, on every page.
+    pub total: usize,
+    /// Pages of `limit` rows the matching rows fill.
+    pub total_pages: usize,
+}
+
+impl<T> Page<T> {
+    /// The page of `query` holding `data`, out of `total` matching rows.
+    pub fn new(data: Vec<T>, query: &ActivityQuery, total: usize) -> Self {
+        Self {
+            data,
+            page: query.page,
+            limit: query.limit,
+            total,
+            total_pages: total.div_ceil(query.limit.max(1)),
+        }
+    }
+}
+
+/// The priorities band `name` covers: from its lower bound to the next
+/// band's, the lowest band from `i32::MIN`.
+fn band_range(bands: &Bands, name: &str) -> Option<RangeInclusive<i32>> {
+    let all: Vec<_> = bands.iter().collect();
+    let index = all.iter().position(|b| b.name == name)?;
+    let from = if index == 0 {
+        i32::MIN
+    } else {
+        all[index].from
+    };
+    let to = all
+        .get(index + 1)
+        .map_or(i32::MAX, |next| next.from.saturating_sub(1));
+    Some(from..=to)
+}
+
+fn timestamp(param: &'static str, text: &str) -> Result<u64, QueryError> {
+    let bad = || {
+        QueryError::new(
+            param,
+            format!("invalid '{param}' timestamp, use RFC3339 format"),
+        )
+    };
+    let at: jiff::Timestamp = text.parse().map_err(|_| bad())?;
+    u64::try_from(at.as_millisecond()).map_err(|_| bad())
+}
+
+fn row_id(param: &'static str, text: &str) -> Result<u64, QueryError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|id| *id >= 1)
+        .ok_or_else(|| QueryError::new(param, format!("{param} must be >= 1")))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn parse(query: &str) -> Result<ActivityQuery, QueryError> {
+        ActivityQuery::parse(Some(query), &Bands::default())
+    }
+
+    #[test]
+    fn defaults_are_llama_swaps() {
+        let q = parse("").unwrap();
+        assert_eq!(
+            (q.limit, q.page, q.sort, q.ascending),
+            (25, 1, SortKey::Id, false)
+        );
+    }
+
+    #[test]
+    fn every_bad_parameter_is_named_with_llama_swaps_message() {
+        let cases = [
+            ("limit=0", "limit", "limit must be between 1 and 999"),
+            ("limit=1000", "limit", "limit must be between 1 and 999"),
+            ("limit=x", "limit", "invalid limit"),
+            ("page=0", "page", "page must be >= 1"),
+            ("page=-2", "page", "page must be >= 1"),
+            ("sort=bogus", "sort", "invalid sort column"),
+            ("order=up", "order", "order must be asc or desc"),
+            (
+                "start=yesterday",
+                "start",
+                "invalid 'start' timestamp, use RFC3339 format",
+            ),
+            (
+                "end=2026-13-01",
+                "end",
+                "invalid 'end' timestamp, use RFC3339 format",
+            ),
+            ("min_id=0", "min_id", "min_id must be >= 1"),
+            ("max_id=x", "max_id", "max_id must be >= 1"),
+            ("min_id=5&max_id=2", "min_id", "min_id must be <= max_id"),
+            (
+                "start=2026-12-03T00:00:00Z&end=2026-12-01T00:00:00Z",
+                "start",
+                "start must be before end",
+            ),
+            ("band=urgent", "band", "unknown priority band \"urgent\""),
+        ];
+        for (query, param, message) in cases {
+            let error = parse(query).unwrap_err();
+            assert_eq!(
+                (error.param, error.message.as_str()),
+                (param, message),
+                "{query}"
+            );
+        }
+    }
+
+    #[test]
+    fn good_parameters_are_read() {
+        let q = parse(
+            "model=a&model=b&model=&start=2026-12-01T00:00:00Z&end=2026-12-02T00:00:00%2B01:00\
+             &min_id=2&max_id=9&limit=999&page=3&sort=gen_speed&order=ASC&band=elevated&key=ci",
+        )
+        .unwrap();
+        assert_eq!(q.models, ["a", "b"]);
+        assert_eq!(q.start_ms, Some(1_796_083_200_000));
+        assert_eq!(q.end_ms, Some(1_796_166_000_000));
+        assert_eq!((q.min_id, q.max_id), (Some(2), Some(9)));
+        assert_eq!(
+            (q.limit, q.page, q.sort, q.ascending),
+            (999, 3, SortKey::GenSpeed, true)
+        );
+        assert_eq!(q.priorities, [1..=i32::MAX]);
+        assert_eq!(q.keys, ["ci"]);
+        assert_eq!(parse("band=low").unwrap().priorities, [i32::MIN..=-1]);
+        assert_eq!(parse("band=normal").unwrap().priorities, [0..=0]);
+    }
+
+    fn row(id: u64, model: &str, tps: Option<f64>) -> Arc<Finished> {
+        Arc::new(Finished {
+            id,
+            model: model.into(),
+            time_ms: id * 1000,
+            tokens_per_second: tps,
+            ..Finished::default()
+        })
+    }
+
+    #[test]
+    fn pages_filter_sort_and_count_rows_in_memory() {
+        let rows: Vec<_> = (1..=30)
+            .map(|i| row(i, if i % 3 == 0 { "b" } else { "a" }, Some(i as f64)))
+            .collect();
+        let q = parse("model=a&limit=7&page=2").unwrap();
+        let page = q.page_of(&rows);
+        assert_eq!(
+            (page.total, page.total_pages, page.page, page.limit),
+            (20, 3, 2, 7)
+        );
+        let ids: Vec<u64> = page.data.iter().map(|r| r.id).collect();
+        assert_eq!(
+            ids,
+            [19, 17, 16, 14, 13, 11, 10],
+            "newest first, second page"
+        );
+        let q = parse("sort=gen_speed&order=asc&limit=3&min_id=10&max_id=20").unwrap();
+        let ids: Vec<u64> = q.page_of(&rows).data.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [10, 11, 12]);
+        let q = parse("start=1970-01-01T00:00:05Z&end=1970-01-01T00:00:06Z").unwrap();
+        assert_eq!(q.page_of(&rows).total, 2);
+        let empty = parse("page=9").unwrap().page_of(&rows);
+        assert_eq!((empty.data.len(), empty.total), (0, 30));
+    }
+}

@@ -1,0 +1,628 @@
+//! The history kept in an SQLite database at `store.path`.
+//!
+//! One thread owns the writing connection: rows reach it over a bounded
+//! channel and are written in batches (whatever arrived while the previous
+//! transaction ran, up to [`MAX_BATCH`]), so the request path only ever
+//! hands over a pointer and never waits on the disk. A full channel (a disk
+//! far slower than the traffic) drops the row; a batch the database refuses
+//! is lost as a whole; both are counted ([`Counters`]) and logged. Queries
+//! read through a second, read-only connection (WAL lets it read while the
+//! writer writes) on a blocking thread.
+//!
+//! The file is ours when its `application_id` says so; a fresh file is
+//! initialised; anything else is refused at start with the path named.
+//! Schema changes are numbered migrations ([`MIGRATIONS`]), applied in order
+//! and recorded in `user_version`.
+//!
+//! Retention: after every [`PRUNE_EVERY`] rows written (and at start), rows
+//! beyond the newest `max_rows` and rows older than `max_age` are deleted.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter, types::Value};
+use tokio::sync::watch;
+
+use super::query::ActivityQuery;
+use super::stats::{ActivityStats, StatsBuilder};
+use super::{Page, StoreError};
+use crate::activity::Finished;
+
+/// `PRAGMA application_id` of our databases ("LSWH": llama-swap history).
+pub const APPLICATION_ID: i32 = 0x4c53_5748;
+
+/// The schema, one migration per version: migration `i` takes a database at
+/// `user_version` `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &["
+    CREATE TABLE activity (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts_ms INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        req_path TEXT NOT NULL,
+        resp_content_type TEXT NOT NULL DEFAULT '',
+        resp_status_code INTEGER NOT NULL,
+        cache_tokens INTEGER,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        draft_tokens INTEGER,
+        draft_acc_tokens INTEGER,
+        prompt_per_second REAL,
+        tokens_per_second REAL,
+        duration_ms INTEGER NOT NULL,
+        error_code TEXT,
+        error_msg TEXT,
+        request_id TEXT NOT NULL,
+        seq INTEGER,
+        requested_priority INTEGER NOT NULL,
+        capped_priority INTEGER NOT NULL,
+        effective_priority INTEGER,
+        queue_ms INTEGER,
+        stream INTEGER NOT NULL,
+        selector TEXT,
+        api_key TEXT,
+        session_id TEXT
+    );
+    CREATE INDEX activity_ts ON activity (ts_ms);
+    CREATE INDEX activity_model ON activity (model, id);
+"];
+
+/// Rows written in one transaction at most.
+const MAX_BATCH: usize = 1024;
+/// Rows waiting for the writer at most; more are dropped (and counted).
+const QUEUE: usize = 65_536;
+/// Rows written between two retention passes.
+const PRUNE_EVERY: u64 = 1000;
+/// How long a query waits for rows handed over before it to be written.
+const READ_YOUR_WRITES: Duration = Duration::from_secs(2);
+
+/// How much history a database keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// The newest rows kept (0: no row-count bound).
+    pub max_rows: u64,
+    /// Rows older than this are deleted (`None`: no age bound).
+    pub max_age: Option<Duration>,
+}
+
+/// What happened to the rows handed to the writer.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Handed over.
+    pub sent: AtomicU64,
+    /// Written.
+    pub written: AtomicU64,
+    /// Dropped because the writer was too far behind.
+    pub dropped: AtomicU64,
+    /// Lost in a batch the database refused.
+    pub failed: AtomicU64,
+}
+
+enum Message {
+    Row(Arc<Finished>),
+    /// Stop once everything before has been written.
+    Close,
+}
+
+/// An open history database.
+#[derive(Debug)]
+pub struct Sqlite {
+    path: PathBuf,
+    rows: SyncSender<Message>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reader: Arc<Mutex<Connection>>,
+    counters: Arc<Counters>,
+    /// Rows the writer has dealt with (written, dropped or failed): a query
+    /// waits for it to reach what was sent before it.
+    done: watch::Receiver<u64>,
+    next_id: u64,
+}
+
+impl Sqlite {
+    /// Opens (or creates) the database at `path`, applies the migrations it
+    /// lacks and the retention, and starts the writer.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] naming `path` when it cannot be opened, is not an
+    /// SQLite database, belongs to something else, was written by a newer
+    /// version, or cannot use WAL.
+    pub fn open(path: &Path, retention: Retention) -> Result<Self, StoreError> {
+        let fail = |source: rusqlite::Error| StoreError::Open {
+            path: path.to_owned(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(fail)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
+        check_ours(&conn, path)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(fail)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Wal {
+                path: path.to_owned(),
+                mode,
+            });
+        }
+        // Durable across a crash of the process; a power loss may lose the
+        // last commits, which is what WAL's NORMAL trades for fewer syncs.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(fail)?;
+        migrate(&mut conn).map_err(fail)?;
+        prune(&conn, &retention).map_err(fail)?;
+        let last: u64 = conn
+            .query_row(
+                "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'activity'), 0)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(fail)?;
+        reader.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
+        let (rows, inbox) = std::sync::mpsc::sync_channel(QUEUE);
+        let counters = Arc::new(Counters::default());
+        let (done_tx, done) = watch::channel(0);
+        let writer = Writer {
+            conn,
+            path: path.to_owned(),
+            retention,
+            counters: Arc::clone(&counters),
+            done: done_tx,
+            since_prune: 0,
+        };
+        let writer = std::thread::Builder::new()
+            .name("history-writer".into())
+            .spawn(move || writer.run(&inbox))
+            .map_err(|source| StoreError::Thread {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            rows,
+            writer: Mutex::new(Some(writer)),
+            reader: Arc::new(Mutex::new(reader)),
+            counters,
+            done,
+            next_id: last + 1,
+        })
+    }
+
+    /// The id the next request will get: one past the last one kept.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// What happened to the rows handed over so far.
+    #[cfg(test)]
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Hands `row` to the writer; never waits. A row the writer has no room
+    /// for is dropped and counted.
+    pub fn record(&self, row: Arc<Finished>) {
+        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        match self.rows.try_send(Message::Row(row)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                let dropped = self.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                // Logged at the first drop and then at every thousandth.
+                if dropped % 1000 == 1 {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        dropped,
+                        "the history writer is behind: activity rows dropped"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits (a bounded time) until the rows handed over before this call
+    /// have been dealt with, so a query sees them.
+    async fn caught_up(&self) {
+        let target = self.counters.sent.load(Ordering::Relaxed);
+        let dropped = || self.counters.dropped.load(Ordering::Relaxed);
+        let mut done = self.done.clone();
+        let wait = done.wait_for(|handled| handled + dropped() >= target);
+        let _ = tokio::time::timeout(READ_YOUR_WRITES, wait).await;
+    }
+
+    /// One page of rows.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database cannot be read.
+    pub async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
+        self.caught_up().await;
+        let reader = Arc::clone(&self.reader);
+        blocking(move || {
+            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            page(&conn, &query)
+        })
+        .await
+    }
+
+    /// Totals and histograms, of `model` or of every model.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Query`] when the database cannot be read.
+    pub async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
+        self.caught_up().await;
+        let reader = Arc::clone(&self.reader);
+        blocking(move || {
+            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            stats(&conn, model.as_deref())
+        })
+        .await
+    }
+
+    /// Writes what is waiting and stops the writer. Later rows are dropped.
+    pub fn close(&self) {
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            // A blocking send: the writer is draining, so room comes.
+            let _ = self.rows.send(Message::Close);
+            if handle.join().is_err() {
+                tracing::error!(path = %self.path.display(), "the history writer panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Sqlite {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> rusqlite::Result<T> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(StoreError::Query),
+        Err(_) => Err(StoreError::Query(rusqlite::Error::InvalidQuery)),
+    }
+}
+
+/// Refuses a database that is not ours or is newer than this build.
+fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let read = |sql: &str| -> Result<i64, StoreError> {
+        conn.query_row(sql, [], |r| r.get(0))
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })
+    };
+    let application_id = read("PRAGMA application_id")?;
+    let tables = read("SELECT count(*) FROM sqlite_master")?;
+    if application_id == i64::from(APPLICATION_ID) {
+        let version = read("PRAGMA user_version")?;
+        if version > MIGRATIONS.len() as i64 {
+            return Err(StoreError::Newer {
+                path: path.to_owned(),
+                version,
+            });
+        }
+        return Ok(());
+    }
+    if application_id == 0 && tables == 0 {
+        return Ok(());
+    }
+    let llama_swap = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE name = 'goose_db_version'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()
+        .ok()
+        .flatten()
+        .is_some();
+    Err(StoreError::NotOurs {
+        path: path.to_owned(),
+        why: if llama_swap {
+            "it is llama-swap's own activity database (its format differs); give store.path a new file".to_owned()
+        } else {
+            format!(
+                "it holds other data (application_id {application_id:#x}, {tables} schema objects)"
+            )
+        },
+    })
+}
+
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let from = usize::try_from(version).unwrap_or(0);
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(from) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        tx.pragma_update(None, "user_version", index + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn prune(conn: &Connection, retention: &Retention) -> rusqlite::Result<usize> {
+    let mut deleted = 0;
+    if retention.max_rows > 0 {
+        // Ids are never reused, and they grow: the newest rows are the
+        // highest ids.
+        deleted += conn.execute(
+            "DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?1",
+            [retention.max_rows],
+        )?;
+    }
+    if let Some(age) = retention.max_age {
+        let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
+        deleted += conn.execute("DELETE FROM activity WHERE ts_ms < ?1", [cutoff])?;
+    }
+    Ok(deleted)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
+/// The thread that owns the writing connection.
+struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    retention: Retention,
+    counters: Arc<Counters>,
+    done: watch::Sender<u64>,
+    since_prune: u64,
+}
+
+impl Writer {
+    fn run(mut self, inbox: &Receiver<Message>) {
+        let mut batch: Vec<Arc<Finished>> = Vec::with_capacity(MAX_BATCH);
+        let mut handled = 0u64;
+        loop {
+            let mut closing = match inbox.recv() {
+                Ok(Message::Row(row)) => {
+                    batch.push(row);
+                    false
+                }
+                Ok(Message::Close) | Err(_) => true,
+            };
+            while !closing && batch.len() < MAX_BATCH {
+                match inbox.try_recv() {
+                    Ok(Message::Row(row)) => batch.push(row),
+                    Ok(Message::Close) => closing = true,
+                    Err(_) => break,
+                }
+            }
+            if !batch.is_empty() {
+                let count = batch.len() as u64;
+                match self.write(&batch) {
+                    Ok(()) => {
+                        self.counters.written.fetch_add(count, Ordering::Relaxed);
+                        self.since_prune += count;
+                    }
+                    Err(error) => {
+                        let failed =
+                            self.counters.failed.fetch_add(count, Ordering::Relaxed) + count;
+                        tracing::warn!(
+                            path = %self.path.display(),
+                            %error,
+                            lost = count,
+                            failed_so_far = failed,
+                            "activity rows could not be written to the history database"
+                        );
+                    }
+                }
+                handled += count;
+                batch.clear();
+                self.done.send_replace(handled);
+            }
+            if self.since_prune >= PRUNE_EVERY {
+                self.since_prune = 0;
+                if let Err(error) = prune(&self.conn, &self.retention) {
+                    tracing::warn!(path = %self.path.display(), %error, "history retention failed");
+                }
+            }
+            if closing {
+                break;
+            }
+        }
+    }
+
+    fn write(&mut self, rows: &[Arc<Finished>]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO activity (
+                    id, ts_ms, model, req_path, resp_content_type, resp_status_code,
+                    cache_tokens, input_tokens, output_tokens, draft_tokens, draft_acc_tokens,
+                    prompt_per_second, tokens_per_second, duration_ms, error_code, error_msg,
+                    request_id, seq, requested_priority, capped_priority, effective_priority,
+                    queue_ms, stream, selector, api_key, session_id
+                ) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+                          ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+            )?;
+            for row in rows {
+                insert.execute(rusqlite::params![
+                    row.id,
+                    row.time_ms,
+                    &*row.model,
+                    row.path.as_str(),
+                    row.content_type.as_deref().unwrap_or_default(),
+                    row.status,
+                    row.cached_tokens,
+                    row.prompt_tokens,
+                    row.completion_tokens,
+                    row.draft_tokens,
+                    row.draft_accepted,
+                    row.prompt_per_second,
+                    row.tokens_per_second,
+                    row.duration_ms,
+                    row.error.as_deref(),
+                    row.error_msg.as_deref(),
+                    row.request_id.as_str(),
+                    row.seq,
+                    row.requested_priority,
+                    row.capped_priority,
+                    row.effective_priority,
+                    row.queue_ms,
+                    row.stream,
+                    row.selector.as_deref(),
+                    row.api_key.as_deref(),
+                    row.session_id.as_deref(),
+                ])?;
+            }
+        }
+        tx.commit()
+    }
+}
+
+/// The WHERE clause of `query`'s filters and its arguments.
+fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut args: Vec<Value> = Vec::new();
+    let mut any_of = |column: &str, values: &[String], args: &mut Vec<Value>| {
+        if values.is_empty() {
+            return;
+        }
+        let marks = vec!["?"; values.len()].join(", ");
+        clauses.push(format!("{column} IN ({marks})"));
+        args.extend(values.iter().map(|v| Value::Text(v.clone())));
+    };
+    any_of("model", &query.models, &mut args);
+    any_of("api_key", &query.keys, &mut args);
+    let bound = |v: u64| Value::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+    for (column, op, value) in [
+        ("ts_ms", ">=", query.start_ms),
+        ("ts_ms", "<=", query.end_ms),
+        ("id", ">=", query.min_id),
+        ("id", "<=", query.max_id),
+    ] {
+        if let Some(v) = value {
+            clauses.push(format!("{column} {op} ?"));
+            args.push(bound(v));
+        }
+    }
+    if !query.priorities.is_empty() {
+        let ranges: Vec<&str> = query
+            .priorities
+            .iter()
+            .map(|_| "COALESCE(effective_priority, capped_priority) BETWEEN ? AND ?")
+            .collect();
+        clauses.push(format!("({})", ranges.join(" OR ")));
+        for range in &query.priorities {
+            args.push(Value::Integer(i64::from(*range.start())));
+            args.push(Value::Integer(i64::from(*range.end())));
+        }
+    }
+    let clause = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", clauses.join(" AND "))
+    };
+    (clause, args)
+}
+
+const COLUMNS: &str = "id, ts_ms, model, req_path, resp_content_type, resp_status_code,
+    cache_tokens, input_tokens, output_tokens, draft_tokens, draft_acc_tokens,
+    prompt_per_second, tokens_per_second, duration_ms, error_code, error_msg,
+    request_id, seq, requested_priority, capped_priority, effective_priority,
+    queue_ms, stream, selector, api_key, session_id";
+
+fn page(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<Page<Finished>> {
+    let (clause, args) = filters(query);
+    let total: u64 = conn.query_row(
+        &format!("SELECT COUNT(*) FROM activity{clause}"),
+        params_from_iter(args.iter()),
+        |r| r.get(0),
+    )?;
+    let direction = if query.ascending { "ASC" } else { "DESC" };
+    let order = match query.sort.column() {
+        "id" => format!("id {direction}"),
+        column => format!("{column} {direction}, id {direction}"),
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM activity{clause} ORDER BY {order} LIMIT {} OFFSET {}",
+        query.limit,
+        query.offset()
+    );
+    let mut statement = conn.prepare(&sql)?;
+    let rows = statement
+        .query_map(params_from_iter(args.iter()), read_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Page::new(
+        rows,
+        query,
+        usize::try_from(total).unwrap_or(usize::MAX),
+    ))
+}
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Finished> {
+    let text = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+    Ok(Finished {
+        id: r.get(0)?,
+        time_ms: r.get(1)?,
+        model: Arc::from(r.get::<_, String>(2)?),
+        path: r.get::<_, String>(3)?.into(),
+        content_type: Some(r.get::<_, String>(4)?)
+            .filter(|s| !s.is_empty())
+            .map(Arc::from),
+        status: r.get(5)?,
+        cached_tokens: r.get(6)?,
+        prompt_tokens: r.get(7)?,
+        completion_tokens: r.get(8)?,
+        draft_tokens: r.get(9)?,
+        draft_accepted: r.get(10)?,
+        prompt_per_second: r.get(11)?,
+        tokens_per_second: r.get(12)?,
+        duration_ms: r.get(13)?,
+        error: text(14)?.map(std::borrow::Cow::Owned),
+        error_msg: text(15)?.map(String::into_boxed_str),
+        request_id: r.get::<_, String>(16)?.into(),
+        seq: r.get(17)?,
+        requested_priority: r.get(18)?,
+        capped_priority: r.get(19)?,
+        effective_priority: r.get(20)?,
+        queue_ms: r.get(21)?,
+        stream: r.get(22)?,
+        selector: text(23)?,
+        api_key: text(24)?.map(Arc::from),
+        session_id: text(25)?.map(Into::into),
+        has_capture: false,
+    })
+}
+
+fn stats(conn: &Connection, model: Option<&str>) -> rusqlite::Result<ActivityStats> {
+    let query = ActivityQuery {
+        models: model.map(str::to_owned).into_iter().collect(),
+        ..ActivityQuery::default()
+    };
+    let (clause, args) = filters(&query);
+    let mut builder = StatsBuilder::default();
+    let mut statement = conn.prepare(&format!(
+        "SELECT COALESCE(input_tokens, 0), COALESCE(output_tokens, 0),
+                COALESCE(cache_tokens, 0), prompt_per_second, tokens_per_second
+         FROM activity{clause}"
+    ))?;
+    let mut rows = statement.query(params_from_iter(args.iter()))?;
+    while let Some(r) = rows.next()? {
+        builder.add_values(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+    }
+    Ok(builder.finish())
+}

@@ -1,0 +1,309 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::manual_is_multiple_of)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::store::query::MAX_LIMIT;
+use crate::store::sqlite::APPLICATION_ID;
+use crate::priority::Bands;
+
+fn row(id: u64) -> Arc<Finished> {
+    Arc::new(Finished {
+        id,
+        request_id: format!("r{id}").into(),
+        time_ms: 1_700_000_000_000 + id * 1000,
+        model: if id % 3 == 0 { "b" } else { "a" }.into(),
+        path: "/v1/chat/completions".into(),
+        status: if id % 7 == 0 { 500 } else { 200 },
+        content_type: Some("application/json".into()),
+        requested_priority: i32::try_from(id % 5).unwrap() - 2,
+        capped_priority: i32::try_from(id % 5).unwrap() - 2,
+        effective_priority: (id % 4 != 0).then(|| i32::try_from(id % 5).unwrap() - 2),
+        prompt_tokens: Some(id * 10),
+        completion_tokens: (id % 2 == 0).then_some(id),
+        cached_tokens: (id % 3 == 1).then_some(id),
+        draft_tokens: Some(id % 6),
+        draft_accepted: Some(id % 4),
+        prompt_per_second: (id % 5 != 0).then(|| (id * 37 % 101) as f64),
+        tokens_per_second: Some((id * 13 % 17) as f64 + 0.5),
+        duration_ms: id * 31 % 97,
+        queue_ms: (id % 2 == 1).then_some(id * 3 % 11),
+        error: (id % 7 == 0).then(|| "upstream_failed".into()),
+        error_msg: (id % 7 == 0).then(|| "boom".into()),
+        seq: Some(id),
+        stream: id % 2 == 0,
+        selector: (id % 5 == 0).then(|| "fast".to_owned()),
+        api_key: (id % 2 == 0).then(|| Arc::from(if id % 4 == 0 { "ci" } else { "web" })),
+        session_id: (id % 3 == 0).then(|| "s".into()),
+        has_capture: false,
+    })
+}
+
+fn settings(path: &Path, max_rows: u64) -> StoreSettings {
+    StoreSettings {
+        path: Some(path.to_owned()),
+        retention: Retention {
+            max_rows,
+            max_age: None,
+        },
+    }
+}
+
+async fn all(history: &History) -> Vec<Finished> {
+    let activity = Activity::new(0);
+    let query = ActivityQuery {
+        limit: MAX_LIMIT,
+        ascending: true,
+        ..ActivityQuery::default()
+    };
+    history.page(&activity, query).await.unwrap().data
+}
+
+#[tokio::test]
+async fn rows_are_read_back_as_written_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = History::open(&settings(&path, 0)).unwrap();
+    assert_eq!(history.next_id(), 1);
+    let db = history.database().unwrap();
+    for id in 1..=20 {
+        db.record(row(id));
+    }
+    // Read your writes: the query waits for the rows handed over before it.
+    let read = all(&history).await;
+    let expected: Vec<Finished> = (1..=20).map(|id| (*row(id)).clone()).collect();
+    assert_eq!(read, expected);
+    history.close();
+    drop(history);
+
+    let reopened = History::open(&settings(&path, 0)).unwrap();
+    assert_eq!(reopened.next_id(), 21, "ids go on after a restart");
+    assert_eq!(all(&reopened).await, expected);
+    let counters = reopened.database().unwrap().counters();
+    assert_eq!(
+        counters.written.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[tokio::test]
+async fn retention_keeps_the_newest_rows_and_ids_are_not_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = History::open(&settings(&path, 100)).unwrap();
+    for id in 1..=2500 {
+        history.database().unwrap().record(row(id));
+    }
+    let kept = all(&history).await;
+    // Pruned after every thousand rows written: at most 100 + 999 kept.
+    assert!(kept.len() < 1100, "{} rows kept", kept.len());
+    assert_eq!(kept.last().unwrap().id, 2500);
+    history.close();
+    drop(history);
+    let reopened = History::open(&settings(&path, 100)).unwrap();
+    let kept = all(&reopened).await;
+    let ids: Vec<u64> = kept.iter().map(|r| r.id).collect();
+    assert_eq!(ids, (2401..=2500).collect::<Vec<_>>(), "pruned at start");
+    assert_eq!(reopened.next_id(), 2501);
+}
+
+#[tokio::test]
+async fn rows_older_than_the_maximum_age_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = History::open(&settings(&path, 0)).unwrap();
+    let old = Finished {
+        time_ms: 1_000,
+        ..(*row(1)).clone()
+    };
+    history.database().unwrap().record(Arc::new(old));
+    let recent = Finished {
+        time_ms: u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap(),
+        ..(*row(2)).clone()
+    };
+    history.database().unwrap().record(Arc::new(recent));
+    assert_eq!(all(&history).await.len(), 2);
+    history.close();
+    drop(history);
+    let aged = StoreSettings {
+        path: Some(path.clone()),
+        retention: Retention {
+            max_rows: 0,
+            max_age: Some(Duration::from_secs(3600)),
+        },
+    };
+    let ids: Vec<u64> = all(&History::open(&aged).unwrap())
+        .await
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, [2]);
+}
+
+fn open_error(path: &Path) -> String {
+    History::open(&settings(path, 0)).unwrap_err().to_string()
+}
+
+#[test]
+fn a_file_that_is_not_our_database_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "not a database, just some text that is long enough ".repeat(20),
+    )
+    .unwrap();
+    let message = open_error(&text);
+    assert!(message.contains(&text.display().to_string()), "{message}");
+
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE users (name TEXT)")
+        .unwrap();
+    let message = open_error(&other);
+    assert!(
+        message.contains(&other.display().to_string()) && message.contains("other data"),
+        "{message}"
+    );
+
+    let llama_swap = dir.path().join("llama-swap.db");
+    rusqlite::Connection::open(&llama_swap)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE goose_db_version (id INTEGER); CREATE TABLE activity (id INTEGER)",
+        )
+        .unwrap();
+    let message = open_error(&llama_swap);
+    assert!(
+        message.contains("llama-swap's own activity database"),
+        "{message}"
+    );
+
+    let message = open_error(dir.path());
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    let missing = dir.path().join("no/such/dir/history.db");
+    assert!(open_error(&missing).contains("no/such/dir"));
+}
+
+#[test]
+fn a_database_from_a_newer_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    History::open(&settings(&path, 0)).unwrap().close();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", MIGRATIONS.len() + 1)
+        .unwrap();
+    drop(conn);
+    let message = open_error(&path);
+    assert!(message.contains("newer"), "{message}");
+}
+
+#[test]
+fn a_new_database_is_ours_in_wal_mode_at_the_latest_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    History::open(&settings(&path, 0)).unwrap().close();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let read = |sql: &str| -> String {
+        conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .map(|v| format!("{v:?}"))
+            .unwrap()
+    };
+    assert_eq!(
+        read("PRAGMA application_id"),
+        format!("Integer({APPLICATION_ID})")
+    );
+    assert_eq!(
+        read("PRAGMA user_version"),
+        format!("Integer({})", MIGRATIONS.len())
+    );
+    assert_eq!(read("PRAGMA journal_mode"), "Text(\"wal\")");
+}
+
+/// The database answers every query as the in-memory history does.
+#[tokio::test]
+async fn queries_on_the_database_match_queries_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&settings(&dir.path().join("h.db"), 0)).unwrap();
+    let activity = Activity::new(1000);
+    let memory = History::in_memory();
+    for id in 1..=120 {
+        history.database().unwrap().record(row(id));
+    }
+    // The ring holds the same rows (ids assigned in the same order).
+    let rows: Vec<_> = (1..=120).map(row).collect();
+    let bands = Bands::default();
+    let queries = [
+        "",
+        "limit=7&page=3",
+        "model=b",
+        "model=a&model=b&order=asc",
+        "min_id=10&max_id=30&sort=prompt",
+        "sort=cached&order=asc&limit=50",
+        "sort=drafted&limit=40",
+        "sort=gen_speed&page=2&limit=9",
+        "sort=prompt_speed",
+        "sort=duration&order=asc",
+        "sort=priority&limit=30",
+        "sort=queue&order=asc&limit=30",
+        "sort=resp_status_code",
+        "sort=model&order=asc",
+        "sort=time",
+        "band=elevated&limit=100",
+        "band=low&band=normal&limit=100",
+        "key=ci&limit=100",
+        "key=web&model=a",
+        "start=2023-11-14T22:13:40Z&end=2023-11-14T22:14:00Z&limit=100",
+        "page=50",
+    ];
+    for text in queries {
+        let query = ActivityQuery::parse(Some(text), &bands).unwrap();
+        let from_db = history.page(&activity, query.clone()).await.unwrap();
+        let in_memory = query.page_of(&rows);
+        let ids = |data: &[u64]| data.to_vec();
+        let db_ids: Vec<u64> = from_db.data.iter().map(|r| r.id).collect();
+        let mem_ids: Vec<u64> = in_memory.data.iter().map(|r| r.id).collect();
+        assert_eq!(ids(&db_ids), mem_ids, "{text}");
+        assert_eq!(
+            (
+                from_db.total,
+                from_db.total_pages,
+                from_db.page,
+                from_db.limit
+            ),
+            (
+                in_memory.total,
+                in_memory.total_pages,
+                in_memory.page,
+                in_memory.limit
+            ),
+            "{text}"
+        );
+    }
+    for model in [None, Some("a"), Some("zzz")] {
+        let db = history
+            .stats(&activity, model.map(str::to_owned))
+            .await
+            .unwrap();
+        let mut builder = StatsBuilder::default();
+        rows.iter()
+            .filter(|r| model.is_none_or(|m| *r.model == *m))
+            .for_each(|r| builder.add(r));
+        assert_eq!(db, builder.finish(), "{model:?}");
+    }
+    // The in-memory history pages the ring.
+    assert_eq!(
+        memory
+            .page(&activity, ActivityQuery::default())
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+}

@@ -1,0 +1,285 @@
+//! The request history scripts read: `GET /api/metrics/activity` (llama-swap's
+//! paged rows) and `GET /api/metrics/stats`, kept in memory or in the
+//! database at `store.path` across restarts and reloads, with token usage in
+//! every format upstreams report it.
+
+use std::sync::Arc;
+
+use llama_swap_server::{History, HttpOptions, Retention, ServeOptions, StoreSettings};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, model};
+
+fn with_history(history: &Arc<History>) -> ServeOptions {
+    ServeOptions::default().http(HttpOptions::default().history(Arc::clone(history)))
+}
+
+fn open(path: &std::path::Path) -> Arc<History> {
+    Arc::new(
+        History::open(&StoreSettings {
+            path: Some(path.to_owned()),
+            retention: Retention {
+                max_rows: 0,
+                max_age: None,
+            },
+        })
+        .unwrap(),
+    )
+}
+
+async fn page(h: &Harness, query: &str) -> Value {
+    let response = h
+        .http
+        .get(h.url(&format!("/api/metrics/activity?{query}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{query}");
+    response.json().await.unwrap()
+}
+
+async fn chat_ok(h: &Harness, model: &str, content: &str, stream: bool) {
+    let response = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .json(&json!({"model": model, "stream": stream,
+                      "messages": [{"role": "user", "content": content}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes().await.unwrap();
+}
+
+#[tokio::test]
+async fn history_survives_a_restart_and_a_reload_and_ids_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = open(&path);
+    let h = Harness::start_with(&[model("a", "")], "", with_history(&history)).await;
+    for i in 0..3 {
+        chat_ok(&h, "a", &format!("q{i}"), i == 1).await;
+    }
+    h.reload_same().await;
+    chat_ok(&h, "a", "after reload", false).await;
+    let before = page(&h, "order=asc").await;
+    assert_eq!(before["total"], 4, "{before}");
+    h.shutdown().await;
+    history.close();
+    drop(history);
+
+    let history = open(&path);
+    let h = Harness::start_with(&[model("a", "")], "", with_history(&history)).await;
+    let after = page(&h, "order=asc").await;
+    assert_eq!(
+        after["data"], before["data"],
+        "the rows came back as they were"
+    );
+    chat_ok(&h, "a", "next", false).await;
+    let newest = page(&h, "limit=1").await;
+    assert_eq!(newest["data"][0]["id"], 5, "{newest}");
+    assert_eq!(newest["total"], 5);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_page_has_llama_swaps_shape_and_filters() {
+    let h = Harness::start(&[model("a", ""), model("b", "")], "").await;
+    for (m, n) in [("a", 3), ("b", 2)] {
+        for i in 0..n {
+            chat_ok(&h, m, &format!("{m}{i}"), false).await;
+        }
+    }
+    let all = page(&h, "").await;
+    assert_eq!(
+        (
+            &all["page"],
+            &all["limit"],
+            &all["total"],
+            &all["total_pages"]
+        ),
+        (&json!(1), &json!(25), &json!(5), &json!(1))
+    );
+    let ids: Vec<u64> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [5, 4, 3, 2, 1], "newest first");
+    let row = &all["data"][0];
+    for key in [
+        "id",
+        "timestamp",
+        "model",
+        "req_path",
+        "resp_content_type",
+        "resp_status_code",
+        "tokens",
+        "duration_ms",
+        "has_capture",
+    ] {
+        assert!(row.get(key).is_some(), "{key} missing: {row}");
+    }
+    let b = page(&h, "model=b&limit=1&page=2").await;
+    assert_eq!((&b["total"], &b["total_pages"]), (&json!(2), &json!(2)));
+    assert_eq!(b["data"][0]["model"], "b");
+    let both = page(&h, "model=a&model=b&min_id=2&max_id=4&order=asc").await;
+    assert_eq!(both["total"], 3);
+    let normal = page(&h, "band=normal").await;
+    assert_eq!(normal["total"], 5, "no X-Priority: the normal band");
+    assert_eq!(page(&h, "band=elevated").await["total"], 0);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_bad_activity_parameter_is_a_400_naming_it() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    for (query, param) in [
+        ("limit=0", "limit"),
+        ("limit=1000", "limit"),
+        ("limit=ten", "limit"),
+        ("page=0", "page"),
+        ("sort=nope", "sort"),
+        ("order=sideways", "order"),
+        ("start=yesterday", "start"),
+        ("end=2026-02-30T00:00:00Z", "end"),
+        (
+            "start=2026-12-02T00:00:00Z&end=2026-12-01T00:00:00Z",
+            "start",
+        ),
+        ("min_id=0", "min_id"),
+        ("max_id=-1", "max_id"),
+        ("min_id=9&max_id=3", "min_id"),
+        ("band=urgent", "band"),
+    ] {
+        let response = h
+            .http
+            .get(h.url(&format!("/api/metrics/activity?{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["src"], "llama-swap", "{body}");
+        assert_eq!(body["error"]["param"], param, "{query}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert!(
+            !body["error"]["message"].as_str().unwrap().is_empty(),
+            "{body}"
+        );
+    }
+    h.shutdown().await;
+}
+
+/// One reply per usage format, chosen by the prompt.
+const FORMATS: &str = r#"{"replies": [
+  {"match": {"body_text_contains": "fmt-openai"}, "reply": {"json": {
+     "choices": [{"message": {"role": "assistant", "content": "x"}}],
+     "usage": {"prompt_tokens": 100, "completion_tokens": 7,
+               "prompt_tokens_details": {"cached_tokens": 60}}}}},
+  {"match": {"body_text_contains": "fmt-llamacpp"}, "reply": {"json": {
+     "choices": [{"message": {"role": "assistant", "content": "x"}}],
+     "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+     "timings": {"cache_n": 30, "prompt_n": 12, "prompt_ms": 40, "prompt_per_second": 300.0,
+                 "predicted_n": 64, "predicted_ms": 1000, "predicted_per_second": 64.0,
+                 "draft_n": 40, "draft_n_accepted": 31}}}},
+  {"match": {"body_text_contains": "fmt-vllm"}, "reply": {"json": {
+     "choices": [{"message": {"role": "assistant", "content": "x"}}],
+     "usage": {"prompt_tokens": 120, "completion_tokens": 50,
+               "prompt_tokens_details": {"cached_tokens": 20}},
+     "metrics": {"speculative_decoding": {"num_draft_tokens": 30, "num_accepted_draft_tokens": 21},
+                 "time_to_first_token_ms": 200.0, "mean_itl_ms": 20.0}}}},
+  {"match": {"body_text_contains": "fmt-anthropic"}, "reply": {"frames": [
+     "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"cache_read_input_tokens\":7,\"output_tokens\":1}}}",
+     "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":25}}"]}},
+  {"match": {"body_text_contains": "fmt-failed"}, "reply": {"status": 400,
+     "error": {"message": "the prompt is too long for this model"}}}
+]}"#;
+
+#[tokio::test]
+async fn token_usage_in_every_format_reaches_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("formats.json");
+    std::fs::write(&fixture, FORMATS).unwrap();
+    let args: &'static str = Box::leak(format!("--fixture {}", fixture.display()).into_boxed_str());
+    let h = Harness::start(&[model("a", args)], "").await;
+    for (format, stream) in [
+        ("fmt-openai", false),
+        ("fmt-llamacpp", false),
+        ("fmt-vllm", false),
+        ("fmt-anthropic", true),
+    ] {
+        chat_ok(&h, "a", format, stream).await;
+    }
+    let failed = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .json(&json!({"model": "a", "messages": [{"role": "user", "content": "fmt-failed"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(failed.status(), 400);
+    failed.bytes().await.unwrap();
+    let rows = page(&h, "order=asc").await["data"].clone();
+    let tokens = |i: usize| rows[i]["tokens"].clone();
+    assert_eq!(tokens(0)["input_tokens"], 100);
+    assert_eq!(tokens(0)["cache_tokens"], 60);
+    assert_eq!(tokens(0)["draft_tokens"], -1);
+    assert_eq!(
+        tokens(1),
+        json!({"cache_tokens": 30, "draft_tokens": 40, "draft_acc_tokens": 31,
+               "input_tokens": 12, "output_tokens": 64,
+               "prompt_per_second": 300.0, "tokens_per_second": 64.0})
+    );
+    assert!(
+        rows[1]["duration_ms"].as_u64().unwrap() >= 1040,
+        "llama.cpp's own time counts"
+    );
+    assert_eq!(
+        tokens(2),
+        json!({"cache_tokens": 20, "draft_tokens": 30, "draft_acc_tokens": 21,
+               "input_tokens": 120, "output_tokens": 50,
+               "prompt_per_second": 500.0, "tokens_per_second": 50.0})
+    );
+    assert_eq!(
+        (
+            &tokens(3)["input_tokens"],
+            &tokens(3)["output_tokens"],
+            &tokens(3)["cache_tokens"]
+        ),
+        (&json!(11), &json!(25), &json!(7))
+    );
+    assert_eq!(rows[3]["resp_content_type"], "text/event-stream");
+    assert_eq!(rows[4]["resp_status_code"], 400);
+    assert_eq!(
+        rows[4]["error_msg"],
+        "the prompt is too long for this model"
+    );
+
+    let stats: Value = h
+        .http
+        .get(h.url("/api/metrics/stats?model=a"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["total_requests"], 5);
+    assert_eq!(stats["total_input_tokens"], 100 + 12 + 120 + 11);
+    assert_eq!(stats["total_cache_tokens"], 60 + 30 + 20 + 7);
+    assert_eq!(stats["prompt_histogram"]["p50"], 400.0, "{stats}");
+    let none: Value = h
+        .http
+        .get(h.url("/api/metrics/stats?model=nobody"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none["total_requests"], 0);
+    assert_eq!(none["gen_histogram"], Value::Null);
+    h.shutdown().await;
+}
