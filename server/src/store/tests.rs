@@ -1,13 +1,17 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::manual_is_multiple_of)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::manual_is_multiple_of
+)]
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::priority::Bands;
 use crate::store::query::MAX_LIMIT;
 use crate::store::sqlite::APPLICATION_ID;
-use crate::priority::Bands;
 
 fn row(id: u64) -> Arc<Finished> {
     Arc::new(Finished {
