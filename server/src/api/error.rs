@@ -159,14 +159,27 @@ pub enum ApiError {
         "the request carries more than one credential; send exactly one `Authorization` or `x-api-key` header"
     )]
     MultipleCredentials,
-    /// The request already passed through this server: a model's upstream
-    /// (directly or through other proxies) is this server itself.
+    /// The request already passed through this server: a model's upstream or
+    /// a peer (directly or through other servers) leads back to it.
     #[error(
-        "the request came back to this server through a model's upstream (its `{}` header \
-         names this server); the model's proxy address is this server's own: give it another port",
+        "the request came back to this server (its `{}` header names this server): a model's \
+         proxy address or a peer leads back here; give the model another port, or remove the \
+         peer that lists this server",
         crate::proxy::VIA_HEADER
     )]
     ProxyLoop,
+    /// The request passed through more servers than allowed: peers or
+    /// proxies forward it in a circle this server's own mark does not show.
+    #[error(
+        "the request passed through {hops} servers (its `{}` header), more than the {} allowed: \
+         peers or proxies forward it in a loop",
+        crate::proxy::VIA_HEADER,
+        crate::proxy::MAX_HOPS
+    )]
+    TooManyHops {
+        /// Servers it passed through.
+        hops: usize,
+    },
     /// The client address made too many failed API-key attempts.
     #[error(
         "too many failed API-key attempts from this address; retry after {} s",
@@ -212,6 +225,18 @@ pub enum ApiError {
         model: String,
         /// When to retry.
         retry_after: Duration,
+    },
+    /// The peer already has its `concurrencyLimit` of requests in flight
+    /// from this server.
+    #[error(
+        "peer '{peer}' already has {limit} requests in flight from this server, the most its \
+         concurrencyLimit allows; retry after 1 s"
+    )]
+    PeerBusy {
+        /// The peer's ID.
+        peer: String,
+        /// Its `concurrencyLimit`.
+        limit: usize,
     },
     /// The model already has as many waiting requests as `priority.maxQueued` allows.
     #[error(
@@ -406,7 +431,9 @@ impl ApiError {
                 "invalid_api_key",
             ),
             Self::MultipleCredentials => (StatusCode::BAD_REQUEST, INVALID, "multiple_credentials"),
-            Self::ProxyLoop => (StatusCode::LOOP_DETECTED, SERVER, "proxy_loop"),
+            Self::ProxyLoop | Self::TooManyHops { .. } => {
+                (StatusCode::LOOP_DETECTED, SERVER, "proxy_loop")
+            }
             Self::TooManyAuthFailures { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
@@ -418,7 +445,7 @@ impl ApiError {
             Self::BodiesOverCapacity { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, SERVER, "server_overloaded")
             }
-            Self::ConcurrencyLimit { .. } => (
+            Self::ConcurrencyLimit { .. } | Self::PeerBusy { .. } => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
                 "concurrency_limit",
@@ -520,7 +547,7 @@ impl IntoResponse for ApiError {
                 // The rest of the body may still be on its way: do not read it.
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            Self::BodiesOverCapacity { .. } => {
+            Self::BodiesOverCapacity { .. } | Self::PeerBusy { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(1u32));
             }
             Self::MethodNotAllowed { allow, .. } => {

@@ -110,8 +110,8 @@ pub(crate) use resolved::api_key::constant_time_eq;
 pub use resolved::loops::SelfProxy;
 pub use resolved::model::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, Capabilities, ModelConfig};
 pub use resolved::names::{
-    DEFAULT_SPILLOVER, PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig, Pin, ProfileConfig,
-    SelectorConfig, SelectorStrategy,
+    DEFAULT_PEER_CONCURRENCY_LIMIT, DEFAULT_SPILLOVER, PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig,
+    Pin, ProfileConfig, SelectorConfig, SelectorStrategy,
 };
 pub use resolved::summary::Summary;
 pub use resolved::types::{

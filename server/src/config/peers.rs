@@ -10,7 +10,8 @@ use super::model::filters::{expand_by_id_keys, read_filters};
 use super::model::timeouts::read_timeouts;
 use super::resolved::api_key::ApiKey;
 use super::resolved::names::{
-    PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig, ProfileConfig, SelectorConfig, default_peer_timeouts,
+    DEFAULT_PEER_CONCURRENCY_LIMIT, PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig, ProfileConfig,
+    SelectorConfig, default_peer_timeouts,
 };
 use super::resolver::Resolver;
 use crate::filters::Filters;
@@ -105,6 +106,14 @@ fn read_peer(
         Some((n, p)) => read_peer_timeouts(n, &p, cx),
         None => default_peer_timeouts(),
     };
+    // This server's extension; 0 keeps the default, as a model's does.
+    let concurrency_limit = match fields.take("concurrencyLimit") {
+        Some((n, p)) => match cx.seconds(n, &p) {
+            Some(0) | None => DEFAULT_PEER_CONCURRENCY_LIMIT,
+            Some(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+        },
+        None => DEFAULT_PEER_CONCURRENCY_LIMIT,
+    };
     fields.finish(cx);
     if cx.issues.len() > issues_before {
         return None;
@@ -116,6 +125,7 @@ fn read_peer(
         models,
         filters,
         timeouts,
+        concurrency_limit,
     })
 }
 

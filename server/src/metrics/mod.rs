@@ -23,7 +23,7 @@
 //! | `llamaswap_model_requests_in_flight` | gauge | `model` |
 //! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
 //! | `llamaswap_peer_requests_in_flight` | gauge | `peer` (configured peer IDs) |
-//! | `llamaswap_peer_failures_total` | counter | `peer`, `reason` (unreachable, timeout) |
+//! | `llamaswap_peer_failures_total` | counter | `peer`, `reason` (unreachable, timeout, busy) |
 //!
 //! Beside these, [`SystemSampler`] renders the host gauges llama-swap serves
 //! (and its Grafana dashboard reads) under llama-swap's names:
@@ -530,7 +530,8 @@ impl Metrics {
             .clone()
     }
 
-    /// Counts a request `peer` could not take (`reason`: unreachable, timeout).
+    /// Counts a request `peer` could not take (`reason`: unreachable, timeout,
+    /// busy: at its `concurrencyLimit`).
     pub fn peer_failed(&self, peer: &str, reason: &'static str) {
         self.peer_failures
             .get_or_create(&[("peer", peer.to_owned().into()), ("reason", reason.into())])

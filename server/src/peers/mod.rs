@@ -11,7 +11,13 @@
 //! | `routes` | [`PeerRoutes`]: which names lead to which peer's model (llama-swap's rules, plus pools) |
 //! | `choose` | [`choose`]: the peer of a pool that takes a request (model ready, else least busy) |
 //! | `status` | a pool peer's `GET /running` and `GET /api/queue`, read on demand, kept a second |
-//! | `mod` | [`Peers`]: each peer's client, its in-flight count (a metric), and picking |
+//! | `mod` | [`Peers`]: each peer's client, its in-flight count (a metric) and its bound, and picking |
+//!
+//! A peer takes at most its `concurrencyLimit` requests in flight from this
+//! server ([`DEFAULT_PEER_CONCURRENCY_LIMIT`] by default); [`Peers::pick`]
+//! refuses one more ([`PickError::Busy`]), and a pool passes over its peers
+//! that are at their limit. With the hop marks this bounds what a loop of
+//! peers can pile up even when something between them drops the marks.
 
 mod choose;
 mod routes;
@@ -26,6 +32,8 @@ pub use choose::{Candidate, ModelOnPeer, PeerStatus, choose};
 pub use routes::{PeerRoute, PeerRoutes, qualified_name};
 pub use status::{STATUS_TIMEOUT, STATUS_TTL};
 
+#[cfg(doc)]
+use crate::config::DEFAULT_PEER_CONCURRENCY_LIMIT;
 use crate::config::PeerConfig;
 use crate::metrics::Metrics;
 use crate::proxy::{Proxy, Timeouts};
@@ -66,6 +74,26 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.gauge.dec();
     }
+}
+
+/// Why [`Peers::pick`] found no peer for a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PickError {
+    /// The route belongs to another configuration (one a reload replaced).
+    #[error("the route belongs to a configuration that was replaced")]
+    Gone,
+    /// The peer (every peer of the pool) already has its `concurrencyLimit`
+    /// of requests in flight from this server.
+    #[error(
+        "peer {peer} already has {limit} requests in flight from this server, its concurrencyLimit"
+    )]
+    Busy {
+        /// The peer's ID (for a pool, the first one's).
+        peer: String,
+        /// Its limit.
+        limit: usize,
+    },
 }
 
 /// The peer a request goes to.
@@ -143,15 +171,21 @@ impl Peers {
 
     /// The peer `route` leads to, counted in flight. A pool reads the status
     /// of its peers (at most once per [`STATUS_TTL`] each) and applies
-    /// [`choose`]. `None` only for a route of another configuration.
-    pub async fn pick(&self, route: PeerRoute<'_>) -> Option<Picked> {
+    /// [`choose`] to those below their limit.
+    ///
+    /// # Errors
+    ///
+    /// [`PickError::Busy`] when the peer (every peer of the pool) is at its
+    /// `concurrencyLimit`; [`PickError::Gone`] for a route of another
+    /// configuration.
+    pub async fn pick(&self, route: PeerRoute<'_>) -> Result<Picked, PickError> {
         match route {
             PeerRoute::Peer { peer, model } => {
-                let target = self.peers.get(peer)?;
-                Some(Picked {
+                let target = self.peers.get(peer).ok_or(PickError::Gone)?;
+                Ok(Picked {
                     peer,
                     model: model.to_owned(),
-                    in_flight: enter(target),
+                    in_flight: enter(target)?,
                 })
             }
             PeerRoute::Pool { model, peers } => {
@@ -166,31 +200,50 @@ impl Peers {
                     .zip(&statuses)
                     .filter_map(|(&i, snapshot)| {
                         let peer = self.peers.get(i)?;
-                        Some(Candidate {
+                        let in_flight = usize::try_from(peer.in_flight.get()).unwrap_or(0);
+                        (in_flight < peer.config.concurrency_limit).then(|| Candidate {
                             peer: i,
                             status: snapshot.as_ref().map(|s| s.status_of(model)),
-                            in_flight: usize::try_from(peer.in_flight.get()).unwrap_or(0),
+                            in_flight,
                         })
                     })
                     .collect();
-                let chosen = choose(&candidates)?;
-                let target = self.peers.get(chosen)?;
+                let Some(chosen) = choose(&candidates) else {
+                    let first = peers.first().and_then(|&i| self.peers.get(i));
+                    return Err(first.map_or(PickError::Gone, |peer| PickError::Busy {
+                        peer: peer.config.id.clone(),
+                        limit: peer.config.concurrency_limit,
+                    }));
+                };
+                let target = self.peers.get(chosen).ok_or(PickError::Gone)?;
                 tracing::debug!(pool = model, peer = %target.config.id, ?candidates, "pool chose a peer");
-                Some(Picked {
+                Ok(Picked {
                     peer: chosen,
                     model: model.to_owned(),
-                    in_flight: enter(target),
+                    in_flight: enter(target)?,
                 })
             }
         }
     }
 }
 
-fn enter(peer: &Peer) -> InFlight {
-    peer.in_flight.inc();
-    InFlight {
+/// Counts one more request in flight to `peer`, unless it is at its limit.
+fn enter(peer: &Peer) -> Result<InFlight, PickError> {
+    // Counted first, then checked: two requests racing for the last place
+    // cannot both pass.
+    let before = peer.in_flight.inc();
+    let in_flight = InFlight {
         gauge: peer.in_flight.clone(),
+    };
+    if usize::try_from(before).unwrap_or(0) >= peer.config.concurrency_limit {
+        // Dropping it takes the count back.
+        drop(in_flight);
+        return Err(PickError::Busy {
+            peer: peer.config.id.clone(),
+            limit: peer.config.concurrency_limit,
+        });
     }
+    Ok(in_flight)
 }
 
 /// The headers that carry a peer's `apiKey` (none without one).

@@ -38,16 +38,16 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// `Host` (the connector sets the upstream's) and `X-Priority` (a scheduling
 /// hint for this proxy, not for the model server) are removed.
 ///
-/// This server's mark is added to the [`VIA_HEADER`](super::VIA_HEADER) list,
-/// so a request that comes back through a model's upstream is recognised.
+/// The process's mark ([`HopMark::process`](super::HopMark::process)) is added
+/// to the [`VIA_HEADER`](super::VIA_HEADER) list, so a request that comes back
+/// is recognised.
 pub fn request_headers_for_upstream(headers: &mut HeaderMap) {
     request_headers_without_mark(headers);
-    super::hops::add_own_hop(headers);
+    super::HopMark::process().add_to(headers);
 }
 
-/// As [`request_headers_for_upstream`] without adding this server's mark
-/// (the marks already there stay): what a peer gets (see
-/// [`ProxyOptions::mark_hops`](super::ProxyOptions::mark_hops)).
+/// As [`request_headers_for_upstream`] without adding a mark (the marks
+/// already there stay); [`Proxy`](super::Proxy) adds its client's own.
 pub(crate) fn request_headers_without_mark(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::HOST);

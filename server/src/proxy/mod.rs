@@ -35,7 +35,7 @@ pub use body::LeasedBody;
 pub use connector::TransportTimeout;
 pub use error::{BoxError, ProxyError, RequestBodyError, StreamErrorFrames, TimeoutPhase};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
-pub use hops::{VIA_HEADER, came_through_here};
+pub use hops::{HopMark, MAX_HOPS, VIA_HEADER, came_through_here, hops};
 pub use timeouts::{DEFAULT_RESPONSE_HEADER, Timeouts};
 pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
 pub use upgrade::{is_websocket_upgrade, splice};
@@ -87,18 +87,28 @@ pub struct SendError<L> {
 }
 
 /// How a [`Proxy`] reaches its upstreams.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProxyOptions {
     /// Transport timeouts (default: llama-swap's).
     pub timeouts: Timeouts,
     /// TLS for `https://` upstreams (default none: `https://` URLs fail).
     pub tls: Option<UpstreamTls>,
-    /// When true, requests do not carry this process's loop mark in
-    /// [`VIA_HEADER`] (default false: they do). Peers' clients turn it off: several servers may share
-    /// one process (embedded, or the test suite's front and back), and a peer
-    /// that is another server in this process would refuse them as a loop.
-    pub no_hop_mark: bool,
+    /// The mark added to [`VIA_HEADER`] of every request sent (default
+    /// [`HopMark::process`]); `None` adds none (the marks already there pass on).
+    /// A server gives every client of its own (models' and peers') its
+    /// instance's mark, which its front checks.
+    pub hop_mark: Option<HopMark>,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        Self {
+            timeouts: Timeouts::default(),
+            tls: None,
+            hop_mark: Some(HopMark::process()),
+        }
+    }
 }
 
 impl ProxyOptions {
@@ -116,11 +126,10 @@ impl ProxyOptions {
         self
     }
 
-    /// Sets whether requests carry this process's loop mark (see
-    /// [`no_hop_mark`](Self::no_hop_mark)).
+    /// Sets the mark requests carry (see [`hop_mark`](Self::hop_mark)).
     #[must_use]
-    pub fn mark_hops(mut self, mark: bool) -> Self {
-        self.no_hop_mark = !mark;
+    pub fn hop_mark(mut self, mark: Option<HopMark>) -> Self {
+        self.hop_mark = mark;
         self
     }
 }
@@ -132,7 +141,7 @@ pub struct Proxy {
     stream_error: StreamErrorFrames,
     timeouts: Timeouts,
     https: bool,
-    no_hop_mark: bool,
+    hop_mark: Option<HopMark>,
 }
 
 impl Proxy {
@@ -156,7 +165,7 @@ impl Proxy {
             stream_error,
             timeouts: options.timeouts,
             https,
-            no_hop_mark: options.no_hop_mark,
+            hop_mark: options.hop_mark,
         }
     }
 
@@ -243,10 +252,9 @@ impl Proxy {
             OutboundBody::Streaming(_) => None,
         };
         let mut headers = outbound.headers;
-        if self.no_hop_mark {
-            headers::request_headers_without_mark(&mut headers);
-        } else {
-            request_headers_for_upstream(&mut headers);
+        headers::request_headers_without_mark(&mut headers);
+        if let Some(mark) = &self.hop_mark {
+            mark.add_to(&mut headers);
         }
         headers.extend(outbound.set_headers);
         if let Some(ip) = outbound.client_ip {

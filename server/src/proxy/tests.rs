@@ -529,22 +529,28 @@ async fn send_with_a_mark(proxy: Proxy, base: &str) {
 }
 
 #[tokio::test]
-async fn a_client_without_hop_marks_keeps_the_marks_it_got_and_adds_none() {
+async fn a_client_adds_its_own_mark_to_those_it_got_or_none_without_one() {
     let upstream = start_upstream().await;
     let options = crate::proxy::ProxyOptions::default();
     let frames = crate::api::stream_error_frames;
+    let mark = crate::proxy::HopMark::new();
     send_with_a_mark(Proxy::with_options(frames, options.clone()), &upstream.base).await;
     send_with_a_mark(
-        Proxy::with_options(frames, options.mark_hops(false)),
+        Proxy::with_options(frames, options.clone().hop_mark(Some(mark.clone()))),
+        &upstream.base,
+    )
+    .await;
+    send_with_a_mark(
+        Proxy::with_options(frames, options.hop_mark(None)),
         &upstream.base,
     )
     .await;
     let seen = upstream.seen.lock().unwrap().clone();
     let marks = |i: usize| seen[i].0.get_all(crate::proxy::VIA_HEADER).iter().count();
-    assert_eq!(marks(0), 2, "a model's client adds this server's mark");
-    assert_eq!(
-        marks(1),
-        1,
-        "a peer's client passes the marks on, adding none"
-    );
+    assert_eq!(marks(0), 2, "the default client adds the process's mark");
+    assert!(crate::proxy::came_through_here(&seen[0].0));
+    assert_eq!(marks(1), 2, "a server's client adds its instance's mark");
+    assert!(mark.is_on(&seen[1].0));
+    assert!(!crate::proxy::came_through_here(&seen[1].0));
+    assert_eq!(marks(2), 1, "without a mark the ones it got pass on");
 }

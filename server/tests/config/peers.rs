@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use llama_swap_server::config::{
-    Config, ConfigError, Loaded, PEER_RESPONSE_HEADER_TIMEOUT, Reason, WarningKind,
+    Config, ConfigError, DEFAULT_PEER_CONCURRENCY_LIMIT, Loaded, PEER_RESPONSE_HEADER_TIMEOUT,
+    Reason, WarningKind,
 };
 use llama_swap_server::peers::{PeerRoute, PeerRoutes};
 
@@ -82,6 +83,36 @@ fn a_peer_response_header_timeout_of_zero_disables_it() {
         "{LOCAL}peers:\n  p:\n    proxy: http://h:1\n    models: [m]\n    timeouts: {{responseHeader: 0}}\n"
     ));
     assert_eq!(config.peers[0].timeouts.response_header, None);
+}
+
+#[test]
+fn a_peers_concurrency_limit_defaults_to_256_and_zero_keeps_the_default() {
+    let Loaded { config, warnings } = load(&format!(
+        "{LOCAL}peers:\n  a:\n    proxy: http://h:1\n    models: [m]\n    concurrencyLimit: 3\n  \
+         b:\n    proxy: http://h:2\n    models: [n]\n  c:\n    proxy: http://h:3\n    \
+         models: [o]\n    concurrencyLimit: 0\n"
+    ));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let limits: Vec<usize> = config.peers.iter().map(|p| p.concurrency_limit).collect();
+    assert_eq!(
+        limits,
+        [
+            3,
+            DEFAULT_PEER_CONCURRENCY_LIMIT,
+            DEFAULT_PEER_CONCURRENCY_LIMIT
+        ]
+    );
+    assert_eq!(DEFAULT_PEER_CONCURRENCY_LIMIT, 256);
+    assert!(
+        config
+            .summary()
+            .to_string()
+            .contains("concurrency: 3 requests in flight at most")
+    );
+    let found = issues(&format!(
+        "{LOCAL}peers:\n  a:\n    proxy: http://h:1\n    models: [m]\n    concurrencyLimit: -1\n"
+    ));
+    assert_eq!(found[0].0, "peers.a.concurrencyLimit", "{found:?}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod observability;
 mod openai_client;
 mod orphans;
 mod parallel;
+mod peer_bounds;
 mod peers;
 mod priority;
 mod profiles;

@@ -83,7 +83,7 @@ fn admit(state: &AppState, mut request: Request) -> Admission {
     if request.method() == Method::OPTIONS {
         return Admission::Answer(preflight(&request));
     }
-    let checked = refuse_loops(&request).and_then(|()| authenticate(state, &mut request));
+    let checked = refuse_loops(state, &request).and_then(|()| authenticate(state, &mut request));
     match checked {
         Ok(()) => Admission::Pass(request),
         Err(refusal) => Admission::Answer(refusal.into_response()),
@@ -128,16 +128,27 @@ fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError>
     Ok(())
 }
 
-/// Refuses (508 `proxy_loop`) a request this server itself sent to an
-/// upstream: the upstream address leads back here, and serving it would send
-/// it upstream again, without end.
-fn refuse_loops(request: &Request) -> Result<(), ApiError> {
-    if crate::proxy::came_through_here(request.headers()) {
+/// Refuses (508 `proxy_loop`) a request this server itself sent on (a
+/// model's upstream or a peer leads back here, and serving it would send it
+/// on again, without end), and one that passed through more than
+/// [`MAX_HOPS`](crate::proxy::MAX_HOPS) servers (a loop through others).
+fn refuse_loops(state: &AppState, request: &Request) -> Result<(), ApiError> {
+    let headers = request.headers();
+    if state.inner.hop_mark.is_on(headers) {
         tracing::warn!(
             path = request.uri().path(),
-            "a request came back to this server through a model's upstream; refused"
+            "a request came back to this server through a model's upstream or a peer; refused"
         );
         return Err(ApiError::ProxyLoop);
+    }
+    let hops = crate::proxy::hops(headers);
+    if hops > crate::proxy::MAX_HOPS {
+        tracing::warn!(
+            path = request.uri().path(),
+            hops,
+            "a request passed through more servers than allowed; refused"
+        );
+        return Err(ApiError::TooManyHops { hops });
     }
     Ok(())
 }

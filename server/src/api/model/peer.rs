@@ -33,7 +33,7 @@ use crate::api::front::request_id;
 use crate::api::state::AppState;
 use crate::metrics::RequestOutcome;
 use crate::names::Reservation;
-use crate::peers::{PeerRoute, Picked, qualified_name};
+use crate::peers::{PeerRoute, PickError, Picked, qualified_name};
 use crate::priority::{PRIORITY_HEADER, Priority};
 use crate::proxy::{Outbound, OutboundBody, ProxyError, splice};
 
@@ -194,7 +194,14 @@ async fn pick(state: &AppState, route: PeerRoute<'_>) -> Result<Picked, ApiError
         .peers
         .pick(route)
         .await
-        .ok_or(ApiError::ShuttingDown)
+        .map_err(|error| match error {
+            PickError::Busy { peer, limit } => {
+                tracing::warn!(%peer, limit, "peer at its concurrencyLimit: request refused");
+                state.inner.metrics.peer_failed(&peer, "busy");
+                ApiError::PeerBusy { peer, limit }
+            }
+            PickError::Gone => ApiError::ShuttingDown,
+        })
 }
 
 fn outbound(

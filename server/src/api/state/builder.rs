@@ -109,6 +109,7 @@ impl<'a> AppStateBuilder<'a> {
                 None
             })
         });
+        let mark = self.options.hop_mark.clone();
         // One client (and connection pool) per distinct set of timeouts.
         let mut clients: Vec<Proxy> = Vec::new();
         let mut client_for = |timeouts: &Timeouts| {
@@ -117,7 +118,10 @@ impl<'a> AppStateBuilder<'a> {
             }
             let client = Proxy::with_options(
                 stream_error_frames,
-                ProxyOptions::default().timeouts(*timeouts).tls(tls.clone()),
+                ProxyOptions::default()
+                    .timeouts(*timeouts)
+                    .tls(tls.clone())
+                    .hop_mark(Some(mark.clone())),
             );
             clients.push(client.clone());
             client
@@ -134,8 +138,8 @@ impl<'a> AppStateBuilder<'a> {
             })
             .collect();
         // Peers get clients of their own: a stream that breaks mid-response
-        // must name the peer, not a local model; and no loop mark, which a
-        // peer served by this same process would take for a loop.
+        // must name the peer, not a local model. They carry this server's
+        // mark too: two servers listing each other as peers is a loop.
         let mut peer_clients: Vec<Proxy> = Vec::new();
         let peers = crate::peers::Peers::new(
             &config.peers,
@@ -148,7 +152,7 @@ impl<'a> AppStateBuilder<'a> {
                     ProxyOptions::default()
                         .timeouts(*timeouts)
                         .tls(tls.clone())
-                        .mark_hops(false),
+                        .hop_mark(Some(mark.clone())),
                 );
                 peer_clients.push(client.clone());
                 client
@@ -187,6 +191,7 @@ impl<'a> AppStateBuilder<'a> {
                     budget: Arc::new(BodyBudget::new(options.max_body_bytes_in_flight)),
                 },
                 proxy_log: options.proxy_log,
+                hop_mark: options.hop_mark,
                 streams: draining.child_token(),
                 draining,
                 gate: self.gate,

@@ -19,6 +19,7 @@ use crate::activity::Activity;
 use crate::config::{Config, IgnorePaths, ModelConfig};
 use crate::metrics::Metrics;
 use crate::priority::Trust;
+use crate::proxy::HopMark;
 use crate::proxy::Proxy;
 use crate::router::{ModelState, RouterHandle};
 use crate::upstream::Supervisor;
@@ -43,6 +44,10 @@ pub struct HttpOptions {
     pub proxy_log: Option<crate::logging::ProxyLog>,
     /// Where finished requests are kept (default: in memory only).
     pub history: Option<Arc<crate::store::History>>,
+    /// This server's mark in the requests it sends on (to models and peers),
+    /// and what its front refuses as a loop (default: a new one; clones share
+    /// it, so every configuration a served instance reloads keeps it).
+    pub hop_mark: HopMark,
 }
 
 impl Default for HttpOptions {
@@ -52,6 +57,7 @@ impl Default for HttpOptions {
             max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
             proxy_log: None,
             history: None,
+            hop_mark: HopMark::new(),
         }
     }
 }
@@ -120,6 +126,8 @@ pub(crate) struct Inner {
     pub(crate) body_limits: BodyLimits,
     /// The proxy's own log for `/logs`; `None` serves upstream output only.
     pub(crate) proxy_log: Option<crate::logging::ProxyLog>,
+    /// This server's mark in [`VIA_HEADER`](crate::proxy::VIA_HEADER).
+    pub(crate) hop_mark: HopMark,
     /// Cancelled when the server starts shutting down: waiting requests answer
     /// 503, log streams end, new requests are refused.
     pub(crate) draining: CancellationToken,

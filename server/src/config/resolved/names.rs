@@ -120,7 +120,15 @@ pub struct PeerConfig {
     /// `timeouts`: llama-swap's model defaults, except `responseHeader`
     /// ([`PEER_RESPONSE_HEADER_TIMEOUT`]).
     pub timeouts: Timeouts,
+    /// `concurrencyLimit` (this server's extension; default
+    /// [`DEFAULT_PEER_CONCURRENCY_LIMIT`]): the most requests this server has
+    /// in flight to the peer at once; more are answered 429 `concurrency_limit`.
+    /// It bounds what a loop of peers the hop marks cannot see can pile up.
+    pub concurrency_limit: usize,
 }
+
+/// A peer's `concurrencyLimit` when it sets none (or 0).
+pub const DEFAULT_PEER_CONCURRENCY_LIMIT: usize = 256;
 
 impl PeerConfig {
     /// A peer with no key, no filters and the default peer timeouts.
@@ -133,6 +141,7 @@ impl PeerConfig {
             models,
             filters: Filters::default(),
             timeouts: default_peer_timeouts(),
+            concurrency_limit: DEFAULT_PEER_CONCURRENCY_LIMIT,
         }
     }
 }

@@ -314,6 +314,11 @@ fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
             })
             .collect();
         writeln!(f, "    models:      {}", names.join(", "))?;
+        writeln!(
+            f,
+            "    concurrency: {} requests in flight at most",
+            peer.concurrency_limit
+        )?;
         write_filters_and_timeouts(f, &peer.filters, &peer.timeouts, &default_peer_timeouts())?;
     }
     let pools: Vec<String> = routes
