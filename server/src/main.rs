@@ -2,7 +2,8 @@
 //!
 //! Binds the listener, turns ctrl-c/SIGTERM into a graceful shutdown and
 //! SIGHUP (or, with `--watch-config`, a changed file) into a reload, and hands
-//! everything else to [`llama_swap_server::serve_reloading`].
+//! everything else to the library ([`llama_swap_server::serve::serve_watching`]
+//! with a [`ConfigWatcher`](llama_swap_server::serve::ConfigWatcher)).
 //!
 //! Exit codes: 0 success (including a graceful shutdown), 1 the address cannot
 //! be bound or the runtime cannot start, 2 invalid configuration or invalid
@@ -21,20 +22,15 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use clap::Parser;
-use llama_swap_server::config::{
-    Config, ConfigError, KeptPorts, Loaded, Loader, SelfProxy, source_files,
-};
+use llama_swap_server::config::{Config, ConfigError, Loaded, SelfProxy};
 use llama_swap_server::logging::{self, LogSettings};
 use llama_swap_server::serve::{
-    ConfigLoader, DEFAULT_LOAD_LIMIT, ListenAddr, TlsFiles, error_chain,
+    ConfigSources, ConfigWatcher, ListenAddr, TlsFiles, error_chain, serve_watching,
 };
-use llama_swap_server::{HttpOptions, ServeOptions, serve_reloading};
+use llama_swap_server::{HttpOptions, ServeOptions};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 /// A priority-aware model-swapping proxy that runs llama-swap configurations.
 ///
@@ -136,76 +132,6 @@ fn go_bool(text: &str) -> Result<bool, String> {
 const EXIT_INVALID: u8 = 2;
 /// Exit status when the server cannot start for another reason.
 const EXIT_FAILED: u8 = 1;
-/// How often `--watch-config` looks at the files.
-const WATCH_INTERVAL: Duration = Duration::from_secs(2);
-/// Longest wait for the files' modification times and sizes.
-const FINGERPRINT_LIMIT: Duration = Duration::from_secs(10);
-
-/// Every source file with its modification time and size (`None`: unreadable).
-type Fingerprint = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
-
-/// Where the configuration (and certificate) comes from.
-#[derive(Debug, Clone)]
-struct Sources {
-    config: Option<PathBuf>,
-    config_dir: Option<PathBuf>,
-    tls: Option<TlsFiles>,
-    /// `logLevel` and `logTimeFormat` follow each reload.
-    log_settings: Option<Arc<LogSettings>>,
-}
-
-impl Sources {
-    fn load(&self) -> Result<Loaded, ConfigError> {
-        self.loader().load()
-    }
-
-    /// As [`load`](Self::load) for a reload: the models of the running
-    /// configuration keep their `${PORT}` numbers.
-    fn reload(&self, kept: &KeptPorts) -> Result<Loaded, ConfigError> {
-        self.loader().keep_ports(kept).load()
-    }
-
-    fn loader(&self) -> Loader<'_> {
-        let mut loader = Config::loader();
-        if let Some(file) = &self.config {
-            loader = loader.file(file);
-        }
-        if let Some(dir) = &self.config_dir {
-            loader = loader.dir(dir);
-        }
-        loader
-    }
-
-    /// How the sources are named in messages.
-    fn describe(&self) -> String {
-        match (&self.config, &self.config_dir) {
-            (Some(file), Some(dir)) => format!("{} + {}", file.display(), dir.display()),
-            (Some(file), None) => file.display().to_string(),
-            (None, Some(dir)) => dir.display().to_string(),
-            (None, None) => String::new(),
-        }
-    }
-
-    /// What `--watch-config` compares: every file read (the directory's list
-    /// of files included) with its modification time and size.
-    fn fingerprint(&self) -> Fingerprint {
-        let mut files = source_files(self.config.as_deref(), self.config_dir.as_deref())
-            .unwrap_or_else(|_| self.config.iter().cloned().collect());
-        if let Some(tls) = &self.tls {
-            files.push(tls.cert_path().to_owned());
-            files.push(tls.key_path().to_owned());
-        }
-        files
-            .into_iter()
-            .map(|path| {
-                let stamp = std::fs::metadata(&path)
-                    .ok()
-                    .and_then(|m| Some((m.modified().ok()?, m.len())));
-                (path, stamp)
-            })
-            .collect()
-    }
-}
 
 fn main() -> ExitCode {
     // Upstreams are started through this binary acting as a shim (see upstream::spawn).
@@ -248,14 +174,18 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    let sources = Sources {
-        config: cli.config.clone(),
-        config_dir: cli.config_dir.clone(),
-        tls,
-        log_settings: None,
-    };
+    let mut sources = ConfigSources::new();
+    if let Some(file) = &cli.config {
+        sources = sources.file(file);
+    }
+    if let Some(dir) = &cli.config_dir {
+        sources = sources.dir(dir);
+    }
+    if let Some(tls) = &tls {
+        sources = sources.tls(tls.clone());
+    }
     // Taken before the load, so a change made while starting is seen as one.
-    let loaded_version = sources.fingerprint();
+    let loaded_version = sources.version();
     let loaded = match sources.load() {
         Ok(loaded) => loaded,
         Err(err) => return report_invalid(&err),
@@ -296,60 +226,67 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    let watch = cli.watch_config;
-    let flush = std::sync::Arc::clone(&log_settings);
-    let sources = Sources {
-        log_settings: Some(log_settings),
-        ..sources
-    };
-    let options = ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log));
-    let code = runtime.block_on(run(
-        listen,
-        sources,
-        watch,
-        options,
-        loaded.config,
-        loaded_version,
-    ));
+    let mut options = ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log));
+    if let Some(tls) = tls {
+        options = options.tls(tls);
+    }
+    let code = runtime.block_on(async {
+        llama_swap_server::upstream::guard_server_process().await;
+        // Registered before the address is printed: a signal sent as soon as it
+        // is known must not meet the default action, which ends the process
+        // (SIGHUP) or skips the graceful shutdown.
+        let signals = register_signals();
+        let mut watcher = ConfigWatcher::new(sources, loaded_version, &loaded.config)
+            .poll(cli.watch_config)
+            .on_reload({
+                let settings = Arc::clone(&log_settings);
+                move |config| settings.apply(config)
+            });
+        if let Some(hangup) = signals.hangup {
+            watcher = watcher.hangup(hangup);
+        }
+        let shutdown = shutdown_signal(signals.terminate, signals.interrupt);
+        run(
+            listen,
+            watcher,
+            options,
+            loaded.config,
+            &log_settings,
+            shutdown,
+        )
+        .await
+    });
     // Stdout lines are written by a thread: the last ones go out before the exit.
-    flush.flush_stdout();
+    log_settings.flush_stdout();
     code
 }
 
+/// Binds `listen`, says where the server listens, and serves until `shutdown`.
 async fn run(
     listen: ListenAddr,
-    sources: Sources,
-    watch: bool,
-    mut options: ServeOptions,
+    watcher: ConfigWatcher,
+    options: ServeOptions,
     config: Config,
-    loaded_version: Vec<(PathBuf, Option<(SystemTime, u64)>)>,
+    log_settings: &LogSettings,
+    shutdown: impl Future<Output = ()> + Send,
 ) -> ExitCode {
-    llama_swap_server::upstream::guard_server_process().await;
-    let signals = register_signals();
     let listener = match listen.bind().await {
         Ok(listener) => listener,
         Err(err) => {
-            if let Some(settings) = &sources.log_settings {
-                settings.release_stdout();
-            }
+            log_settings.release_stdout();
             eprintln!("error: {}", error_chain(&err));
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    let scheme = if sources.tls.is_some() {
+    let scheme = if options.tls.is_some() {
         "https"
     } else {
         "http"
     };
-    let release = || {
-        if let Some(settings) = &sources.log_settings {
-            settings.release_stdout();
-        }
-    };
     match listener.local_addr() {
         Ok(addr) => {
             println!("listening on {scheme}://{addr}");
-            release();
+            log_settings.release_stdout();
             if listen.is_loopback_only() {
                 tracing::info!(
                     "only this machine can connect; use -listen :{} to listen on every interface",
@@ -368,38 +305,11 @@ async fn run(
             }
         }
         Err(err) => {
-            release();
+            log_settings.release_stdout();
             tracing::warn!(%err, "the bound address is unknown");
         }
     }
-
-    if let Some(tls) = &sources.tls {
-        options = options.tls(tls.clone());
-    }
-    let (reloads_tx, reloads) = mpsc::channel(1);
-    let stop_reloads = CancellationToken::new();
-    let reloader = tokio::spawn(reload_source(
-        signals.hangup,
-        sources,
-        watch,
-        loaded_version,
-        KeptPorts::of(&config),
-        reloads_tx,
-        stop_reloads.clone(),
-    ));
-    let result = serve_reloading(
-        listener,
-        config,
-        options,
-        reloads,
-        shutdown_signal(signals.terminate, signals.interrupt),
-    )
-    .await;
-    stop_reloads.cancel();
-    if let Err(err) = reloader.await {
-        tracing::warn!(%err, "the reload task failed");
-    }
-    match result {
+    match serve_watching(listener, config, options, watcher, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", error_chain(&err));
@@ -429,9 +339,7 @@ fn self_proxies(config: &Config, listen: &ListenAddr) -> Vec<SelfProxy> {
     found
 }
 
-/// The signals the server acts on, registered before it prints its address:
-/// a signal sent as soon as the address is known must not meet the default
-/// action, which ends the process (SIGHUP) or skips the graceful shutdown.
+/// The signals the server acts on.
 struct Signals {
     hangup: Option<Signal>,
     terminate: Option<Signal>,
@@ -468,126 +376,6 @@ async fn shutdown_signal(terminate: Option<Signal>, interrupt: Option<Signal>) {
         () = received(terminate) => {}
     }
     tracing::info!("shutdown requested");
-}
-
-/// Loads the configuration (and the TLS certificate) again on SIGHUP, and with
-/// `watch` when a source differs from version `seen`, sending each
-/// configuration that loads to the server. A configuration that does not load
-/// is reported and the running one kept; so is a certificate.
-async fn reload_source(
-    mut hangup: Option<Signal>,
-    sources: Sources,
-    watch: bool,
-    mut seen: Fingerprint,
-    mut kept: KeptPorts,
-    reloads: mpsc::Sender<Config>,
-    stop: CancellationToken,
-) {
-    let mut loader = ConfigLoader::new();
-    let mut watcher = ConfigLoader::new();
-    let mut ticks = tokio::time::interval(WATCH_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            Some(()) = async {
-                match hangup.as_mut() {
-                    Some(h) => h.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                tracing::info!("SIGHUP: reloading the configuration");
-                let taken = tokio::select! {
-                    () = stop.cancelled() => return,
-                    taken = fingerprint(&mut watcher, &sources) => taken,
-                };
-                if let Some(now) = taken {
-                    seen = now;
-                }
-            }
-            _ = ticks.tick(), if watch => {
-                let taken = tokio::select! {
-                    () = stop.cancelled() => return,
-                    taken = fingerprint(&mut watcher, &sources) => taken,
-                };
-                match taken {
-                    Some(now) if now != seen => seen = now,
-                    _ => continue,
-                }
-                tracing::info!(sources = %sources.describe(), "configuration changed: reloading");
-            }
-        }
-        // Off the runtime and bounded, the certificate too: a source that never
-        // finishes reading must not hold a worker or keep SIGTERM from ending
-        // the server.
-        let (reading, keeping) = (sources.clone(), kept.clone());
-        let loaded = tokio::select! {
-            () = stop.cancelled() => return,
-            loaded = loader.load(DEFAULT_LOAD_LIMIT, move || {
-                let certificate = reading.tls.as_ref().map(TlsFiles::reload);
-                (certificate, reading.reload(&keeping))
-            }) => loaded,
-        };
-        let loaded = match loaded {
-            Ok((certificate, loaded)) => {
-                match certificate {
-                    Some(Ok(())) => tracing::info!("TLS certificate reloaded"),
-                    Some(Err(err)) => tracing::error!(
-                        "TLS certificate reload failed, the one in use is kept: {}",
-                        error_chain(&err)
-                    ),
-                    None => {}
-                }
-                Ok(loaded)
-            }
-            Err(stalled) => Err(stalled),
-        };
-        match loaded {
-            Err(stalled) => tracing::error!(
-                "reload failed, the running configuration is kept: {}",
-                error_chain(&stalled)
-            ),
-            Ok(Ok(loaded)) => {
-                for warning in &loaded.warnings {
-                    tracing::warn!("{}: {warning}", sources.describe());
-                }
-                if let Some(settings) = &sources.log_settings {
-                    settings.apply(&loaded.config);
-                }
-                // The server may still refuse it (a configuration that cannot
-                // be scheduled); the next load then keeps numbers the running
-                // one may not have, which costs at most a restart.
-                kept = std::mem::take(&mut kept).then(KeptPorts::of(&loaded.config));
-                if reloads.send(loaded.config).await.is_err() {
-                    return;
-                }
-            }
-            Ok(Err(err)) => tracing::error!(
-                "reload failed, the running configuration is kept: {}",
-                error_chain(&err)
-            ),
-        }
-    }
-}
-
-/// The sources' [fingerprint](Sources::fingerprint), taken off the runtime:
-/// `None` (reported) when it did not finish within [`FINGERPRINT_LIMIT`], as
-/// on a file system that stopped answering.
-async fn fingerprint(watcher: &mut ConfigLoader, sources: &Sources) -> Option<Fingerprint> {
-    let reading = sources.clone();
-    match watcher
-        .load(FINGERPRINT_LIMIT, move || reading.fingerprint())
-        .await
-    {
-        Ok(taken) => Some(taken),
-        Err(stalled) => {
-            tracing::warn!(
-                "checking the configuration files for changes failed: {}",
-                error_chain(&stalled)
-            );
-            None
-        }
-    }
 }
 
 /// Prints warnings as `warning: file: key.path: message`, like the errors.

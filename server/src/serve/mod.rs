@@ -39,6 +39,7 @@ mod instance;
 pub mod listen;
 mod offload;
 mod tls;
+mod watch;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,7 +49,9 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+// `watch` is the config watcher's module here.
+use tokio::sync::watch as latest;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -59,6 +62,7 @@ use instance::Instance;
 pub use listen::{ListenAddr, ListenError};
 pub use offload::{ConfigLoader, DEFAULT_LOAD_LIMIT, LoadStalled};
 pub use tls::{TlsError, TlsFiles};
+pub use watch::{ConfigSources, ConfigWatcher, SourcesVersion, WATCH_INTERVAL, serve_watching};
 
 /// How long a client may take to finish the TLS handshake.
 const TLS_HANDSHAKE_LIMIT: Duration = Duration::from_secs(30);
@@ -199,7 +203,7 @@ pub async fn serve_reloading(
 ) -> Result<(), ServeError> {
     refuse_self_proxies(&config, &listener)?;
     let mut current = Instance::start(&config, &options)?;
-    let (app_tx, app_rx) = watch::channel(App::new(current.state.clone()));
+    let (app_tx, app_rx) = latest::channel(App::new(current.state.clone()));
     let stop = CancellationToken::new();
     let mut connections = JoinSet::new();
     let mut reloads_open = true;
@@ -288,7 +292,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: Option<TlsFiles>,
-    apps: watch::Receiver<App>,
+    apps: latest::Receiver<App>,
     stop: CancellationToken,
 ) {
     if let Err(error) = stream.set_nodelay(true) {
@@ -307,7 +311,7 @@ async fn tls_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: TlsFiles,
-    apps: watch::Receiver<App>,
+    apps: latest::Receiver<App>,
     stop: CancellationToken,
 ) {
     let handshake = tokio::select! {
@@ -321,7 +325,7 @@ async fn tls_connection(
     }
 }
 
-async fn serve_io<I>(io: I, peer: SocketAddr, apps: watch::Receiver<App>, stop: CancellationToken)
+async fn serve_io<I>(io: I, peer: SocketAddr, apps: latest::Receiver<App>, stop: CancellationToken)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
