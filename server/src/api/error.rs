@@ -105,7 +105,7 @@ pub enum ApiError {
         selector: String,
         /// Why.
         #[source]
-        source: crate::selection::SelectError,
+        source: crate::names::SelectError,
     },
     /// `PUT /api/profiles/active` with a body it cannot use.
     #[error("{what}")]

@@ -10,7 +10,7 @@ use http::{Method, Uri};
 
 use super::error::ApiError;
 use super::front;
-use super::manage::{activity, events, info, logs, metrics, profiles, ui};
+use super::manage::{activity, events, info, logs, metrics, model_config, profiles, ui};
 use super::model::{comfyui, model_endpoint, upstream_endpoint};
 use super::state::AppState;
 
@@ -142,6 +142,10 @@ pub fn app(state: AppState) -> Router {
         .route(
             "/api/models/load/{*model}",
             only(POST, post(activity::load)),
+        )
+        .route(
+            "/api/models/config/{*model}",
+            only(GET, get(model_config::model_config)),
         )
         .route("/ui", only(GET, get(ui::index)))
         .route("/ui/", only(GET, get(ui::index)))

@@ -6,7 +6,7 @@ use crate::policy::matrix::{Matrix, MatrixError, MatrixKey, MatrixSet, MatrixSet
 use super::document::error::{KeyPath, Reason};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
-use crate::names::NameTable;
+use super::resolver::Resolver;
 
 /// Reads and checks a matrix. Returns the settings with the compiled matrix (the
 /// selectors check that spillover targets can run together), or `None` after
@@ -14,7 +14,7 @@ use crate::names::NameTable;
 pub(crate) fn read_matrix(
     node: &Node,
     path: &KeyPath,
-    names: &NameTable,
+    resolver: &Resolver,
     cx: &mut Diagnostics,
 ) -> Option<(MatrixSettings, Matrix)> {
     let mut fields = Fields::new(node, path.clone(), cx)?;
@@ -43,8 +43,9 @@ pub(crate) fn read_matrix(
             .map(|(name, expr)| MatrixSet { name, expr })
             .collect(),
     };
-    match Matrix::compile(names.local().ids(), &settings, |name| {
-        names.local().resolve(name).map(str::to_owned)
+    let ids: Vec<String> = resolver.ids().map(str::to_owned).collect();
+    match Matrix::compile(&ids, &settings, |name| {
+        resolver.resolve(name).map(str::to_owned)
     }) {
         Ok(matrix) => Some((settings, matrix)),
         Err(errors) => {

@@ -18,10 +18,9 @@ use super::profiles::read_profiles;
 use super::resolved::api_key::ApiKey;
 use super::resolved::names::{PeerConfig, ProfileConfig, SelectorConfig};
 use super::resolved::types::{Config, Hooks, PriorityConfig};
-use super::resolver::names_so_far;
+use super::resolver::Resolver;
 use super::routing::{Routing, RoutingKeys, read_routing};
 use super::selectors::read_selectors;
-use crate::names::NameTable;
 
 /// One step of reading the top level.
 #[derive(Clone, Copy)]
@@ -83,12 +82,12 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Check(check_peer_names_step),
     Step::Named("priority", |node, named, cx| {
         if let Some((node, path)) = node {
-            named.priority = read_priority(node, path, named.api_keys, &named.names, cx);
+            named.priority = read_priority(node, path, named.api_keys, &named.resolver, cx);
         }
     }),
     Step::Named("hooks", |node, named, cx| {
         if let Some((node, path)) = node {
-            named.hooks = read_hooks(node, path, &named.names, cx);
+            named.hooks = read_hooks(node, path, &named.resolver, cx);
         }
     }),
 ];
@@ -122,7 +121,7 @@ pub(crate) fn known_keys() -> impl Iterator<Item = &'static str> {
 /// What the sections that name models read and check, and what they need:
 /// the names of models and peers, and what earlier sections produced.
 pub(crate) struct Named<'a> {
-    pub(crate) names: NameTable,
+    pub(crate) resolver: Resolver,
     pub(crate) models: &'a [ParsedModel],
     pub(crate) peers: &'a [PeerConfig],
     pub(crate) api_keys: &'a [ApiKey],
@@ -148,7 +147,7 @@ fn read_routing_section<'a>(
         legacy_groups: named.legacy_groups.take(),
         legacy_matrix: named.legacy_matrix.take(),
     };
-    named.routing = read_routing(keys, &named.names, cx);
+    named.routing = read_routing(keys, &named.resolver, cx);
     let set = named
         .models
         .iter()
@@ -168,7 +167,14 @@ fn read_selectors_section<'a>(
         named.declared_selectors = entries.iter().map(|(k, _)| k.as_str()).collect();
     }
     let matrix = named.routing.matrix.as_ref().map(|(_, compiled)| compiled);
-    named.selectors = read_selectors(node, &path, &named.names, &named.routing.groups, matrix, cx);
+    named.selectors = read_selectors(
+        node,
+        &path,
+        &named.resolver,
+        &named.routing.groups,
+        matrix,
+        cx,
+    );
 }
 
 fn read_profiles_section<'a>(
@@ -177,7 +183,7 @@ fn read_profiles_section<'a>(
     cx: &mut Diagnostics,
 ) {
     if let Some((node, path)) = node {
-        named.profiles = read_profiles(node, &path, &named.names, &named.declared_selectors, cx);
+        named.profiles = read_profiles(node, &path, &named.resolver, &named.declared_selectors, cx);
     }
 }
 
@@ -187,7 +193,7 @@ fn check_peer_names_step(named: &mut Named<'_>, cx: &mut Diagnostics) {
     check_peer_names(
         named.peers,
         &KeyPath::from_keys(["peers"]),
-        &named.names,
+        &named.resolver,
         &named.selectors,
         &named.profiles,
         cx,
@@ -291,7 +297,7 @@ pub(crate) fn build(
         }
     }
     let mut named = Named {
-        names: names_so_far(declared_ids, &models, &peers),
+        resolver: Resolver::new(declared_ids, &models).with_peers(&peers),
         models: &models,
         peers: &peers,
         api_keys: &globals.api_keys,

@@ -70,6 +70,16 @@ class Model:
     port: int = field(default_factory=free_port)
     # More YAML lines under the model (`parallel: 1`, ...).
     yaml: list[str] = field(default_factory=list)
+    # A shell snippet run before mockswap starts (its output goes to the model's log).
+    shell_before: str = ""
+
+    def cmd(self) -> str:
+        mock = " ".join([str(binary("mockswap", "MOCKSWAP_BIN")), "--listen", f"127.0.0.1:{self.port}", *self.flags])
+        if not self.shell_before:
+            return mock
+        # POSIX quoting as the server splits it: the snippet, then mockswap in its place.
+        script = f"{self.shell_before}; exec {mock}".replace("'", "'\\''")
+        return f"sh -c '{script}'"
 
 
 class Server:
@@ -87,14 +97,13 @@ class Server:
         self.url = ""
 
     def _config_text(self) -> str:
-        mock = binary("mockswap", "MOCKSWAP_BIN")
         lines = ["healthCheckTimeout: 30", "sendLoadingState: true"]
         if self.api_keys:
             lines.append("apiKeys:")
             lines += [f"  - {json.dumps(k)}" for k in self.api_keys]
         lines.append("models:")
         for m in self.models.values():
-            cmd = " ".join([str(mock), "--listen", f"127.0.0.1:{m.port}", *m.flags])
+            cmd = m.cmd()
             lines += [
                 f"  {m.id}:",
                 f"    name: {json.dumps(m.name)}",
@@ -245,4 +254,5 @@ class PageWatch:
 
     def _console(self, message):
         if message.type == "error":
-            self.errors.append(f"console error: {message.text}")
+            where = message.location.get("url", "") if message.location else ""
+            self.errors.append(f"console error: {message.text}" + (f" ({where})" if where else ""))

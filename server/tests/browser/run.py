@@ -9,6 +9,9 @@ LLAMA_SWAP_REQUIRE_ALL=1 (set by .ci/run): then that is a failure.
     python3 server/tests/browser/run.py                 # every test
     python3 server/tests/browser/run.py -k Queue        # some of them
     python3 server/tests/browser/run.py --screenshots docs/ui
+
+The tests are the test_*.py files here; they share one Chromium and one server
+(uitest.Shared), closed when the run ends.
 """
 
 from __future__ import annotations
@@ -47,8 +50,16 @@ def main() -> int:
         import screenshots
 
         return screenshots.main(Path(args[1]) if len(args) > 1 else HERE.parents[2] / "docs" / "ui")
-    argv = [sys.argv[0], "-v", *args] if args else [sys.argv[0], "-v"]
-    program = unittest.main(module="test_ui", argv=argv, exit=False)
+    import uitest
+
+    # Named tests (test_models.Models...) run alone; otherwise every module.
+    named = any(a.startswith("test_") for a in args)
+    names = [] if named else sorted(p.stem for p in HERE.glob("test_*.py"))
+    argv = [sys.argv[0], "-v", *args, *names]
+    try:
+        program = unittest.main(module=None, argv=argv, exit=False)
+    finally:
+        uitest.Shared.close()
     return 0 if program.result.wasSuccessful() else 1
 
 

@@ -518,7 +518,8 @@ async fn with_api_keys_the_events_need_a_key_and_the_page_does_not() {
         "/ui/",
         "/ui/queue",
         "/ui/js/app.js",
-        "/ui/app.css",
+        "/ui/css/base.css",
+        "/ui/vendor/marked/marked.esm.js",
         "/favicon.ico",
     ] {
         let response = h.http.get(h.url(path)).send().await.unwrap();
@@ -535,7 +536,9 @@ async fn deep_links_get_the_page_files_their_type_and_missing_files_a_404() {
         "/ui/models",
         "/ui/queue",
         "/ui/playground",
+        "/ui/playground/load-test",
         "/ui/models/a",
+        "/ui/models/qwen2.5-7b",
     ] {
         let response = h.http.get(h.url(path)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{path}");
@@ -546,6 +549,8 @@ async fn deep_links_get_the_page_files_their_type_and_missing_files_a_404() {
         );
         let csp = headers["content-security-policy"].to_str().unwrap();
         assert!(csp.contains("connect-src 'self'"), "{csp}");
+        assert!(csp.contains("style-src 'self';"), "no inline styles: {csp}");
+        assert!(csp.contains("media-src 'self' blob:"), "{csp}");
         assert!(response.text().await.unwrap().contains("<nav"), "{path}");
     }
     let script = h
@@ -569,11 +574,73 @@ async fn deep_links_get_the_page_files_their_type_and_missing_files_a_404() {
     assert_eq!(again.status(), 304);
     let icon = h.http.get(h.url("/favicon.ico")).send().await.unwrap();
     assert_eq!(icon.headers()["content-type"], "image/x-icon");
-    let missing = h.http.get(h.url("/ui/js/nope.js")).send().await.unwrap();
-    assert_eq!(missing.status(), 404);
+    let licence = h
+        .http
+        .get(h.url("/ui/vendor/uplot/LICENSE"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(licence.status(), 200);
     assert_eq!(
-        missing.json::<Value>().await.unwrap()["error"]["code"],
-        "not_found"
+        licence.headers()["content-type"],
+        "text/plain; charset=utf-8"
+    );
+    for path in ["/ui/js/nope.js", "/ui/vendor/x/y.js", "/ui/robots.txt"] {
+        let missing = h.http.get(h.url(path)).send().await.unwrap();
+        assert_eq!(missing.status(), 404, "{path}");
+        assert_eq!(
+            missing.json::<Value>().await.unwrap()["error"]["code"],
+            "not_found"
+        );
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_models_resolved_config_is_shown_by_id_or_alias_without_its_env_values() {
+    let h = Harness::start(
+        &[crate::support::ModelSpec {
+            id: "a",
+            args: "",
+            yaml: "aliases: [first]
+ttl: 90
+env: [\"HF_TOKEN=hf_secret\", \"CUDA_VISIBLE_DEVICES=0\"]
+capabilities: { in: [text, image], out: [text], context: 8192 }
+metadata: { family: test }",
+        }],
+        "",
+    )
+    .await;
+    for name in ["a", "first"] {
+        let response = h
+            .http
+            .get(h.url(&format!("/api/models/config/{name}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{name}");
+        let text = response.text().await.unwrap();
+        assert!(!text.contains("hf_secret"), "{text}");
+        let config: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(config["id"], "a");
+        assert_eq!(config["aliases"], json!(["first"]));
+        assert_eq!(config["ttl"], 90.0);
+        assert_eq!(config["env"], json!(["HF_TOKEN", "CUDA_VISIBLE_DEVICES"]));
+        assert!(config["cmd"].as_str().unwrap().contains("mockswap"));
+        assert_eq!(config["capabilities"]["context"], 8192);
+        assert_eq!(config["metadata"], json!({"family": "test"}));
+        assert_eq!(config["parallel"], "unlimited");
+    }
+    let unknown = h
+        .http
+        .get(h.url("/api/models/config/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        unknown.json::<Value>().await.unwrap()["error"]["code"],
+        "model_not_found"
     );
     h.shutdown().await;
 }

@@ -63,19 +63,42 @@ export async function apiFetch(path, options = {}) {
   return response;
 }
 
-/** Throws an HttpError carrying the envelope's message for a non-2xx answer. */
+/** Throws an HttpError carrying the envelope's message (or the body's text) for a non-2xx answer. */
 export async function ensureOk(response) {
   if (response.ok) return response;
   let message = "";
   let code;
+  let text = "";
   try {
-    const body = await response.json();
-    message = body?.error?.message || body?.message || "";
+    text = await response.text();
+    const body = JSON.parse(text);
+    message = body?.error?.message || (typeof body?.error === "string" ? body.error : "") || body?.message || "";
     code = body?.error?.code;
   } catch {
-    // Not JSON: the status says enough.
+    // Not JSON: a short text body says it best, else the status does.
+    if (text && text.length < 300 && !text.trimStart().startsWith("<")) message = text.trim();
   }
   throw new HttpError(response.status, message || `${response.status} ${response.statusText}`, code);
+}
+
+/** GETs JSON; throws an HttpError (or AuthError) unless the answer is 2xx. */
+export async function getJson(path, options = {}) {
+  const response = await apiFetch(path, options);
+  await ensureOk(response);
+  return response.json();
+}
+
+/**
+ * The session id of this page's playground requests, sent as `X-Session-ID`
+ * (llama-swap's playground does the same), so the history groups them.
+ */
+export const SESSION_ID = `lspg-${Array.from(crypto.getRandomValues(new Uint8Array(5)), (b) => "abcdefghijklmnopqrstuvwxyz0123456789"[b % 36]).join("")}`;
+
+/** The headers of a playground request: its session and, unless Normal, its priority. */
+export function playgroundHeaders(priorityHeader, extra = {}) {
+  const headers = { "X-Session-ID": SESSION_ID, ...extra };
+  if (priorityHeader !== null && priorityHeader !== undefined) headers["X-Priority"] = String(priorityHeader);
+  return headers;
 }
 
 /** POSTs and throws unless the answer is 2xx. */

@@ -1,60 +1,144 @@
-// Entry point: navigation between the five views, the live connection to
-// /api/events, and the API-key dialog.
+// Entry point: the router between the views, the live connection to
+// /api/events, the API-key dialog, the page title and the theme.
+//
+// A view is a module with `mount(root, params) → unmount`; it is loaded on
+// its first visit. A view that exports `keepAlive = true` (the playground) is
+// hidden rather than unmounted when the reader leaves it, so a running chat
+// or load test goes on and is there when they come back.
 
-import { followEvents, storeKey, storedKey } from "./api.js";
-import { apply, setConnection, state, subscribe } from "./store.js";
-import * as models from "./views/models.js";
-import * as queue from "./views/queue.js";
-import * as activity from "./views/activity.js";
-import * as logs from "./views/logs.js";
-import * as playground from "./views/playground.js";
+import { followEvents, getJson, storeKey, storedKey } from "./api.js";
+import { appTitle, applyAppearance, onPref } from "./prefs.js";
+import { apply, setConnection, setListing, setVersion, state, subscribe } from "./store.js";
 
-const VIEWS = { models, queue, activity, logs, playground };
-const TITLES = {
-  models: "Models",
-  queue: "Queue",
-  activity: "Activity",
-  logs: "Logs",
-  playground: "Playground",
+/** Path segment → view: its module, its nav entry and its title. */
+const VIEWS = {
+  models: { load: () => import("./views/models.js"), nav: "models", title: "Models" },
+  model: { load: () => import("./views/model.js"), nav: "models", title: "Model" },
+  queue: { load: () => import("./views/queue.js"), nav: "queue", title: "Queue" },
+  activity: { load: () => import("./views/activity.js"), nav: "activity", title: "Activity" },
+  logs: { load: () => import("./views/logs.js"), nav: "logs", title: "Logs" },
+  playground: { load: () => import("./views/playground/index.js"), nav: "playground", title: "Playground" },
+  performance: { load: () => import("./views/performance.js"), nav: "performance", title: "Performance" },
+  settings: { load: () => import("./views/settings.js"), nav: "settings", title: "Settings" },
 };
 
-const root = document.getElementById("view");
-let current = null;
-let unmount = null;
-
-/** The view a /ui/... path shows; unknown paths show the models. */
-function viewOf(pathname) {
+/**
+ * The route of a /ui/... path: {view, params}. Unknown paths show the models.
+ * `/ui/models/<id>` is a model's page (the id URL-encoded, so ids with
+ * slashes or dots work); `/ui/playground/<tab>` a playground tab.
+ */
+function routeOf(pathname) {
   const rest = pathname.replace(/^\/ui\/?/, "");
-  const first = rest.split("/")[0];
-  return Object.hasOwn(VIEWS, first) ? first : "models";
+  const [first, ...more] = rest.split("/");
+  const tail = more.join("/");
+  if (first === "models" && tail) {
+    let id = tail;
+    try {
+      id = decodeURIComponent(tail);
+    } catch {
+      // A malformed escape: use it as written.
+    }
+    return { view: "model", params: { id } };
+  }
+  if (first === "hardware") return { view: "performance", params: { section: "hardware" } };
+  if (first === "playground") return { view: "playground", params: { tab: more[0] || "" } };
+  if (Object.hasOwn(VIEWS, first) && first !== "model") return { view: first, params: {} };
+  return { view: "models", params: {} };
 }
 
-function show(view, { focus = false } = {}) {
-  if (view === current) return;
-  unmount?.();
-  current = view;
-  root.replaceChildren();
-  unmount = VIEWS[view].mount(root);
-  document.title = `${TITLES[view]} · llama-swap-rs`;
+const root = document.getElementById("view");
+/** Mounted views: name → {container, unmount, module, key}. */
+const mounted = new Map();
+let current = null;
+let generation = 0;
+
+async function show(route, { focus = false } = {}) {
+  const key = `${route.view}:${JSON.stringify(route.params)}`;
+  const mine = ++generation;
+  const entry = VIEWS[route.view];
+  let module;
+  try {
+    module = await entry.load();
+  } catch (error) {
+    console.error("view failed to load", error);
+    return;
+  }
+  if (mine !== generation) return;
+  if (current && current.key === key) return;
+  // Leave the current view: hide a keep-alive one, unmount the rest.
+  if (current) {
+    if (current.module.keepAlive) current.container.hidden = true;
+    else {
+      current.unmount?.();
+      current.container.remove();
+      mounted.delete(current.view);
+    }
+  }
+  let target = mounted.get(route.view);
+  if (target && module.keepAlive) {
+    target.container.hidden = false;
+    target.key = key;
+    target.module.update?.(route.params);
+  } else {
+    const container = document.createElement("div");
+    container.className = "view";
+    container.dataset.view = route.view;
+    // First in <main>, before any kept-alive (hidden) view.
+    root.prepend(container);
+    target = { view: route.view, container, module, key, unmount: null };
+    mounted.set(route.view, target);
+    try {
+      target.unmount = module.mount(container, route.params) || null;
+    } catch (error) {
+      console.error("view failed to mount", error);
+    }
+  }
+  current = target;
+  current.title = module.title?.(route.params) || entry.title;
+  renderTitle();
   for (const link of document.querySelectorAll("nav a[data-view]")) {
-    if (link.dataset.view === view) link.setAttribute("aria-current", "page");
+    if (link.dataset.view === entry.nav) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
   if (focus) root.focus();
 }
 
-document.querySelector("nav").addEventListener("click", (event) => {
-  const link = event.target.closest("a[data-view]");
-  if (!link || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) {
-    return;
-  }
+/** Follows a /ui link inside the page without reloading it. */
+function navigate(href, { replace = false } = {}) {
+  const url = new URL(href, location.href);
+  if (url.pathname + url.search + url.hash === location.pathname + location.search + location.hash) return;
+  if (replace) history.replaceState({}, "", url);
+  else history.pushState({}, "", url);
+  show(routeOf(url.pathname), { focus: !replace });
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest?.("a[href]");
+  if (!link || link.target || link.hasAttribute("download")) return;
+  if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  const url = new URL(link.href, location.href);
+  if (url.origin !== location.origin || !url.pathname.startsWith("/ui")) return;
+  if (/\.[a-z0-9]+$/i.test(url.pathname) && !url.pathname.startsWith("/ui/models/")) return;
   event.preventDefault();
-  const view = link.dataset.view;
-  if (view !== current) history.pushState({ view }, "", link.getAttribute("href"));
-  show(view, { focus: true });
+  navigate(url.href);
 });
 
-window.addEventListener("popstate", () => show(viewOf(location.pathname)));
+window.addEventListener("popstate", () => show(routeOf(location.pathname)));
+
+// The title: the view, then the reader's page title (Settings).
+
+const titleEl = document.getElementById("app-title");
+
+function renderTitle() {
+  const title = appTitle();
+  titleEl.textContent = title;
+  const dot = state.connection === "live" ? "" : state.connection === "connecting" ? "… " : "⚠ ";
+  document.title = `${dot}${current?.title ? `${current.title} · ` : ""}${title}`;
+}
+
+onPref("title", renderTitle);
+onPref("theme", applyAppearance);
+onPref("accent", applyAppearance);
 
 // Connection status and the API key.
 
@@ -78,6 +162,41 @@ subscribe(["connection"], () => {
   connection.dataset.state = state.connection;
   keyButton.hidden = !(storedKey() || state.connection === "auth");
   if (state.connection === "auth") askForKey();
+  if (state.connection === "live") fetchVersion();
+  renderTitle();
+});
+
+/** /api/version, once per connection (a server without it keeps uiConfig's version). */
+async function fetchVersion() {
+  try {
+    setVersion(await getJson("/api/version"));
+  } catch {
+    // Older servers answer 404: Settings shows what uiConfig says.
+  }
+}
+
+// /v1/models adds capabilities and metadata to the model rows; read again
+// when the models change, at most once per half second.
+let listingBusy = false;
+let listingAgain = false;
+subscribe(["models"], async function readListing() {
+  if (listingBusy) {
+    listingAgain = true;
+    return;
+  }
+  listingBusy = true;
+  try {
+    setListing((await getJson("/v1/models")).data);
+  } catch {
+    // The tags are extras: the list works without them.
+  }
+  setTimeout(() => {
+    listingBusy = false;
+    if (listingAgain) {
+      listingAgain = false;
+      readListing();
+    }
+  }, 500);
 });
 
 let events = null;
@@ -117,5 +236,13 @@ keyButton.addEventListener("click", () => {
   dialog.showModal();
 });
 
-show(viewOf(location.pathname));
+// llama-swap's UI uses hash routes (/ui/#/models/x): an old bookmark lands on the same view.
+if (location.hash.startsWith("#/")) {
+  const legacy = location.hash.slice(1);
+  history.replaceState({}, "", legacy === "/" ? "/ui/activity" : `/ui${legacy}`);
+}
+
+applyAppearance();
+renderTitle();
+show(routeOf(location.pathname));
 events = followEvents(apply, setConnection);

@@ -1,23 +1,38 @@
 // The page's copy of the server's state, fed by /api/events. Views subscribe
-// to the parts they show and re-render (at most once per frame) on change.
+// to the topics they show and re-render (at most once per frame) on change.
+//
+// Topics: connection, config, profiles, models, queue, inflight, activity,
+// logs, version.
 
-/** Finished requests kept in the page (the server keeps 1000 by default). */
+/** Finished requests kept in the page for live views (the history itself is paged from the server). */
 export const ACTIVITY_LIMIT = 1000;
 /** Log lines kept in the page. */
-export const LOG_LIMIT = 3000;
+export const LOG_LIMIT = 5000;
+
+/** llama-swap's default session headers (`ui.activity.session_id`). */
+const DEFAULT_SESSION_HEADERS = ["X-Session-ID", "X-Litellm-Session-Id"];
 
 export const state = {
   connection: "connecting",
-  config: { version: "", bands: [] },
+  config: { version: "", bands: [], activity: { session_id: DEFAULT_SESSION_HEADERS } },
   profiles: { active: null, profiles: [] },
   models: [],
   queue: { total: 0, queue: [], receivedAt: 0 },
-  inflight: { total: 0, requests: [], receivedAt: 0 },
-  /** Newest last. */
+  /**
+   * The requests holding or waiting for a model, by id. Fed by llama-swap's
+   * operations (snapshot, upsert, remove) or by our older whole-list event.
+   */
+  inflight: { requests: [], total: 0, receivedAt: 0 },
+  /** Finished requests seen live, newest last; `activityRevision` counts them. */
   activity: [],
+  activityRevision: 0,
   /** {source, model, stream, data, seq}, newest last. */
   logs: [],
   logsDropped: 0,
+  /** /api/version: {version, commit, build_date}, when the server has it. */
+  version: null,
+  /** /v1/models rows by id: capabilities, context length and metadata for the listed models. */
+  listing: new Map(),
 };
 
 const listeners = new Map();
@@ -35,7 +50,8 @@ export function subscribe(topics, fn) {
   };
 }
 
-function changed(topic) {
+/** Marks `topic` changed: its subscribers run on the next frame. */
+export function changed(topic) {
   dirty.add(topic);
   if (scheduled) return;
   scheduled = true;
@@ -65,15 +81,55 @@ export function setConnection(value) {
   changed("connection");
 }
 
+/** Replaces the /v1/models rows (by id). */
+export function setListing(rows) {
+  state.listing = new Map((rows || []).map((row) => [row.id, row]));
+  changed("listing");
+}
+
+/** Keys of `meta.llamaswap` that are the server's own, not the config's `metadata`. */
+const INTERNAL_META = new Set(["type", "aliases", "modelID", "peerID", "strategy", "targets", "spillover"]);
+
+/**
+ * A model row with what /v1/models adds: `capabilities`, `context_length` and
+ * `metadata` (the config's free-form `metadata`). modelStatus's own fields win.
+ */
+export function modelInfo(model) {
+  const row = state.listing.get(model.id);
+  const meta = row?.meta?.llamaswap || {};
+  const metadata = Object.fromEntries(Object.entries(meta).filter(([key]) => !INTERNAL_META.has(key)));
+  return {
+    ...model,
+    capabilities: model.capabilities || row?.capabilities || {},
+    context_length: model.context_length || row?.context_length || row?.meta?.n_ctx || 0,
+    metadata,
+  };
+}
+
+export function setVersion(value) {
+  state.version = value;
+  changed("version");
+}
+
 /** Applies one /api/events event. */
 export function apply(type, payload) {
   switch (type) {
     case "uiConfig":
-      state.config = payload || state.config;
-      changed("config");
+      if (payload && typeof payload === "object") {
+        state.config = {
+          ...state.config,
+          ...payload,
+          activity: { session_id: payload.activity?.session_id || DEFAULT_SESSION_HEADERS },
+        };
+        changed("config");
+      }
       break;
     case "profileChanged":
-      state.profiles = { active: payload?.active ?? null, profiles: payload?.profiles || [] };
+      state.profiles = {
+        active: payload?.active ?? null,
+        // llama-swap's event carries only `active`; ours carries the list too.
+        profiles: Array.isArray(payload?.profiles) ? payload.profiles : state.profiles.profiles,
+      };
       changed("profiles");
       break;
     case "modelStatus":
@@ -85,7 +141,7 @@ export function apply(type, payload) {
       changed("queue");
       break;
     case "inflight":
-      state.inflight = { ...payload, receivedAt: performance.now() };
+      applyInflight(payload);
       changed("inflight");
       break;
     case "activity":
@@ -99,13 +155,14 @@ export function apply(type, payload) {
         if (state.activity.length > ACTIVITY_LIMIT) {
           state.activity.splice(0, state.activity.length - ACTIVITY_LIMIT);
         }
+        state.activityRevision += 1;
         changed("activity");
       }
       break;
     case "logData":
       if (payload && typeof payload.data === "string") {
         if (payload.seq !== undefined) {
-          const last = lastSeq();
+          const last = lastSeq(payload.source);
           if (last !== null && payload.seq <= last) break; // history sent again
         }
         state.logs.push(payload);
@@ -123,16 +180,67 @@ export function apply(type, payload) {
   }
 }
 
-function lastSeq() {
+/** The key of an in-flight entry: llama-swap's `id`, else our request id. */
+function inflightKey(request) {
+  return String(request.id ?? request.request_id ?? request.seq ?? "");
+}
+
+function applyInflight(payload) {
+  const now = performance.now();
+  const stamp = (request) => ({ ...request, receivedAt: now });
+  let requests = state.inflight.requests;
+  switch (payload?.operation) {
+    case "snapshot":
+      requests = (payload.requests || []).map(stamp);
+      break;
+    case "upsert":
+    case "add":
+    case "update": {
+      if (!payload.request) break;
+      const fresh = stamp(payload.request);
+      const key = inflightKey(fresh);
+      const index = requests.findIndex((r) => inflightKey(r) === key);
+      requests = index < 0 ? [...requests, fresh] : requests.map((r, i) => (i === index ? fresh : r));
+      break;
+    }
+    case "remove": {
+      const key = String(payload.id ?? "");
+      requests = requests.filter((r) => inflightKey(r) !== key);
+      break;
+    }
+    default:
+      // Our older event: the whole list of running requests.
+      requests = (payload?.requests || []).map(stamp);
+      break;
+  }
+  state.inflight = {
+    requests,
+    total: payload?.operation ? requests.length : (payload?.total ?? requests.length),
+    receivedAt: now,
+  };
+}
+
+/** The id to cancel an in-flight entry by (POST /api/inflight/{id}/cancel), if it has one. */
+export function cancelId(request) {
+  return request?.id === undefined || request?.id === null ? null : String(request.id);
+}
+
+function lastSeq(source) {
   for (let i = state.logs.length - 1; i >= 0; i--) {
-    if (state.logs[i].seq !== undefined) return state.logs[i].seq;
+    const line = state.logs[i];
+    if (line.seq !== undefined && line.source === source) return line.seq;
   }
   return null;
 }
 
 /** The configured local models, without selectors and peer models. */
 export function realModels() {
-  return state.models.filter((m) => m.kind !== "selector" && m.kind !== "peer");
+  return state.models.filter((m) => m.kind !== "selector" && m.kind !== "peer" && !m.peerID);
+}
+
+/** A model row by id or alias. */
+export function findModel(name) {
+  return state.models.find((m) => m.id === name) || state.models.find((m) => (m.aliases || []).includes(name));
 }
 
 /** The band class of a band name: the lowest band, the highest, or between. */
@@ -153,4 +261,23 @@ export function bandOf(priority) {
     if (priority >= band.from) name = band.name;
   }
   return name;
+}
+
+/** A header's value from a header map, whatever its case. */
+export function header(headers, name) {
+  if (!headers) return "";
+  const wanted = name.toLowerCase();
+  for (const [key, value] of Object.entries(headers)) {
+    if (key.toLowerCase() === wanted) return Array.isArray(value) ? value.join(", ") : String(value);
+  }
+  return "";
+}
+
+/** The session id of a request's headers, by the configured session headers. */
+export function sessionOf(headers) {
+  for (const name of state.config.activity?.session_id || DEFAULT_SESSION_HEADERS) {
+    const value = header(headers, name);
+    if (value) return value;
+  }
+  return "";
 }

@@ -220,7 +220,7 @@ pub(crate) async fn unload_one(
     PathParam(model): PathParam,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
-        if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
+        if state.inner.peers.resolve(&model).is_some() {
             return ApiError::PeerModel { model }.into_response();
         }
         return ApiError::ModelNotFound { model }.into_response();
@@ -236,10 +236,8 @@ pub(crate) async fn unload_one(
 /// does not know), with `meta.llamaswap` `{"type": "peer", "peerID"}`.
 fn peer_rows(state: &AppState, created: u64) -> Vec<serde_json::Value> {
     let peers = &state.inner.peers;
-    state
-        .inner
-        .names
-        .peers()
+    peers
+        .routes()
         .qualified()
         .filter_map(|(name, index, model)| {
             let peer = peers.get(index)?;

@@ -9,6 +9,7 @@
 //! - [`events`]: `/api/events`, the UI's live feed;
 //! - [`activity`]: `/api/activity` and `/api/models/load/<model>`;
 //! - [`metrics`]: `GET /metrics`;
+//! - [`model_config`]: `/api/models/config/<model>`, a model's resolved configuration;
 //! - [`ui`]: the embedded web UI.
 
 pub(super) mod activity;
@@ -16,6 +17,7 @@ pub(super) mod events;
 pub(super) mod info;
 pub(super) mod logs;
 pub(super) mod metrics;
+pub(super) mod model_config;
 mod params;
 pub(super) mod profiles;
 pub(super) mod ui;

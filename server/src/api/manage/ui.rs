@@ -1,11 +1,14 @@
 //! The web UI: `/ui` and everything under it, and `/favicon.ico`.
 //!
-//! The page is plain HTML, CSS and JavaScript modules from `server/ui/`,
-//! embedded in the binary at compile time (no build step, nothing fetched from
-//! elsewhere: the content security policy allows this origin only). Any
-//! `/ui/...` path without a file extension is a deep link into the page
-//! (`/ui/queue`) and gets `index.html`. These paths need no API key: they hold
-//! no data; the page asks for the key and sends it with its API calls.
+//! The page is plain HTML, CSS and JavaScript modules from `server/ui/`
+//! (with pinned, vendored libraries under `server/ui/vendor/`), embedded in
+//! the binary at compile time by the list `server/build.rs` writes: no Node
+//! toolchain, nothing fetched from elsewhere (the content security policy
+//! allows this origin only). A `/ui/...` path outside the asset folders that
+//! names no file is a deep link into the page (`/ui/queue`,
+//! `/ui/models/qwen2.5-7b`) and gets `index.html`. These paths need no API
+//! key: they hold no data; the page asks for the key and sends it with its
+//! API calls.
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::LazyLock;
@@ -24,35 +27,20 @@ struct Asset {
     bytes: &'static [u8],
 }
 
-macro_rules! asset {
-    ($path:literal, $content_type:literal) => {
-        Asset {
-            path: $path,
-            content_type: $content_type,
-            bytes: include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/ui/", $path)),
-        }
-    };
-}
+/// Every file of `server/ui/`, listed by the build script (`server/build.rs`).
+const ASSETS: &[Asset] = include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
 
-/// Every file of `server/ui/` (a test checks that none is missing).
-const ASSETS: &[Asset] = &[
-    asset!("index.html", "text/html; charset=utf-8"),
-    asset!("app.css", "text/css; charset=utf-8"),
-    asset!("favicon.ico", "image/x-icon"),
-    asset!("js/app.js", "text/javascript; charset=utf-8"),
-    asset!("js/api.js", "text/javascript; charset=utf-8"),
-    asset!("js/dom.js", "text/javascript; charset=utf-8"),
-    asset!("js/store.js", "text/javascript; charset=utf-8"),
-    asset!("js/views/models.js", "text/javascript; charset=utf-8"),
-    asset!("js/views/queue.js", "text/javascript; charset=utf-8"),
-    asset!("js/views/activity.js", "text/javascript; charset=utf-8"),
-    asset!("js/views/logs.js", "text/javascript; charset=utf-8"),
-    asset!("js/views/playground.js", "text/javascript; charset=utf-8"),
-];
+/// Folders of static files: a missing file under them is a 404, not a deep link.
+const ASSET_FOLDERS: &[&str] = &["js", "css", "vendor"];
 
 /// What the page may load and contact: this origin only.
+///
+/// `blob:` media is the playground's synthesised speech (an object URL of the
+/// answer); `data:` images are generated images and chat attachments. Inline
+/// styles stay refused: the page styles with classes and the CSSOM.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-     connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+     media-src 'self' blob:; connect-src 'self'; manifest-src 'self'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'";
 
 /// Strong validators, one per asset, computed once.
 static ETAGS: LazyLock<Vec<HeaderValue>> = LazyLock::new(|| {
@@ -71,12 +59,12 @@ pub(crate) async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
 }
 
-/// `GET /ui/<path>`: a file, or the page for a deep link.
+/// `GET /ui/<path>`: a file, or the page for a deep link (`/ui/models/qwen2.5`:
+/// any path outside the asset folders that is not a top-level file name).
 pub(crate) async fn file(Path(path): Path<String>, headers: HeaderMap) -> Response {
-    let last = path.rsplit('/').next().unwrap_or_default();
     if find(&path).is_some() {
         serve(&path, &headers)
-    } else if path.is_empty() || !last.contains('.') {
+    } else if is_deep_link(&path) {
         serve("index.html", &headers)
     } else {
         ApiError::NotFound {
@@ -89,6 +77,14 @@ pub(crate) async fn file(Path(path): Path<String>, headers: HeaderMap) -> Respon
 /// `GET /favicon.ico`.
 pub(crate) async fn favicon(headers: HeaderMap) -> Response {
     serve("favicon.ico", &headers)
+}
+
+/// True for a path the page routes itself (a view, a model's page, a tab).
+fn is_deep_link(path: &str) -> bool {
+    match path.split_once('/') {
+        Some((first, _)) => !ASSET_FOLDERS.contains(&first),
+        None => !path.contains('.'),
+    }
 }
 
 fn find(path: &str) -> Option<usize> {
@@ -175,23 +171,51 @@ mod tests {
             ASSETS.len(),
             "ASSETS lists a file that is gone"
         );
+        assert!(find("index.html").is_some() && find("js/app.js").is_some());
     }
 
     #[test]
-    fn scripts_are_served_as_javascript() {
-        for asset in ASSETS.iter().filter(|a| a.path.ends_with(".js")) {
-            assert_eq!(
-                asset.content_type, "text/javascript; charset=utf-8",
-                "{}",
-                asset.path
-            );
+    fn files_are_served_with_the_type_of_their_kind() {
+        for asset in ASSETS {
+            let expected = match asset.path.rsplit_once('.').map(|(_, e)| e) {
+                Some("js") => "text/javascript; charset=utf-8",
+                Some("css") => "text/css; charset=utf-8",
+                Some("html") => "text/html; charset=utf-8",
+                Some("ico") => "image/x-icon",
+                Some("md") => "text/markdown; charset=utf-8",
+                _ => "text/plain; charset=utf-8",
+            };
+            assert_eq!(asset.content_type, expected, "{}", asset.path);
         }
     }
 
     #[test]
+    fn deep_links_reach_the_page_and_missing_assets_do_not() {
+        for link in [
+            "models",
+            "models/qwen2.5-7b",
+            "models/org%2Fm",
+            "playground/chat",
+            "queue",
+        ] {
+            assert!(is_deep_link(link), "{link}");
+        }
+        for missing in ["js/nope.js", "css/x.css", "vendor/x/y.js", "robots.txt"] {
+            assert!(!is_deep_link(missing), "{missing}");
+        }
+    }
+
+    /// Our own files load nothing from elsewhere (the vendored libraries
+    /// mention addresses in their comments and licences; the content
+    /// security policy and the browser tests keep them from being fetched).
+    #[test]
     fn the_page_loads_nothing_from_elsewhere() {
-        for asset in ASSETS.iter().filter(|a| !a.path.ends_with(".ico")) {
+        for asset in ASSETS
+            .iter()
+            .filter(|a| !a.path.ends_with(".ico") && !a.path.starts_with("vendor/"))
+        {
             let text = std::str::from_utf8(asset.bytes).unwrap();
+            let text = text.replace("http://www.w3.org/2000/svg", "");
             for needle in ["http://", "https://", "//cdn", "@import", "fonts.g"] {
                 assert!(
                     !text.contains(needle),
@@ -199,6 +223,22 @@ mod tests {
                     asset.path
                 );
             }
+        }
+    }
+
+    #[test]
+    fn every_vendored_library_has_its_licence() {
+        let folders: std::collections::BTreeSet<&str> = ASSETS
+            .iter()
+            .filter_map(|a| a.path.strip_prefix("vendor/"))
+            .filter_map(|p| p.split_once('/').map(|(folder, _)| folder))
+            .collect();
+        assert!(!folders.is_empty());
+        for folder in folders {
+            assert!(
+                find(&format!("vendor/{folder}/LICENSE")).is_some(),
+                "server/ui/vendor/{folder} has no LICENSE"
+            );
         }
     }
 }

@@ -9,8 +9,7 @@ use http_body_util::BodyExt;
 
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
-use crate::names::{Lead, Pinned, UpstreamPin};
-use crate::selection::Reservation;
+use crate::names::{Pinned, Reservation, UpstreamPin};
 
 /// A requested name after the active profile and selectors had their say.
 #[derive(Debug)]
@@ -26,16 +25,15 @@ pub(crate) struct Renamed {
 }
 
 /// The renaming step of body, form and query requests: the active profile's pin,
-/// then a selector (the rules are [`crate::names`]'s; which profile is active
-/// and what a selector picks are [`crate::selection`]'s).
+/// then a selector.
 ///
 /// # Errors
 ///
 /// 404 for a name the active profile disables, 503 when a selector has no
 /// target it can use.
 pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed, ApiError> {
-    let (names, selection) = (&state.inner.names, &state.inner.selection);
-    let pinned = match names.pinned(selection.active_index(), requested) {
+    let names = &state.inner.names;
+    let pinned = match names.pinned(requested) {
         Pinned::No => requested,
         Pinned::To(target) => target,
         Pinned::Disabled { profile } => {
@@ -45,23 +43,17 @@ pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed,
             });
         }
     };
-    let Some(Lead::Selector { id: selector, .. }) = names.lead(pinned) else {
-        return Ok(Renamed {
-            changed: pinned != requested,
-            name: pinned.to_owned(),
-            hold: None,
-            selector: None,
-        });
-    };
-    let running = if selection.needs_states(selector) {
+    let running = if names.needs_states(pinned) {
         state.inner.router.running().await
     } else {
         Vec::new()
     };
-    match selection.choose(selector, &running) {
-        // The table and the selection are made from one configuration.
-        None => Err(ApiError::ModelNotFound {
-            model: requested.to_owned(),
+    match names.choose(pinned, &running) {
+        None => Ok(Renamed {
+            changed: pinned != requested,
+            name: pinned.to_owned(),
+            hold: None,
+            selector: None,
         }),
         Some(Ok(pick)) => {
             tracing::debug!(selector = pinned, target = %pick.target, model = %pick.model, "selector chose");
@@ -89,8 +81,7 @@ pub(crate) fn rename_upstream<'a>(
     state: &AppState,
     tail: &'a str,
 ) -> Result<Cow<'a, str>, ApiError> {
-    let active = state.inner.selection.active_index();
-    match state.inner.names.upstream_pin(active, tail) {
+    match state.inner.names.upstream_pin(tail) {
         UpstreamPin::No => Ok(Cow::Borrowed(tail)),
         UpstreamPin::To(rewritten) => Ok(Cow::Owned(rewritten)),
         UpstreamPin::Disabled { pin, profile } => Err(ApiError::ModelDisabled {

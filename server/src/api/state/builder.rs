@@ -200,8 +200,7 @@ impl<'a> AppStateBuilder<'a> {
                 system: (!config.performance.disabled)
                     .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
                 trust: config.trust(),
-                names: config.names(),
-                selection: crate::selection::Selection::new(config),
+                names: crate::names::Names::new(config),
                 peers,
                 activity,
                 snapshots: SnapshotCache::default(),

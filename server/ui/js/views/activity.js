@@ -1,134 +1,189 @@
-// Activity: the most recent finished requests, newest first, with a model filter.
+// Activity: totals and histograms of the history, then the history itself
+// (paged, sortable, filterable, exportable, each request's capture a click
+// away). The token-speed histograms are the server's (/api/metrics/stats);
+// latency and queue wait per priority band are drawn from the latest
+// requests under the table's filters.
 
-import { clock, duration, h, replace, signed } from "../dom.js";
-import { bandClass, bandOf, realModels, state, subscribe } from "../store.js";
+import { getJson } from "../api.js";
+import { h, replace } from "../lib/dom.js";
+import { count, duration } from "../lib/format.js";
+import { histogram, histogramChart } from "../lib/histogram.js";
+import { fetchPage, historyTable } from "../lib/history.js";
+import * as R from "../lib/rows.js";
+import { pref, setPref } from "../prefs.js";
+import { bandClass, bandOf, state, subscribe } from "../store.js";
 
-/** Rows drawn at once; the rest are a click away. */
-const PAGE = 200;
+/** Requests the latency and queue-wait histograms are drawn from. */
+const SAMPLE = 999;
 
 export function mount(root) {
-  const filter = h("select", { id: "activity-model" }, h("option", { value: "" }, "All models"));
-  const count = h("span", { class: "count" });
-  const table = h("div", { class: "table-wrap panel" });
-  const more = h("button", { type: "button", class: "secondary", hidden: true }, "Show more");
+  const totals = h("dl", { class: "totals", id: "activity-totals" });
+  const speeds = h("div", { class: "charts", id: "speed-histograms" });
+  const latency = h("div", { class: "charts", id: "band-histograms" });
+  const sampleNote = h("p", { class: "hint" });
+  const hide = h("button", { type: "button", class: "quiet small", "aria-expanded": "true", "aria-controls": "activity-charts" }, "Hide charts");
+  const charts = h(
+    "div",
+    { id: "activity-charts" },
+    h("h3", {}, "Token speeds"),
+    speeds,
+    h("h3", {}, "Latency and queue wait by priority band"),
+    sampleNote,
+    latency,
+  );
+  const inflight = h("p", { class: "hint", id: "activity-inflight" });
+  let lastQuery = null;
+  // Both follow new requests, at most once every two seconds.
+  let timer = null;
+  let last = 0;
+  const table = historyTable({
+    id: "activity",
+    title: "Requests",
+    onChange: (q) => {
+      lastQuery = q;
+      scheduleCharts();
+    },
+  });
   root.append(
+    h("div", { class: "toolbar" }, h("h1", {}, "Activity"), inflight),
     h(
-      "div",
-      { class: "toolbar" },
-      h("h1", {}, "Activity ", count),
-      h("div", { class: "field" }, h("label", { for: "activity-model" }, "Model"), filter),
+      "section",
+      { class: "panel card stats", "aria-labelledby": "stats-title" },
+      h("div", { class: "section-head" }, h("h2", { id: "stats-title" }, "Statistics"), hide),
+      totals,
+      charts,
     ),
-    table,
-    h("p", {}, more),
+    table.el,
   );
 
-  let shown = PAGE;
-  filter.addEventListener("change", () => {
-    shown = PAGE;
-    render();
-  });
-  more.addEventListener("click", () => {
-    shown += PAGE;
-    render();
-  });
-
-  function renderFilter() {
-    const selected = filter.value;
-    const names = new Set(realModels().map((m) => m.id));
-    for (const row of state.activity) names.add(row.model);
-    replace(
-      filter,
-      h("option", { value: "" }, "All models"),
-      [...names].sort().map((name) => h("option", { value: name, selected: name === selected }, name)),
-    );
+  function setChartsShown(on) {
+    charts.hidden = !on;
+    hide.textContent = on ? "Hide charts" : "Show charts";
+    hide.setAttribute("aria-expanded", String(on));
   }
+  hide.addEventListener("click", () => {
+    const on = charts.hidden;
+    setPref("activity.charts", on);
+    setChartsShown(on);
+    if (on) scheduleCharts();
+  });
+  setChartsShown(pref("activity.charts", true));
 
-  function render() {
-    const model = filter.value;
-    const rows = state.activity.filter((row) => !model || row.model === model);
-    count.textContent = `(${rows.length})`;
-    if (!rows.length) {
-      replace(table, h("p", { class: "empty" }, "No finished requests yet."));
-      more.hidden = true;
-      return;
+  async function renderStats() {
+    let stats = null;
+    try {
+      stats = await getJson("/api/metrics/stats");
+    } catch {
+      stats = null;
     }
-    const body = h("tbody");
-    const newestFirst = rows.slice(-shown).reverse();
-    for (const row of newestFirst) body.append(line(row));
-    more.hidden = rows.length <= shown;
+    const rows = [
+      ["Requests", stats ? count(stats.total_requests) : count(state.activity.length), "completed"],
+      ["Cached", stats ? count(stats.total_cache_tokens) : "–", "tokens"],
+      ["Processed", stats ? count(stats.total_input_tokens) : "–", "prompt tokens"],
+      ["Generated", stats ? count(stats.total_output_tokens) : "–", "tokens"],
+    ];
     replace(
-      table,
+      totals,
+      rows.map(([label, value, unit]) =>
+        h("div", { class: "total", dataset: { key: label.toLowerCase() } }, h("dt", {}, label), h("dd", {}, h("strong", {}, value), ` ${unit}`)),
+      ),
+    );
+    replace(
+      speeds,
       h(
-        "table",
-        {},
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            h("th", { scope: "col" }, "Time"),
-            h("th", { scope: "col" }, "Model"),
-            h("th", { scope: "col" }, "Priority"),
-            h("th", { scope: "col" }, "Status"),
-            h("th", { class: "num", scope: "col" }, "Queue wait"),
-            h("th", { class: "num", scope: "col" }, "Duration"),
-            h("th", { class: "num", scope: "col" }, "Tokens"),
-            h("th", { class: "num", scope: "col" }, "Tok/s"),
-            h("th", { class: "wide-only", scope: "col" }, "Request id"),
-          ),
-        ),
-        body,
+        "div",
+        { class: "chart-box", id: "prompt-histogram" },
+        h("h4", {}, "Prompt processing (tokens/s)"),
+        histogramChart(stats?.prompt_histogram, { label: "Prompt processing speed", format: tps, className: "h-prompt" }),
+      ),
+      h(
+        "div",
+        { class: "chart-box", id: "gen-histogram" },
+        h("h4", {}, "Generation (tokens/s)"),
+        histogramChart(stats?.gen_histogram, { label: "Generation speed", format: tps, className: "h-gen" }),
       ),
     );
   }
 
+  async function renderBands() {
+    if (charts.hidden || !lastQuery) return;
+    const q = new URLSearchParams(lastQuery);
+    q.set("limit", String(SAMPLE));
+    q.set("page", "1");
+    q.set("sort", "id");
+    q.set("order", "desc");
+    let rows = [];
+    try {
+      rows = (await fetchPage(q)).data || [];
+    } catch {
+      rows = [];
+    }
+    sampleNote.textContent = rows.length
+      ? `From the latest ${count(rows.length)} request${rows.length === 1 ? "" : "s"} under the table's filters.`
+      : "";
+    const bands = (state.config.bands || []).map((b) => b.name);
+    const byBand = new Map();
+    for (const r of rows) {
+      const e = R.effective(r);
+      const band = e === null || e === undefined ? "" : bandOf(e);
+      if (!byBand.has(band)) byBand.set(band, []);
+      byBand.get(band).push(r);
+    }
+    const order = [...bands].reverse().filter((b) => byBand.has(b));
+    if (byBand.has("")) order.push("");
+    replace(
+      latency,
+      order.length
+        ? order.map((band) => {
+            const mine = byBand.get(band);
+            return h(
+              "div",
+              { class: "chart-box band-box", dataset: { band: band || "none" } },
+              h("h4", {}, band ? h("span", { class: `badge ${bandClass(band)}` }, band) : "no priority", ` ${count(mine.length)} request${mine.length === 1 ? "" : "s"}`),
+              h("div", { class: "pair" },
+                h("div", {}, h("h5", {}, "Latency"), histogramChart(histogram(mine.map((r) => r.duration_ms)), { label: `Latency, band ${band}`, format: ms, className: "h-latency", height: 120 })),
+                h("div", {}, h("h5", {}, "Queue wait"), histogramChart(histogram(mine.map(R.queueWait).filter((v) => v !== null)), { label: `Queue wait, band ${band}`, format: ms, className: "h-queue", height: 120 })),
+              ),
+            );
+          })
+        : h("p", { class: "empty small" }, "No requests yet."),
+    );
+  }
+
+  function scheduleCharts() {
+    if (timer !== null) return;
+    timer = setTimeout(() => {
+      timer = null;
+      last = Date.now();
+      renderStats();
+      renderBands();
+    }, Math.max(0, 2000 - (Date.now() - last)));
+  }
+
+  function renderInflight() {
+    const running = state.inflight.total || 0;
+    const waiting = state.queue.total || 0;
+    replace(inflight, `${running} running, ${waiting} waiting · `, h("a", { href: "/ui/queue" }, "Queue"));
+  }
+
   const offs = [
-    subscribe(["activity"], () => {
-      renderFilter();
-      render();
-    }),
-    subscribe(["models", "config"], () => {
-      renderFilter();
-      render();
-    }),
+    subscribe(["activity"], scheduleCharts),
+    subscribe(["config"], scheduleCharts),
+    subscribe(["queue", "inflight"], renderInflight),
   ];
-  renderFilter();
-  render();
+  renderInflight();
+  renderStats();
   return () => {
+    clearTimeout(timer);
+    table.destroy();
     for (const off of offs) off();
   };
 }
 
-function line(row) {
-  const effective = row.effective_priority;
-  const band = bandOf(effective ?? row.capped_priority);
-  const code = row.resp_status_code;
-  const ok = code >= 200 && code < 400 && !row.error;
-  const status = row.error ? `${code} ${row.error}` : String(code);
-  const t = row.tokens;
-  const tokens =
-    t.input_tokens === 0 && t.output_tokens === 0 ? "–" : `${t.input_tokens} → ${t.output_tokens}`;
-  const requested =
-    effective !== null && effective !== row.requested_priority
-      ? ` (asked ${signed(row.requested_priority)})`
-      : "";
-  return h(
-    "tr",
-    { "data-model": row.model, "data-request-id": row.request_id, class: "activity-row" },
-    h("td", { title: row.timestamp }, clock(Date.parse(row.timestamp))),
-    h("td", {}, row.model, h("div", { class: "hint mono wide-only" }, row.req_path)),
-    h(
-      "td",
-      {},
-      h("span", { class: `badge ${bandClass(band)}` }, `${signed(effective ?? row.capped_priority)} ${band}`),
-      requested,
-    ),
-    h("td", { class: ok ? "status-ok" : "status-err" }, status),
-    h("td", { class: "num" }, duration(row.queue_ms)),
-    h("td", { class: "num" }, duration(row.duration_ms)),
-    h("td", { class: "num" }, tokens),
-    h("td", { class: "num" }, t.tokens_per_second > 0 ? t.tokens_per_second.toFixed(1) : "–"),
-    h("td", { class: "mono wide-only" }, row.request_id),
-  );
+function tps(v) {
+  return `${v.toFixed(v < 100 ? 1 : 0)}`;
+}
+
+function ms(v) {
+  return duration(v);
 }

@@ -1,112 +1,80 @@
-// Logs: the proxy's log and every model's upstream output, live, with a
-// source filter. Follows the end unless the reader scrolled up.
+// Logs: the proxy's own log and the models' upstream output, live, in two
+// panes (side by side, or one of them), with ANSI colours, a filter per pane,
+// and a model filter on the upstream pane.
 
-import { h, replace } from "../dom.js";
-import { LOG_LIMIT, realModels, state, subscribe } from "../store.js";
+import { h, replace, tabList } from "../lib/dom.js";
+import { logPane } from "../lib/logpane.js";
+import { pref, setPref } from "../prefs.js";
+import { realModels, state, subscribe } from "../store.js";
+
+const LAYOUTS = [
+  { id: "both", label: "Both" },
+  { id: "proxy", label: "Proxy" },
+  { id: "upstream", label: "Upstream" },
+];
 
 export function mount(root) {
-  const filter = h("select", { id: "log-source" });
-  const follow = h("input", { type: "checkbox", id: "log-follow", checked: true });
-  const clear = h("button", { type: "button", class: "secondary" }, "Clear");
-  const pane = h("pre", { class: "logs", id: "log-lines", tabindex: "0", "aria-label": "Log lines" });
-  root.append(
-    h(
-      "div",
-      { class: "toolbar" },
-      h("h1", {}, "Logs"),
-      h("div", { class: "field" }, h("label", { for: "log-source" }, "Source"), filter),
-      h("label", { class: "check", for: "log-follow" }, follow, "Follow"),
-      clear,
-    ),
-    pane,
-  );
+  const model = h("select", { id: "log-model", "aria-label": "Model" });
+  const proxy = logPane({
+    id: "proxy-log",
+    title: "Proxy",
+    accept: (line) => line.source === "proxy",
+    // In the proxy's own pane, only a line about a model needs a tag.
+    tag: (line) => (line.model ? `[${line.model}] ` : ""),
+  });
+  const upstream = logPane({
+    id: "upstream-log",
+    title: "Upstream",
+    accept: (line) => line.source !== "proxy" && (!model.value || line.model === model.value),
+    tools: [model],
+  });
+  let layout = pref("logLayout", "both");
+  if (!LAYOUTS.some((l) => l.id === layout)) layout = "both";
+  const grid = h("div", { class: "log-grid", id: "log-panes" }, proxy.el, upstream.el);
+  const tabs = tabList("Panes", LAYOUTS, layout, (id) => {
+    layout = id;
+    setPref("logLayout", id);
+    tabs.select(id);
+    place();
+  });
+  grid.setAttribute("role", "tabpanel");
+  grid.setAttribute("aria-label", "Log panes");
+  root.append(h("div", { class: "toolbar" }, h("h1", {}, "Logs"), tabs.el), grid);
 
-  // Positions count every line ever received (the store drops the oldest).
-  const total = () => state.logsDropped + state.logs.length;
-  let clearedBefore = 0;
-  let drawnTotal = 0;
-
-  clear.addEventListener("click", () => {
-    clearedBefore = total();
-    redraw();
-  });
-  filter.addEventListener("change", redraw);
-  pane.addEventListener("scroll", () => {
-    const atEnd = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 4;
-    if (follow.checked !== atEnd) follow.checked = atEnd;
-  });
-  follow.addEventListener("change", () => {
-    if (follow.checked) pane.scrollTop = pane.scrollHeight;
-  });
+  function place() {
+    grid.dataset.layout = layout;
+    proxy.el.hidden = layout === "upstream";
+    upstream.el.hidden = layout === "proxy";
+  }
 
   function sources() {
     const names = new Set();
-    for (const model of realModels()) names.add(model.id);
-    for (const line of state.logs) if (line.model) names.add(line.model);
+    for (const m of realModels()) names.add(m.id);
+    for (const line of state.logs) if (line.model && line.source !== "proxy") names.add(line.model);
     return [...names].sort();
   }
 
-  function renderFilter() {
-    const selected = filter.value;
+  let known = "";
+  function renderModels() {
+    const list = sources();
+    const key = list.join("\u0000");
+    if (key === known) return;
+    known = key;
+    const selected = model.value;
     replace(
-      filter,
-      h("option", { value: "" }, "All"),
-      h("option", { value: "proxy", selected: selected === "proxy" }, "Proxy"),
-      sources().map((name) => h("option", { value: name, selected: name === selected }, name)),
+      model,
+      h("option", { value: "" }, "All models"),
+      list.map((name) => h("option", { value: name, selected: name === selected }, name)),
     );
   }
 
-  function matches(line) {
-    const wanted = filter.value;
-    if (!wanted) return true;
-    if (wanted === "proxy") return line.source === "proxy";
-    return line.model === wanted;
-  }
-
-  function lineEl(line) {
-    const tag =
-      line.source === "proxy"
-        ? h("span", { class: "log-proxy" }, line.model ? `[proxy ${line.model}] ` : "[proxy] ")
-        : h("span", { class: "log-model" }, `[${line.model}] `);
-    return h("span", { class: "log-line", "data-model": line.model || "", "data-source": line.source }, tag, line.data);
-  }
-
-  function linesFrom(position) {
-    const out = [];
-    for (let i = Math.max(position, clearedBefore, state.logsDropped); i < total(); i++) {
-      const line = state.logs[i - state.logsDropped];
-      if (matches(line)) out.push(lineEl(line));
-    }
-    drawnTotal = total();
-    return out;
-  }
-
-  function redraw() {
-    const lines = linesFrom(0);
-    replace(pane, lines.length ? lines : h("span", { class: "log-note" }, "No log lines yet.\n"));
-    if (follow.checked) pane.scrollTop = pane.scrollHeight;
-  }
-
-  function append() {
-    const fresh = linesFrom(drawnTotal);
-    if (!fresh.length) return;
-    pane.querySelector(".log-note")?.remove();
-    pane.append(...fresh);
-    // Keep the pane as bounded as the store.
-    while (pane.childElementCount > LOG_LIMIT) pane.firstElementChild.remove();
-    if (follow.checked) pane.scrollTop = pane.scrollHeight;
-  }
-
-  const offs = [
-    subscribe(["logs"], () => {
-      if (filter.options.length - 2 !== sources().length) renderFilter();
-      append();
-    }),
-    subscribe(["models"], renderFilter),
-  ];
-  renderFilter();
-  redraw();
+  model.addEventListener("change", () => upstream.redraw());
+  const offs = [subscribe(["models", "logs"], renderModels)];
+  renderModels();
+  place();
   return () => {
+    proxy.destroy();
+    upstream.destroy();
     for (const off of offs) off();
   };
 }

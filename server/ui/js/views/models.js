@@ -1,17 +1,27 @@
-// Models: every configured model (and selector) with its state, live, and
-// Load / Unload; the active profile when the config has profiles. Rows are
-// kept by ID and updated in place, and buttons are marked aria-disabled
-// rather than disabled, so a button keeps its keyboard focus while the state
-// it controls changes.
+// Models: every configured model, selector and peer model with its state,
+// live; search, sort and pinning; capability tags and metadata; Load /
+// Unload; the active profile. Rows are kept by ID and updated in place, and
+// buttons are marked aria-disabled rather than disabled, so a button keeps
+// its keyboard focus while the state it controls changes.
 
 import { post, putJson } from "../api.js";
-import { h, replace } from "../dom.js";
-import { realModels, state, subscribe } from "../store.js";
+import { checkbox, field, h, isOff, replace, select, setOff } from "../lib/dom.js";
+import { SORTS, capabilityBadges, matches, modelPath, pinned, setPinned } from "../lib/models.js";
+import { onPref, pref, setPref } from "../prefs.js";
+import { modelInfo, realModels, state, subscribe } from "../store.js";
 
 const BUSY = new Set(["starting", "stopping"]);
 
 export function mount(root) {
-  const showUnlisted = h("input", { type: "checkbox", id: "show-unlisted" });
+  const search = h("input", {
+    type: "search",
+    id: "model-search",
+    placeholder: "Name, alias, tag…",
+    value: pref("modelSearch", ""),
+    autocomplete: "off",
+  });
+  const sort = select({ id: "model-sort" }, SORTS.map(([value, label]) => [value, label]), pref("modelSort", "name"));
+  const unlisted = checkbox("Show unlisted", { id: "show-unlisted", checked: pref("showUnlisted", false) });
   const unloadAll = h("button", { type: "button", class: "danger", id: "unload-all" }, "Unload all");
   const profile = h("select", { id: "profile" });
   const profileNote = h("span", { class: "hint", id: "profile-note", "aria-live": "polite" });
@@ -24,20 +34,28 @@ export function mount(root) {
   );
   const message = h("p", { class: "error", role: "alert", hidden: true });
   const count = h("span", { class: "count" });
-  const list = h("div", { class: "models", role: "list" });
+  const list = h("div", { class: "models", role: "list", "aria-label": "Models" });
   const empty = h("p", { class: "empty", hidden: true }, "No models are configured.");
+  const noMatch = h("p", { class: "empty", hidden: true }, "No model matches the search.");
   root.append(
     h(
       "div",
       { class: "toolbar" },
       h("h1", {}, "Models ", count),
       profileField,
-      h("label", { class: "check", for: "show-unlisted" }, showUnlisted, "Show unlisted"),
       unloadAll,
+    ),
+    h(
+      "div",
+      { class: "toolbar filters" },
+      field("Search models", search),
+      field("Sort by", sort),
+      unlisted.el,
     ),
     message,
     list,
     empty,
+    noMatch,
   );
 
   const rows = new Map();
@@ -49,7 +67,7 @@ export function mount(root) {
   }
 
   unloadAll.addEventListener("click", async () => {
-    if (unloadAll.getAttribute("aria-disabled") === "true") return;
+    if (isOff(unloadAll)) return;
     unloadingAll = true;
     render();
     message.hidden = true;
@@ -62,7 +80,18 @@ export function mount(root) {
       render();
     }
   });
-  showUnlisted.addEventListener("change", render);
+  search.addEventListener("input", () => {
+    setPref("modelSearch", search.value);
+    render();
+  });
+  sort.addEventListener("change", () => {
+    setPref("modelSort", sort.value);
+    render();
+  });
+  unlisted.input.addEventListener("change", () => {
+    setPref("showUnlisted", unlisted.input.checked);
+    render();
+  });
   profile.addEventListener("change", async () => {
     message.hidden = true;
     try {
@@ -87,23 +116,30 @@ export function mount(root) {
   }
 
   function render() {
-    const visible = state.models.filter((m) => showUnlisted.checked || !m.unlisted);
+    const pins = pinned();
+    const compare = (SORTS.find(([value]) => value === sort.value) || SORTS[0])[2];
+    const visible = state.models
+      .map(modelInfo)
+      .filter((m) => unlisted.input.checked || !m.unlisted)
+      .filter((m) => matches(m, search.value))
+      .sort((a, b) => Number(pins.has(b.id)) - Number(pins.has(a.id)) || compare(a, b));
     const models = realModels();
     const running = models.filter((m) => m.state !== "stopped").length;
     count.textContent = `${running} of ${models.length} running`;
-    setDisabled(unloadAll, unloadingAll || running === 0);
+    setOff(unloadAll, unloadingAll || running === 0);
     unloadAll.textContent = unloadingAll ? "Unloading…" : "Unload all";
     empty.hidden = state.models.length > 0;
+    noMatch.hidden = state.models.length === 0 || visible.length > 0;
     const seen = new Set();
     let previous = null;
     for (const model of visible) {
       seen.add(model.id);
       let row = rows.get(model.id);
       if (!row) {
-        row = createRow(model.id);
+        row = createRow(model.id, render);
         rows.set(model.id, row);
       }
-      updateRow(row, model);
+      updateRow(row, model, pins.has(model.id));
       // Keep DOM order equal to the list order without moving unchanged rows.
       const next = previous ? previous.nextSibling : list.firstChild;
       if (next !== row.el) list.insertBefore(row.el, next);
@@ -117,7 +153,11 @@ export function mount(root) {
     }
   }
 
-  const offs = [subscribe(["models"], render), subscribe(["profiles"], renderProfiles)];
+  const offs = [
+    subscribe(["models", "listing"], render),
+    subscribe(["profiles"], renderProfiles),
+    onPref("pinnedModels", render),
+  ];
   renderProfiles();
   render();
   return () => {
@@ -125,14 +165,17 @@ export function mount(root) {
   };
 }
 
-function createRow(id) {
+function createRow(id, rerender) {
   const row = {
     id,
     pending: null,
-    name: h("span", { class: "model-name" }),
+    name: h("a", { class: "model-name", href: modelPath(id) }),
     idText: h("span", { class: "model-id mono" }),
     badge: h("span", { class: "badge" }),
+    pin: h("button", { type: "button", class: "pin quiet", "aria-label": `Pin ${id}`, "aria-pressed": "false" }, "☆"),
+    caps: h("div", { class: "model-caps" }),
     desc: h("p", { class: "model-desc" }),
+    meta: h("div", { class: "model-meta" }),
     counts: h("span", { class: "load-counts" }),
     error: h("p", { class: "error", role: "alert", hidden: true }),
     load: h("button", { type: "button", "aria-label": `Load ${id}` }, "Load"),
@@ -141,24 +184,34 @@ function createRow(id) {
   row.el = h(
     "article",
     { class: "model panel", role: "listitem", "data-model": id, "aria-label": id },
-    h("div", { class: "model-head" }, h("div", { class: "model-title" }, row.name, row.idText), row.badge),
+    h(
+      "div",
+      { class: "model-head" },
+      h("div", { class: "model-title" }, row.name, row.idText),
+      h("div", { class: "model-head-end" }, row.badge, row.pin),
+    ),
+    row.caps,
     row.desc,
+    row.meta,
     h("div", { class: "model-foot" }, row.counts, row.load, row.unload),
     row.error,
   );
   row.load.addEventListener("click", () => act(row, "load", row.load));
   row.unload.addEventListener("click", () => act(row, "unload", row.unload));
+  row.pin.addEventListener("click", () => {
+    setPinned(id, row.pin.getAttribute("aria-pressed") !== "true");
+    rerender();
+  });
   return row;
 }
 
 async function act(row, action, button) {
-  if (button.getAttribute("aria-disabled") === "true") return;
+  if (isOff(button)) return;
   row.pending = action;
   row.error.hidden = true;
   refresh(row);
-  const path = `/api/models/${action}/${encodeURIComponent(row.id)}`;
   try {
-    await post(path);
+    await post(`/api/models/${action}/${encodeURIComponent(row.id)}`);
   } catch (error) {
     row.error.textContent = `${action === "load" ? "Load" : "Unload"} failed: ${error.message}`;
     row.error.hidden = false;
@@ -170,24 +223,51 @@ async function act(row, action, button) {
 
 function refresh(row) {
   const model = state.models.find((m) => m.id === row.id);
-  if (model) updateRow(row, model);
+  if (model) updateRow(row, modelInfo(model), pinned().has(row.id));
 }
 
-function updateRow(row, model) {
+function updateRow(row, model, isPinned) {
   const selector = model.kind === "selector";
-  const peer = model.kind === "peer";
-  row.el.dataset.kind = model.kind || "model";
+  const peer = model.kind === "peer" || Boolean(model.peerID);
+  row.el.dataset.kind = selector ? "selector" : peer ? "peer" : "model";
+  row.el.classList.toggle("pinned", isPinned);
   row.name.textContent = model.name || model.id;
   let idLine = model.name ? model.id : "";
   if (model.aliases?.length) idLine += `${idLine ? " · " : ""}aliases: ${model.aliases.join(", ")}`;
-  if (selector) idLine += `${idLine ? " · " : ""}selector (${model.strategy}) → ${model.targets.join(", ")}`;
+  if (selector) idLine += `${idLine ? " · " : ""}selector (${model.strategy}) → ${(model.targets || []).join(", ")}`;
   if (peer) idLine += `${idLine ? " · " : ""}on peer ${model.peerID}`;
   row.idText.textContent = idLine;
   row.desc.textContent = model.description || "";
   row.desc.hidden = !model.description;
+  replace(row.caps, capabilityBadges(model));
+  row.caps.hidden = !row.caps.firstChild;
+  const metadata = Object.entries(model.metadata || {});
+  replace(
+    row.meta,
+    metadata.length
+      ? h(
+          "details",
+          {},
+          h("summary", {}, `Metadata (${metadata.length})`),
+          h(
+            "dl",
+            { class: "pairs" },
+            metadata.map(([key, value]) => [
+              h("dt", {}, key),
+              h("dd", {}, typeof value === "string" ? value : JSON.stringify(value)),
+            ]),
+          ),
+        )
+      : null,
+  );
+  row.meta.hidden = !metadata.length;
   row.badge.textContent = model.state;
   row.badge.className = `badge state-${model.state}`;
   row.el.dataset.state = model.state;
+  row.pin.setAttribute("aria-pressed", isPinned ? "true" : "false");
+  row.pin.textContent = isPinned ? "★" : "☆";
+  row.pin.setAttribute("aria-label", `${isPinned ? "Unpin" : "Pin"} ${model.id}`);
+  row.pin.title = isPinned ? "Pinned to the top: click to unpin" : "Pin to the top of the list";
   const parts = [];
   if (model.in_flight) parts.push(`${model.in_flight} running`);
   if (model.waiting) parts.push(`${model.waiting} waiting`);
@@ -198,12 +278,8 @@ function updateRow(row, model) {
   row.load.hidden = selector || peer;
   row.unload.hidden = selector || peer;
   const busy = BUSY.has(model.state);
-  setDisabled(row.load, row.pending !== null || model.state === "ready" || busy);
-  setDisabled(row.unload, row.pending !== null || model.state === "stopped");
+  setOff(row.load, row.pending !== null || model.state === "ready" || busy);
+  setOff(row.unload, row.pending !== null || model.state === "stopped");
   replace(row.load, row.pending === "load" ? "Loading…" : "Load");
   replace(row.unload, row.pending === "unload" ? "Unloading…" : "Unload");
-}
-
-function setDisabled(button, disabled) {
-  button.setAttribute("aria-disabled", disabled ? "true" : "false");
 }

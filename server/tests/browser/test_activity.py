@@ -1,0 +1,111 @@
+"""The Activity view: the history's rows, sorting, paging, filters, export,
+statistics and histograms."""
+
+from __future__ import annotations
+
+import re
+
+from uitest import UiTest, expect
+
+
+class Activity(UiTest):
+    def test_finished_requests_are_listed_with_their_priority_status_and_tokens(self):
+        self.unload_all()
+        for model, text, priority in [("beta", "low one", "-10"), ("beta", "top one", "10"), ("gamma", "plain", None)]:
+            self.assertEqual(self.server.chat(model, text, priority)[0], 200)
+        page = self.open("activity")
+        newest = page.locator("tr.activity-row:nth-child(-n+3)")
+        for model, priority in [("gamma", "0 normal"), ("beta", "+10 elevated"), ("beta", "-10 low")]:
+            row = newest.filter(has=page.locator(f'td[data-column="priority"]:has-text("{priority}")')).filter(has_text=model)
+            expect(row).to_have_count(1)
+            expect(row.locator('td[data-column="status"]')).to_have_text("200")
+            # Tokens as the upstream reported them.
+            expect(row.locator('td[data-column="prompt"]')).to_have_text(re.compile(r"^\d+$"))
+            expect(row.locator('td[data-column="generated"]')).to_have_text(re.compile(r"^[1-9]\d*$"))
+        # Newest first by default.
+        ids = page.locator("tr.activity-row").evaluate_all("els => els.map(e => Number(e.dataset.id))")
+        self.assertEqual(ids, sorted(ids, reverse=True))
+
+    def test_sorting_paging_and_a_model_filter_read_the_history_again(self):
+        self.unload_all()
+        for i in range(12):
+            self.assertEqual(self.server.chat("beta", f"page filler {i}")[0], 200)
+        self.assertEqual(self.server.chat("gamma", "the only gamma one")[0], 200)
+        page = self.open("activity")
+        page.get_by_role("button", name="Filters").click()
+        page.get_by_label("Rows per page").select_option("10")
+        rows = page.locator("tr.activity-row")
+        expect(rows).to_have_count(10)
+        # Paging.
+        pager = page.get_by_role("navigation", name="Requests pages")
+        expect(pager).to_contain_text("Page 1 of")
+        first_page = rows.evaluate_all("els => els.map(e => e.dataset.id)")
+        pager.get_by_role("button", name="Next page").click()
+        expect(pager).to_contain_text("Page 2 of")
+        expect(rows.first).not_to_have_attribute("data-id", first_page[0])
+        second_page = rows.evaluate_all("els => els.map(e => e.dataset.id)")
+        self.assertFalse(set(first_page) & set(second_page))
+        # Sorting by id: newest first at the start, a click turns it round.
+        expect(page.locator('th[data-column="id"]')).to_have_attribute("aria-sort", "descending")
+        page.get_by_role("button", name="ID", exact=True).click()
+        expect(page.locator('th[data-column="id"]')).to_have_attribute("aria-sort", "ascending")
+        expect(pager).to_contain_text("Page 1 of")
+        ids = rows.evaluate_all("els => els.map(e => Number(e.dataset.id))")
+        self.assertEqual(ids, sorted(ids))
+        # Another column: by duration, longest first.
+        page.get_by_role("button", name="Duration", exact=True).click()
+        expect(page.locator('th[data-column="duration"]')).to_have_attribute("aria-sort", "descending")
+        # A model filter.
+        page.get_by_role("group", name="Models").get_by_label("gamma").check()
+        expect(page.get_by_role("button", name="Filters (1)")).to_be_visible()
+        expect(rows.first).to_have_attribute("data-model", "gamma")
+        self.assertEqual(set(rows.evaluate_all("els => els.map(e => e.dataset.model)")), {"gamma"})
+        page.get_by_role("button", name="Clear filters").click()
+        expect(page.get_by_role("button", name="Filters", exact=True)).to_be_visible()
+
+    def test_the_export_holds_the_rows_under_the_filters_as_markdown(self):
+        self.unload_all()
+        self.assertEqual(self.server.chat("gamma", "export me")[0], 200)
+        self.assertEqual(self.server.chat("beta", "not me")[0], 200)
+        page = self.open("activity")
+        page.get_by_role("button", name="Filters").click()
+        page.get_by_role("group", name="Models").get_by_label("gamma").check()
+        expect(page.locator("tr.activity-row").first).to_have_attribute("data-model", "gamma")
+        shown = page.locator("tr.activity-row").count()
+        page.get_by_role("button", name="Export").click()
+        dialog = page.get_by_role("dialog")
+        markdown = dialog.locator("#export-markdown")
+        expect(markdown).to_contain_text("| Summary | |")
+        text = markdown.text_content()
+        table = [line for line in text.splitlines() if "| gamma |" in line]
+        self.assertEqual(len(table), shown, text)
+        self.assertNotIn("| beta |", text)
+        self.assertIn("| Filters | models gamma |", text)
+        self.assertIn("Exported from llama-swap-rs", text)
+        dialog.get_by_role("button", name="Copy the markdown").click()
+        self.assertEqual(page.evaluate("navigator.clipboard.readText()"), text)
+        with page.expect_download() as download:
+            dialog.get_by_role("link", name="Download").click()
+        self.assertEqual(download.value.suggested_filename, "activity.md")
+        dialog.get_by_role("button", name="Close").click()
+        expect(page.get_by_role("dialog")).to_have_count(0)
+
+    def test_statistics_and_a_histogram_are_drawn_with_data(self):
+        self.unload_all()
+        for i in range(3):
+            self.assertEqual(self.server.chat("beta", f"stats {i}", "10")[0], 200)
+        page = self.open("activity")
+        expect(page.locator('#activity-totals [data-key="requests"] strong')).not_to_have_text("0")
+        band = page.locator('#band-histograms [data-band="elevated"]')
+        expect(band).to_be_visible()
+        bars = band.locator(".h-latency rect.bar")
+        expect(bars.first).to_be_attached()
+        counts = bars.evaluate_all("els => els.map(e => Number(e.dataset.count))")
+        self.assertGreaterEqual(sum(counts), 3)
+        # The charts can be folded away, and stay so.
+        page.get_by_role("button", name="Hide charts").click()
+        expect(page.locator("#activity-charts")).to_be_hidden()
+        page.reload()
+        expect(page.get_by_role("button", name="Show charts")).to_be_visible()
+        page.get_by_role("button", name="Show charts").click()
+        expect(page.locator("#activity-charts")).to_be_visible()

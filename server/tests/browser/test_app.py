@@ -1,0 +1,277 @@
+"""What holds on every view: navigation and deep links, the keyboard, phone
+width, themes and the page title, Settings, the API key."""
+
+from __future__ import annotations
+
+import re
+
+from uitest import Model, Server, UiTest, expect
+
+VIEWS = [
+    ("models", "Models"),
+    ("queue", "Queue"),
+    ("activity", "Activity"),
+    ("logs", "Logs"),
+    ("playground", "Playground"),
+    ("performance", "Performance"),
+    ("settings", "Settings"),
+]
+
+
+class Navigation(UiTest):
+    def test_deep_links_open_their_view_and_the_nav_marks_it(self):
+        for view, heading in VIEWS:
+            self.page.goto(f"{self.server.url}/ui/{view}")
+            expect(self.page.locator("main h1").first).to_contain_text(heading)
+            expect(self.page.get_by_role("link", name=heading, exact=True)).to_have_attribute("aria-current", "page")
+            expect(self.page).to_have_title(re.compile(rf"^{heading}( · \w+)? · llama-swap-rs$"))
+        self.page.goto(f"{self.server.url}/ui")
+        expect(self.page.locator("main h1").first).to_contain_text("Models")
+        # A model id with a dot is a model's page, not a missing file.
+        self.page.goto(f"{self.server.url}/ui/playground/rerank")
+        expect(self.page.get_by_role("tab", name="Rerank")).to_have_attribute("aria-selected", "true")
+
+    def test_llama_swaps_hash_links_land_on_the_same_view(self):
+        self.page.goto(f"{self.server.url}/ui/#/logs")
+        expect(self.page.locator("main h1").first).to_have_text("Logs")
+        expect(self.page).to_have_url(f"{self.server.url}/ui/logs")
+        self.page.goto(f"{self.server.url}/ui/#/models/gamma")
+        expect(self.page.locator("main h1").first).to_have_text("Gamma")
+
+    def test_back_and_forward_move_between_views_without_reloading(self):
+        page = self.open("models")
+        page.evaluate("window.__marker = 'same page'")
+        page.get_by_role("link", name="Queue").click()
+        expect(page.locator("main h1").first).to_have_text("Queue")
+        page.get_by_role("link", name="Playground").click()
+        page.get_by_role("tab", name="Rerank").click()
+        expect(page).to_have_url(f"{self.server.url}/ui/playground/rerank")
+        page.go_back()
+        expect(page.get_by_role("tab", name="Chat")).to_have_attribute("aria-selected", "true")
+        page.go_back()
+        expect(page.locator("main h1").first).to_have_text("Queue")
+        page.go_forward()
+        expect(page.locator("main h1").first).to_have_text("Playground")
+        self.assertEqual(page.evaluate("window.__marker"), "same page")
+
+    def test_the_playground_keeps_its_conversation_across_views(self):
+        page = self.open("playground/chat")
+        page.select_option("#pg-model", "beta")
+        page.fill("#pg-prompt", "remember me")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant").last).to_have_attribute("data-done", "true")
+        page.get_by_role("link", name="Queue").click()
+        expect(page.locator("main h1").first).to_have_text("Queue")
+        page.get_by_role("link", name="Playground").click()
+        expect(page.locator(".message.user").last).to_contain_text("remember me")
+
+    def test_the_keyboard_reaches_the_views_and_the_buttons(self):
+        self.unload_all()
+        page = self.open("models")
+        page.get_by_role("link", name="Queue").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("main h1").first).to_contain_text("Queue")
+        page.get_by_role("link", name="Models").focus()
+        page.keyboard.press("Enter")
+        load = self.card("gamma").get_by_role("button", name="Load gamma", exact=True)
+        load.focus()
+        page.keyboard.press("Enter")
+        expect(self.card("gamma").locator(".badge")).to_have_text("ready")
+        # The rows are updated in place: focus stays in the card it was in.
+        self.assertEqual(page.evaluate("document.activeElement.closest('article')?.dataset.model"), "gamma")
+        unload = self.card("gamma").get_by_role("button", name="Unload gamma")
+        unload.focus()
+        page.keyboard.press("Space")
+        expect(self.card("gamma").locator(".badge")).to_have_text("stopped")
+        # Tabs move with the arrow keys.
+        page.goto(f"{self.server.url}/ui/playground/chat")
+        page.get_by_role("tab", name="Chat").focus()
+        page.keyboard.press("ArrowRight")
+        expect(page.get_by_role("tab", name="Images")).to_be_focused()
+        expect(page.get_by_role("tab", name="Images")).to_have_attribute("aria-selected", "true")
+
+    def test_every_control_is_a_named_button_link_or_field(self):
+        for view in ("models", "queue", "activity", "logs", "playground/chat", "playground/load-test", "settings", "models/gamma"):
+            self.open(view)
+            self.page.wait_for_timeout(0)
+            nameless = self.page.evaluate(
+                """() => [...document.querySelectorAll('button, a[href], input, select, textarea, [role=tab]')]
+                    .filter((el) => el.offsetParent !== null)
+                    .filter((el) => {
+                        const label = el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.[0]?.textContent.trim()
+                            || el.getAttribute('aria-labelledby') || el.getAttribute('title') || el.getAttribute('placeholder');
+                        return !label;
+                    })
+                    .map((el) => el.outerHTML.slice(0, 120))"""
+            )
+            self.assertEqual(nameless, [], view)
+            clickable = self.page.evaluate(
+                "() => [...document.querySelectorAll('[onclick], div[tabindex], span[tabindex]')].map((el) => el.outerHTML.slice(0, 80))"
+            )
+            self.assertEqual(clickable, [], f"{view}: click targets that are not buttons")
+
+
+class Phone(UiTest):
+    viewport = {"width": 390, "height": 844}
+
+    def test_every_view_fits_a_phone_width_screen(self):
+        # Something in every view: a finished request, one held in flight, one waiting.
+        self.unload_all()
+        self.assertEqual(self.server.chat("gamma", "hello")[0], 200)
+        held = self.server.in_background(self.server.chat, "alpha", "held", None)
+        self.open("queue")
+        expect(self.page.locator('#running tr.running-row[data-model="alpha"]')).to_have_count(1)
+        waiting = self.server.in_background(self.server.chat, "beta", "waiting", "-10")
+        expect(self.page.locator("tr.queue-row")).to_have_count(1)
+        views = [v for v, _ in VIEWS] + ["models/gamma"] + [f"playground/{t}" for t in ("images", "speech", "transcription", "rerank", "load-test")]
+        for view in views:
+            self.page.goto(f"{self.server.url}/ui/{view}")
+            expect(self.page.locator("#connection")).to_have_text("Live")
+            expect(self.page.get_by_role("link", name="Playground")).to_be_visible()
+            if view == "queue":
+                expect(self.page.locator("tr.queue-row")).to_have_count(1)
+                expect(self.page.locator("#running tr.running-row")).to_have_count(1)
+            if view == "activity":
+                expect(self.page.locator("tr.activity-row").first).to_be_visible()
+            overflow = self.page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            self.assertLessEqual(overflow, 0, f"{view} scrolls sideways on a phone")
+            # Nothing sticks out of the screen, but inside the containers that scroll.
+            sticking_out = self.page.evaluate(
+                """() => [...document.querySelectorAll('body *')]
+                    .filter((el) => !el.closest('.table-wrap, nav, .logs, dialog, .timeline, [popover], .offscreen'))
+                    .filter((el) => el.getBoundingClientRect().right > innerWidth + 1)
+                    .map((el) => el.tagName + '.' + el.className)"""
+            )
+            self.assertEqual(sticking_out, [], f"{view} on a phone")
+        self.server.mock("alpha", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
+        self.assertEqual(held.result()[0], 200)
+        self.assertEqual(waiting.result()[0], 200)
+
+
+def contrast(page) -> float:
+    """Contrast ratio of the body text against the page background."""
+    return page.evaluate(
+        """() => {
+            const rgb = (c) => c.match(/\\d+(\\.\\d+)?/g).slice(0, 3).map(Number);
+            const lum = ([r, g, b]) => {
+                const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+                return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+            };
+            const s = getComputedStyle(document.body);
+            const a = lum(rgb(s.color)), b = lum(rgb(s.backgroundColor));
+            return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        }"""
+    )
+
+
+def background(page) -> str:
+    return page.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+class Dark(UiTest):
+    color_scheme = "dark"
+
+    def test_the_system_dark_mode_gives_a_dark_page_with_readable_text(self):
+        page = self.open("models")
+        self.assertEqual(background(page), "rgb(17, 19, 23)")
+        self.assertGreaterEqual(contrast(page), 7.0)
+
+
+class Settings(UiTest):
+    def test_the_system_light_mode_gives_a_light_page_with_readable_text(self):
+        page = self.open("models")
+        self.assertEqual(background(page), "rgb(247, 247, 248)")
+        self.assertGreaterEqual(contrast(page), 7.0)
+
+    def test_a_chosen_theme_overrides_the_system_and_survives_a_reload(self):
+        page = self.open("settings")
+        page.get_by_label("Dark").check()
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        self.assertEqual(background(page), "rgb(17, 19, 23)")
+        self.assertGreaterEqual(contrast(page), 7.0)
+        page.goto(f"{self.server.url}/ui/queue")
+        self.assertEqual(background(page), "rgb(17, 19, 23)")
+        page.goto(f"{self.server.url}/ui/settings")
+        expect(page.get_by_label("Dark")).to_be_checked()
+        page.get_by_label("Accent colour").select_option("green")
+        expect(page.locator("html")).to_have_attribute("data-accent", "green")
+        page.get_by_label("System").check()
+        expect(page.locator("html")).not_to_have_attribute("data-theme", "dark")
+        self.assertEqual(background(page), "rgb(247, 247, 248)")
+
+    def test_the_page_title_can_be_changed_and_is_kept(self):
+        page = self.open("settings")
+        title = page.get_by_label("Page title")
+        title.fill("Lab GPU box")
+        title.press("Enter")
+        title.blur()
+        expect(page.locator("#app-title")).to_have_text("Lab GPU box")
+        expect(page).to_have_title("Settings · Lab GPU box")
+        page.goto(f"{self.server.url}/ui/queue")
+        expect(page).to_have_title("Queue · Lab GPU box")
+        page.goto(f"{self.server.url}/ui/settings")
+        page.get_by_role("button", name="Reset title").click()
+        expect(page.locator("#app-title")).to_have_text("llama-swap-rs")
+
+    def test_the_server_version_and_bands_are_shown(self):
+        page = self.open("settings")
+        info = page.locator("#build-info")
+        expect(info.locator('[data-key="version"]')).to_have_text(re.compile(r"^\d+\.\d+\.\d+"))
+        expect(info.locator('[data-key="event-stream"]')).to_have_text("live")
+        expect(info.locator('[data-key="priority-bands"]')).to_contain_text("elevated")
+
+
+class ApiKey(UiTest):
+    """A second server with apiKeys: the page asks for the key once and sends it."""
+
+    # Chromium logs the refused calls themselves as console errors.
+    allowed_errors = ("401",)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.keyed = Server([Model("gamma", "Gamma", "keyed")], api_keys=["sk-right"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.keyed.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.keyed
+
+    def test_the_page_asks_for_the_key_refuses_a_wrong_one_and_works_with_the_right_one(self):
+        page = self.page
+        page.goto(f"{self.keyed.url}/ui/models")
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        expect(page.locator("#connection")).to_have_text("API key needed")
+        expect(self.card("gamma")).to_have_count(0)
+        page.fill("#key-input", "sk-wrong")
+        page.get_by_role("button", name="Use key").click()
+        expect(page.locator("#key-error")).to_have_text("The server did not accept that key.")
+        page.fill("#key-input", "sk-right")
+        page.get_by_role("button", name="Use key").click()
+        expect(page.locator("#connection")).to_have_text("Live")
+        expect(self.card("gamma")).to_contain_text("Gamma")
+        # Kept: a reload does not ask again.
+        page.reload()
+        expect(page.locator("#connection")).to_have_text("Live")
+        expect(dialog).to_be_hidden()
+        # The page's own calls carry it: a button, the history, the playground.
+        self.card("gamma").get_by_role("button", name="Load gamma", exact=True).click()
+        expect(self.card("gamma").locator(".badge")).to_have_text("ready")
+        page.get_by_role("link", name="Playground").click()
+        page.select_option("#pg-model", "gamma")
+        page.fill("#pg-prompt", "with the key")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant").last.locator(".content")).to_have_text("[gamma] with the key")
+        page.get_by_role("link", name="Activity").click()
+        expect(page.locator("tr.activity-row").first).to_have_attribute("data-model", "gamma")
+        # Settings forgets it: the next load asks again.
+        page.get_by_role("link", name="Settings").click()
+        page.get_by_role("button", name="Forget the API key").click()
+        page.reload()
+        expect(page.get_by_role("dialog")).to_be_visible()

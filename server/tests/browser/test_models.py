@@ -1,0 +1,188 @@
+"""The Models list (state, buttons, search, sort, pins, tags, profiles) and a
+model's own page."""
+
+from __future__ import annotations
+
+import re
+
+from uitest import MODELS, UiTest, expect
+
+
+class Models(UiTest):
+    def test_every_configured_model_appears_with_its_name_state_and_buttons(self):
+        self.unload_all()
+        page = self.open("models")
+        for model in MODELS:
+            card = self.card(model.id)
+            expect(card).to_contain_text(model.name)
+            expect(card).to_contain_text(model.description)
+            expect(card.locator(".badge")).to_have_text("stopped")
+            expect(card.get_by_role("button", name=f"Load {model.id}", exact=True)).to_have_text("Load")
+            expect(card.get_by_role("button", name=f"Unload {model.id}")).to_have_text("Unload")
+        expect(self.card("beta")).to_contain_text("aliases: b")
+        expect(page.get_by_role("button", name="Unload all")).to_be_visible()
+
+    def test_a_load_through_the_api_shows_up_live_without_a_reload(self):
+        self.unload_all()
+        self.open("models")
+        expect(self.card("beta").locator(".badge")).to_have_text("stopped")
+        self.page.evaluate("window.__marker = 'same page'")
+        self.server.json("POST", "/api/models/load/beta")
+        expect(self.card("beta").locator(".badge")).to_have_text("ready")
+        self.assertEqual(self.page.evaluate("window.__marker"), "same page")
+        self.assertEqual(self.server.request("POST", "/api/models/unload/beta")[0], 200)
+        expect(self.card("beta").locator(".badge")).to_have_text("stopped")
+
+    def test_load_and_unload_buttons_start_and_stop_the_model(self):
+        self.unload_all()
+        self.open("models")
+        card = self.card("gamma")
+        card.get_by_role("button", name="Load gamma", exact=True).click()
+        expect(card.locator(".badge")).to_have_text("ready")
+        running = self.server.json("GET", "/running")["running"]
+        self.assertEqual([m["model"] for m in running], ["gamma"])
+        expect(card.get_by_role("button", name="Load gamma", exact=True)).to_be_disabled()
+        card.get_by_role("button", name="Unload gamma").click()
+        expect(card.locator(".badge")).to_have_text("stopped")
+        self.assertEqual(self.server.json("GET", "/running")["running"], [])
+
+    def test_a_selector_shows_its_targets_and_no_load_buttons(self):
+        self.unload_all()
+        self.open("models")
+        card = self.card("any-chat")
+        expect(card).to_contain_text("Any chat")
+        expect(card).to_contain_text("selector (warm) → gamma, beta")
+        expect(card.locator(".badge")).to_have_text("stopped")
+        expect(card.get_by_role("button", name=re.compile(r"^(Load|Unload) "))).to_have_count(0)
+        self.server.json("POST", "/api/models/load/gamma")
+        expect(card.locator(".badge")).to_have_text("ready")
+        expect(self.page.locator(".toolbar h1")).to_contain_text(f"1 of {len(MODELS)} running")
+
+    def test_the_profile_can_be_switched_from_the_page(self):
+        page = self.open("models")
+        select = page.get_by_label("Profile")
+        note = page.locator("#profile-note")
+        expect(select).to_have_value("")
+        select.select_option("night")
+        # Shown once the server's profileChanged event confirms the switch.
+        expect(note).to_have_text("Night shift")
+        self.assertEqual(self.server.json("GET", "/api/profiles")["active"], "night")
+        select.select_option("")
+        expect(note).to_have_text("")
+        self.assertEqual(self.server.json("GET", "/api/profiles")["active"], None)
+
+    def test_unload_all_stops_every_model(self):
+        self.server.json("POST", "/api/models/load/gamma")
+        self.open("models")
+        expect(self.card("gamma").locator(".badge")).to_have_text("ready")
+        self.page.get_by_role("button", name="Unload all").click()
+        expect(self.card("gamma").locator(".badge")).to_have_text("stopped")
+        self.assertEqual(self.server.json("GET", "/running")["running"], [])
+
+    def test_search_narrows_the_list_by_name_alias_or_tag_and_sort_reorders_it(self):
+        self.unload_all()
+        page = self.open("models")
+        cards = page.locator("article.model")
+        expect(cards).to_have_count(len(MODELS) + 1)
+        search = page.get_by_label("Search models")
+        search.fill("gam")
+        expect(cards).to_have_count(1)
+        expect(cards.first).to_have_attribute("data-model", "gamma")
+        # An alias, and a capability tag from the config's `capabilities`.
+        search.fill("b")
+        expect(self.card("beta")).to_be_visible()
+        search.fill("tools")
+        expect(cards).to_have_count(1)
+        expect(cards.first).to_have_attribute("data-model", "gamma")
+        search.fill("")
+        self.server.json("POST", "/api/models/load/studio")
+        page.get_by_label("Sort by").select_option("state")
+        expect(cards.first).to_have_attribute("data-model", "studio")
+        page.get_by_label("Sort by").select_option("id")
+        ids = cards.evaluate_all("els => els.map(e => e.dataset.model)")
+        self.assertEqual(ids, sorted(ids))
+
+    def test_a_pinned_model_stays_on_top_and_stays_pinned_after_a_reload(self):
+        page = self.open("models")
+        cards = page.locator("article.model")
+        expect(cards.first).not_to_have_attribute("data-model", "studio")
+        pin = self.card("studio").get_by_role("button", name="Pin studio")
+        expect(pin).to_have_attribute("aria-pressed", "false")
+        pin.click()
+        expect(cards.first).to_have_attribute("data-model", "studio")
+        expect(self.card("studio").get_by_role("button", name="Unpin studio")).to_have_attribute("aria-pressed", "true")
+        page.reload()
+        expect(cards.first).to_have_attribute("data-model", "studio")
+        self.card("studio").get_by_role("button", name="Unpin studio").click()
+        expect(cards.first).not_to_have_attribute("data-model", "studio")
+
+    def test_capability_tags_and_metadata_come_from_the_config(self):
+        self.open("models")
+        gamma = self.card("gamma")
+        for tag in ("Vision", "Tools", "32K ctx"):
+            expect(gamma.locator(".cap", has_text=tag)).to_have_count(1)
+        studio = self.card("studio")
+        for tag in ("Transcription", "Speech", "Image gen", "Reranker"):
+            expect(studio.locator(".cap", has_text=tag)).to_have_count(1)
+        beta = self.card("beta")
+        expect(beta.locator(".cap")).to_have_count(0)
+        beta.get_by_text("Metadata (2)").click()
+        expect(beta.locator("dl.pairs")).to_contain_text("family")
+        expect(beta.locator("dl.pairs")).to_contain_text("Q4_K_M")
+
+
+class ModelPage(UiTest):
+    def test_a_model_page_shows_its_details_activity_and_logs(self):
+        self.unload_all()
+        status, _ = self.server.chat("gamma", "for the model page")
+        self.assertEqual(status, 200)
+        self.assertEqual(self.server.chat("beta", "not gamma's")[0], 200)
+        page = self.open("models")
+        self.card("gamma").get_by_role("link", name="Gamma").click()
+        expect(page).to_have_url(f"{self.server.url}/ui/models/gamma")
+        expect(page.locator("main h1")).to_have_text("Gamma")
+        expect(page.get_by_role("navigation", name="Views").get_by_role("link", name="Models")).to_have_attribute("aria-current", "page")
+        expect(page.locator(".facts")).to_contain_text("Streams 8 tokens per second")
+        expect(page.locator(".model-page-head .cap", has_text="Vision")).to_be_visible()
+        # Activity: this model's requests only, without a model column.
+        page.get_by_role("tab", name="Activity").click()
+        rows = page.locator("tr.activity-row")
+        expect(rows.first).to_be_visible()
+        self.assertEqual(set(rows.evaluate_all("els => els.map(e => e.dataset.model)")), {"gamma"})
+        expect(page.locator("#model-table th", has_text="Model")).to_have_count(0)
+        # Logs: gamma's upstream lines and the proxy's lines about it, nothing of beta.
+        page.get_by_role("tab", name="Logs").click()
+        lines = page.locator("#model-log .log-line")
+        expect(lines.filter(has_text="[gamma]").first).to_be_visible()
+        expect(page.locator('#model-log .log-line[data-model="beta"]')).to_have_count(0)
+        expect(page.locator('#model-log .log-line[data-source="proxy"]').first).to_contain_text("[proxy gamma]")
+        # Load and Unload from the page (beta ran last, so gamma is stopped).
+        badge = page.locator(".model-page-head .badge")
+        expect(badge).to_have_text("stopped")
+        page.get_by_role("button", name="Load gamma", exact=True).click()
+        expect(badge).to_have_text("ready")
+        page.get_by_role("button", name="Unload gamma").click()
+        expect(badge).to_have_text("stopped")
+
+    def test_a_model_page_shows_the_requests_waiting_for_that_model(self):
+        self.unload_all()
+        page = self.open("models/beta")
+        page.get_by_role("tab", name="Queue").click()
+        self.server.json("POST", "/api/models/load/alpha")
+        held = self.server.in_background(self.server.chat, "alpha", "held", None)
+        self.server.mock("alpha", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        waiting = self.server.in_background(self.server.chat, "beta", "waits for a swap", "-10")
+        rows = page.locator("#model-waiting tr.queue-row")
+        expect(rows).to_have_count(1)
+        expect(rows.first.locator("td.reason")).to_have_text("swap")
+        expect(rows.first.locator(".badge").first).to_have_text("-10 low")
+        self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
+        self.assertEqual(held.result()[0], 200)
+        self.assertEqual(waiting.result()[0], 200)
+        expect(rows).to_have_count(0)
+
+    def test_an_alias_opens_its_model_and_an_unknown_id_says_so(self):
+        page = self.open("models/b")
+        expect(page.locator("main h1")).to_have_text("Beta")
+        page.goto(f"{self.server.url}/ui/models/no-such-model")
+        expect(page.get_by_text("No model “no-such-model” is configured.")).to_be_visible()

@@ -1,0 +1,94 @@
+"""The Queue view: waiting requests in rank order with their priorities and
+reasons, the running ones with llama-swap's in-flight columns."""
+
+from __future__ import annotations
+
+from uitest import Model, Server, UiTest, expect, has_class
+
+
+class Queue(UiTest):
+    def test_a_held_request_then_low_and_elevated_ones_wait_in_priority_order(self):
+        self.unload_all()
+        page = self.open("queue")
+        held = self.server.in_background(self.server.chat, "alpha", "held", None)
+        running = page.locator('#running tr.running-row[data-model="alpha"]')
+        expect(running).to_have_count(1)
+        # The request reached alpha's upstream and is held at its gate.
+        self.server.mock("alpha", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        low = self.server.in_background(self.server.chat, "beta", "low", "-10")
+        rows = page.locator("tr.queue-row")
+        expect(rows).to_have_count(1)
+        elevated = self.server.in_background(self.server.chat, "b", "elevated", "10")
+        expect(rows).to_have_count(2)
+        # Ranked by priority: the Elevated one first although it came last.
+        first, second = rows.nth(0), rows.nth(1)
+        expect(first).to_contain_text("#1")
+        expect(first).to_contain_text("beta")
+        expect(first.locator(".badge").first).to_have_text("+10 elevated")
+        expect(first.locator(".badge").first).to_have_class(has_class("band-high"))
+        expect(first).to_contain_text("+10 (Elevated)")
+        expect(second).to_contain_text("#2")
+        expect(second.locator(".badge").first).to_have_text("-10 low")
+        expect(second.locator(".badge").first).to_have_class(has_class("band-low"))
+        expect(second).to_contain_text("-10 (Low)")
+        expect(page.locator("#waiting-title")).to_contain_text("(2)")
+        # Both need alpha stopped before beta can start.
+        expect(first.locator("td.reason")).to_have_text("swap")
+        expect(second.locator("td.reason")).to_have_text("swap")
+        # The running request with its priority and what it asked for.
+        expect(running.locator('td[data-column="priority"]')).to_have_text("0 normal")
+        expect(running.locator('td[data-column="request"]')).to_contain_text("/v1/chat/completions")
+        expect(page.locator('#active-models [data-model="alpha"]')).to_contain_text("1 running · 0 waiting")
+        self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
+        for call in (held, low, elevated):
+            status, _ = call.result()
+            self.assertEqual(status, 200)
+        expect(rows).to_have_count(0)
+
+    def test_columns_can_be_hidden_and_stay_hidden(self):
+        page = self.open("queue")
+        table = page.locator("#waiting-table")
+        expect(table.locator('th[data-column="seq"]')).to_have_count(1)
+        page.locator("#waiting-title").locator("xpath=..").get_by_role("button", name="Columns").click()
+        page.get_by_role("checkbox", name="Seq").uncheck()
+        expect(table.locator('th[data-column="seq"]')).to_have_count(0)
+        page.keyboard.press("Escape")
+        page.reload()
+        expect(page.locator("#waiting-table")).to_be_visible()
+        expect(page.locator('#waiting-table th[data-column="seq"]')).to_have_count(0)
+        expect(page.locator('#waiting-table th[data-column="reason"]')).to_have_count(1)
+
+
+class SlotsFull(UiTest):
+    """A model with `parallel: 1` on a server of its own: a second request
+    waits in the queue for the busy model's slot, not for a swap."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.own = Server(
+            [Model("delta", "Delta (one slot)", "One request at a time", ["--gate-closed"], yaml=["parallel: 1"])]
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_a_request_for_a_busy_model_waits_for_its_slot(self):
+        page = self.open("queue")
+        held = self.server.in_background(self.server.chat, "delta", "held", None)
+        expect(page.locator('#running tr.running-row[data-model="delta"]')).to_have_count(1)
+        self.server.mock("delta", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        waiting = self.server.in_background(self.server.chat, "delta", "second", "10")
+        rows = page.locator("tr.queue-row")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("delta")
+        expect(rows.first.locator("td.reason")).to_have_text("slots full")
+        self.server.mock("delta", "POST", "/__mockswap/gate", {"open": True})
+        for call in (held, waiting):
+            status, _ = call.result()
+            self.assertEqual(status, 200)
+        expect(rows).to_have_count(0)
