@@ -114,6 +114,39 @@ async fn logs_carry_the_proxy_log_beside_upstream_output_and_split_by_id() {
     server.terminate().await;
 }
 
+#[tokio::test]
+async fn keyless_requests_with_huge_paths_are_logged_cut_and_the_history_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&config(dir.path(), "apiKeys: [sk-test]\n"), &[]).await;
+    let http = reqwest::Client::new();
+    let path = format!("/v1/{}", "p".repeat(60 * 1024));
+    for _ in 0..40 {
+        let refused = http
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+    }
+    let all = http
+        .get(format!("{}/logs/stream/proxy", server.base))
+        .bearer_auth("sk-test")
+        .send()
+        .await
+        .unwrap();
+    // The history, then the live access line of this very request.
+    let text = read_until(all, "path=/logs/stream/proxy").await;
+    let refused: Vec<&str> = text.lines().filter(|l| l.contains("status=401")).collect();
+    assert!(!refused.is_empty(), "{text}");
+    for line in &refused {
+        assert!(line.len() < 2048, "a line of {} bytes", line.len());
+        assert!(line.contains(" more bytes] "), "{line}");
+    }
+    // 40 requests with 60 KiB paths: 2.4 MB if they were kept whole.
+    assert!(text.len() < 1024 * 1024, "{} bytes of history", text.len());
+    server.terminate().await;
+}
+
 /// What reaches stdout after one chat request, for a `logToStdout` value.
 async fn stdout_for(log_to_stdout: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();

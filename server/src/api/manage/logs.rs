@@ -120,8 +120,42 @@ pub(crate) async fn history(State(state): State<AppState>, headers: HeaderMap) -
             .into_response();
     }
     let (lines, _) = combined(&state, true, true);
-    let text: String = lines.iter().map(|(l, s)| render(l, *s)).collect();
-    text_response(Body::from(text))
+    let chunks = Chunks { lines, next: 0 };
+    text_response(Body::from_stream(futures_util::stream::iter(
+        chunks.map(Ok::<_, std::convert::Infallible>),
+    )))
+}
+
+/// Most bytes of history rendered into one chunk of a response: the history
+/// is rendered as the client reads it, so a reader holds the shared lines and
+/// one chunk, never a rendered copy of the whole history.
+const CHUNK_BYTES: usize = 16 * 1024;
+
+/// A history rendered chunk by chunk.
+struct Chunks {
+    lines: Vec<(SharedLine, Source)>,
+    next: usize,
+}
+
+impl Iterator for Chunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        let mut chunk = String::new();
+        while let Some((line, source)) = self.lines.get(self.next) {
+            if !chunk.is_empty() && chunk.len() + line.text.len() > CHUNK_BYTES {
+                break;
+            }
+            chunk.push_str(&render(line, *source));
+            self.next += 1;
+        }
+        if self.next == self.lines.len() {
+            // Sent: nothing of the history is kept for the rest of the stream.
+            self.lines = Vec::new();
+            self.next = 0;
+        }
+        (!chunk.is_empty()).then(|| Bytes::from(chunk))
+    }
 }
 
 /// `GET /logs/stream`: the combined log, live.
@@ -178,7 +212,7 @@ pub(crate) async fn stream_one(
 
 /// The stream's state: the history not yet sent, then the live feeds.
 struct Following {
-    first: Option<String>,
+    history: Chunks,
     feeds: Vec<Feed>,
     draining: CancellationToken,
 }
@@ -189,17 +223,19 @@ fn follow(
     feeds: Vec<Feed>,
     draining: CancellationToken,
 ) -> Response {
-    let first = query
-        .with_history()
-        .then(|| history.iter().map(|(l, s)| render(l, *s)).collect());
+    let lines = if query.with_history() {
+        history
+    } else {
+        Vec::new()
+    };
     let state = Following {
-        first,
+        history: Chunks { lines, next: 0 },
         feeds,
         draining,
     };
     let stream = futures_util::stream::unfold(state, |mut f| async move {
-        if let Some(text) = f.first.take().filter(|t: &String| !t.is_empty()) {
-            return Some((Ok::<_, std::convert::Infallible>(Bytes::from(text)), f));
+        if let Some(chunk) = f.history.next() {
+            return Some((Ok::<_, std::convert::Infallible>(chunk), f));
         }
         loop {
             let (index, received) = tokio::select! {
@@ -235,5 +271,69 @@ async fn next_line(feeds: &mut [Feed]) -> Option<(usize, Result<SharedLine, Recv
             got = first.live.recv() => (0, got),
             got = second.live.recv() => (1, got),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::{LogLimits, LogRing, LogStream};
+    use http_body_util::BodyExt;
+
+    /// 2 000 lines of 1 KiB each, as the proxy's log may hold them.
+    fn big_history() -> Vec<(SharedLine, Source)> {
+        let ring = LogRing::with_limits(
+            "proxy",
+            LogLimits {
+                lines: 2000,
+                bytes: 4 << 20,
+            },
+        );
+        for i in 0..2000 {
+            ring.record(LogStream::Stdout, format!("{i:04} {}", "x".repeat(1019)));
+        }
+        ring.history()
+            .into_iter()
+            .map(|l| (l, Source::Proxy))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_stream_sends_its_history_in_bounded_chunks_rendered_as_it_is_read() {
+        let history = big_history();
+        let expected: String = history.iter().map(|(l, s)| render(l, *s)).collect();
+        let query = StreamQuery { no_history: None };
+        let draining = CancellationToken::new();
+        let mut body = follow(&query, history, Vec::new(), draining.clone()).into_body();
+        let mut received = String::new();
+        let mut chunks = 0;
+        while received.len() < expected.len() {
+            let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+            // One chunk, never the whole history (2 MiB) at once.
+            assert!(frame.len() <= CHUNK_BYTES + 1100, "{} bytes", frame.len());
+            received.push_str(std::str::from_utf8(&frame).unwrap());
+            chunks += 1;
+        }
+        assert_eq!(received, expected);
+        assert!(chunks > 100, "{chunks} chunks");
+        drop(body);
+    }
+
+    #[test]
+    fn the_history_of_logs_is_rendered_in_chunks_that_end_on_a_line() {
+        let history = big_history();
+        let expected: String = history.iter().map(|(l, s)| render(l, *s)).collect();
+        let chunks: Vec<Bytes> = Chunks {
+            lines: history,
+            next: 0,
+        }
+        .collect();
+        assert!(
+            chunks
+                .iter()
+                .all(|c| c.len() <= CHUNK_BYTES + 1100 && c.ends_with(b"\n"))
+        );
+        let joined: Vec<u8> = chunks.concat();
+        assert_eq!(joined, expected.as_bytes());
     }
 }

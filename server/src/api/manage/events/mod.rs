@@ -18,9 +18,11 @@
 //! every [`THROTTLE`] per subscriber and once for all subscribers
 //! (`SnapshotCache`); a state event is sent only when it differs
 //! from the last one sent. Nothing is queued for a subscriber: state events
-//! are computed when it is ready to read, and the activity and log feeds are
-//! bounded broadcast channels that drop (with a note) for a reader that falls
-//! behind — a slow browser never slows the proxy. A comment line every
+//! are computed when it is ready to read, the history sent at connect is the
+//! shared rows and lines, each encoded when it is read, and the activity and
+//! log feeds are bounded broadcast channels that drop (with a note) for a
+//! reader that falls behind — a slow browser never slows the proxy, and one
+//! that stops reading holds no copy of anything. A comment line every
 //! [`KEEPALIVE`] keeps idle connections open. The stream ends when the server
 //! drains (shutdown or reload); the page reconnects.
 //!
@@ -34,6 +36,7 @@ mod snapshot;
 pub(crate) use snapshot::SnapshotCache;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -46,7 +49,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
-use crate::activity::Feed;
+use crate::activity::{Feed, Finished};
 use crate::api::state::AppState;
 use crate::upstream::SharedLine;
 
@@ -87,9 +90,19 @@ struct Sent {
     in_flight: Option<InFlightEvent>,
 }
 
+/// A piece of the history sent at connect, encoded only when the subscriber
+/// is ready to read it: a subscriber holds the shared rows and lines, never
+/// an encoded copy of the whole history.
+enum Backlog {
+    Activity(Arc<Finished>),
+    /// A log line; `true` for the proxy's own log.
+    Log(bool, SharedLine),
+}
+
 struct Subscriber {
     state: AppState,
     pending: VecDeque<Bytes>,
+    backlog: VecDeque<Backlog>,
     router_changes: watch::Receiver<u64>,
     router_open: bool,
     activity_changes: watch::Receiver<u64>,
@@ -125,6 +138,7 @@ impl Subscriber {
         keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut subscriber = Self {
             pending: VecDeque::new(),
+            backlog: VecDeque::new(),
             router_changes,
             router_open: true,
             activity_changes,
@@ -157,7 +171,7 @@ impl Subscriber {
         let inner = &self.state.inner;
         for row in inner.activity.recent(usize::MAX) {
             self.finished_after = row.id;
-            self.pending.push_back(frame("activity", &*row));
+            self.backlog.push_back(Backlog::Activity(row));
         }
         // (is the proxy's, line): both kinds merged in the order they were written.
         let mut lines: Vec<(bool, SharedLine)> = Vec::new();
@@ -173,21 +187,27 @@ impl Subscriber {
         }
         lines.sort_by_key(|(_, l)| l.seq);
         let skip = lines.len().saturating_sub(LOG_HISTORY);
-        for (proxy, line) in &lines[skip..] {
-            let bytes = if *proxy {
-                payload::proxy_line(&self.state, line)
-            } else {
-                payload::log_line(line)
-            };
-            self.pending.push_back(bytes);
-        }
+        self.backlog.extend(
+            lines
+                .into_iter()
+                .skip(skip)
+                .map(|(proxy, line)| Backlog::Log(proxy, line)),
+        );
     }
 
-    /// The next chunk to send; `None` ends the stream.
+    /// The next chunk to send; `None` ends the stream. The history goes out
+    /// before anything live is read.
     async fn next(&mut self) -> Option<Bytes> {
         loop {
             if let Some(bytes) = self.pending.pop_front() {
                 return Some(bytes);
+            }
+            if let Some(item) = self.backlog.pop_front() {
+                return Some(match item {
+                    Backlog::Activity(row) => frame("activity", &*row),
+                    Backlog::Log(true, line) => payload::proxy_line(&self.state, &line),
+                    Backlog::Log(false, line) => payload::log_line(&line),
+                });
             }
             self.wait().await?;
         }
