@@ -50,6 +50,7 @@
 //! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
 //! | [`router`] | the actor that owns the scheduler and turns its decisions into effects; tickets and leases |
 //! | `activity` | requests in flight and the ring of finished ones, with usage read from responses |
+//! | `capture` | request/response captures: a bounded, compressed buffer (`captureBuffer`) |
 //! | `store` | the history: `store.path`'s SQLite database, activity queries and stats |
 //! | [`metrics`] | Prometheus metrics with bounded labels (bands, configured models) |
 //! | [`config`] | llama-swap YAML: parsing, macros, validation, the resolved configuration |
@@ -69,6 +70,7 @@ pub(crate) mod activity;
 #[allow(missing_docs)]
 pub mod activity;
 pub mod api;
+pub(crate) mod capture;
 pub mod config;
 pub mod filters;
 pub mod launcher;

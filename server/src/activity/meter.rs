@@ -11,6 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::decode::{Decoder, Encoding};
 use super::{Tracked, UsageScanner};
+use crate::capture::Recorder;
 
 /// Bytes of a failed answer's body kept to find its error message in.
 const ERROR_BODY: usize = 64 * 1024;
@@ -26,6 +27,17 @@ pin_project_lite::pin_project! {
         watch: Watch,
         tracked: Option<Tracked>,
     }
+
+    impl<B> PinnedDrop for MeteredBody<B> {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped before its end (the client left): the record ends now,
+            // with what the capture collected so far.
+            let this = this.project();
+            if let Some(tracked) = this.tracked.as_mut() {
+                tracked.capture = this.watch.capture.take();
+            }
+        }
+    }
 }
 
 /// What is read from the bytes as they pass.
@@ -39,18 +51,26 @@ struct Watch {
     error_body: Option<Vec<u8>>,
     /// The status, for an error message made of it.
     status: u16,
+    /// The capture, collecting the body as sent (decoded when encoded).
+    capture: Option<Box<Recorder>>,
 }
 
 impl Watch {
-    fn feed(&mut self, data: &[u8], last: bool) {
+    fn feed(&mut self, data: &Bytes, last: bool) {
         let Self {
             scanner,
             decoder,
             error_body,
+            capture,
             ..
         } = self;
         if let Some(decoder) = decoder {
-            let mut sink = |plain: &[u8]| see(scanner.as_mut(), error_body.as_mut(), plain, false);
+            let mut sink = |plain: &[u8]| {
+                see(scanner.as_mut(), error_body.as_mut(), plain, false);
+                if let Some(capture) = capture.as_mut() {
+                    capture.body_decoded(plain);
+                }
+            };
             decoder.feed(data, &mut sink);
             if last {
                 decoder.finish(&mut sink);
@@ -58,6 +78,9 @@ impl Watch {
             return;
         }
         see(scanner.as_mut(), error_body.as_mut(), data, last);
+        if let Some(capture) = capture.as_mut() {
+            capture.body(data);
+        }
     }
 }
 
@@ -85,7 +108,7 @@ impl<B: Body> MeteredBody<B> {
     /// streams and JSON are scanned for usage (decoded first when they come
     /// gzip-, deflate-, br- or zstd-encoded), anything else only timed; a
     /// failed answer's error message is read from its body.
-    pub fn new(inner: B, headers: &HeaderMap, tracked: Tracked) -> Self {
+    pub fn new(inner: B, headers: &HeaderMap, mut tracked: Tracked) -> Self {
         let scan = headers
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -104,12 +127,24 @@ impl<B: Body> MeteredBody<B> {
             None
         };
         let undecodable = headers.contains_key(http::header::CONTENT_ENCODING) && decoder.is_none();
+        let mut capture = tracked.capture.take();
+        if let Some(capture) = capture.as_mut() {
+            capture.response_headers(headers, decoder.is_some());
+        }
+        let decoder = match decoder {
+            // The capture keeps the body readable even when it is not scanned.
+            None if capture.as_ref().is_some_and(|c| c.wants_body()) => {
+                Encoding::of(headers).ok().flatten().map(Decoder::new)
+            }
+            decoder => decoder,
+        };
         let mut body = Self {
             watch: Watch {
                 scanner: (scan && !undecodable).then(UsageScanner::new),
                 decoder,
                 error_body: (failed && !undecodable).then(Vec::new),
                 status,
+                capture,
             },
             tracked: Some(tracked),
             inner,
@@ -150,11 +185,17 @@ fn end(tracked: &mut Option<Tracked>, watch: &mut Watch) {
         let Watch {
             scanner,
             error_body,
+            capture,
             ..
         } = watch;
-        decoder
-            .finish(&mut |plain: &[u8]| see(scanner.as_mut(), error_body.as_mut(), plain, false));
+        decoder.finish(&mut |plain: &[u8]| {
+            see(scanner.as_mut(), error_body.as_mut(), plain, false);
+            if let Some(capture) = capture.as_mut() {
+                capture.body_decoded(plain);
+            }
+        });
     }
+    tracked.capture = watch.capture.take();
     let (usage, error) = watch
         .scanner
         .as_mut()
@@ -245,6 +286,7 @@ where
             }
             Some(Err(_)) => {
                 if let Some(mut tracked) = this.tracked.take() {
+                    tracked.capture = this.watch.capture.take();
                     tracked.broke();
                 }
                 false

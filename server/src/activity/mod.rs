@@ -38,6 +38,7 @@ use compact_str::CompactString;
 use serde::{Serialize, Serializer};
 use tokio::sync::{broadcast, watch};
 
+use crate::capture::{Captures, Recorder};
 use crate::priority::Priority;
 use crate::store::History;
 
@@ -279,6 +280,8 @@ pub struct Activity {
     models: RwLock<HashSet<Arc<str>>>,
     /// Where finished rows are kept beyond the ring.
     history: Arc<History>,
+    /// Where captures of finished requests are kept (`None`: captures off).
+    captures: Option<Arc<Captures>>,
 }
 
 /// The finished rows, oldest first, and the id of the next one.
@@ -326,6 +329,29 @@ impl Activity {
         Self::with_history(capacity, Arc::new(History::in_memory()))
     }
 
+    /// Keeps the captures of finished requests in `captures` (`None`: off).
+    #[must_use]
+    pub fn with_captures(mut self, captures: Option<Arc<Captures>>) -> Self {
+        self.captures = captures;
+        self
+    }
+
+    /// The capture buffer, when captures are on.
+    pub fn captures(&self) -> Option<&Arc<Captures>> {
+        self.captures.as_ref()
+    }
+
+    /// Sets each row's `has_capture` to whether its capture is kept, once
+    /// the captures handed over before the call are stored.
+    pub async fn overlay_captures<'a>(&self, rows: impl IntoIterator<Item = &'a mut Finished>) {
+        if let Some(captures) = &self.captures {
+            captures.caught_up().await;
+        }
+        for row in rows {
+            row.has_capture = self.captures.as_ref().is_some_and(|c| c.contains(row.id));
+        }
+    }
+
     /// Keeps the `capacity` most recent finished requests, and hands every
     /// finished row to `history` too; ids go on from the last one it kept.
     pub fn with_history(capacity: usize, history: Arc<History>) -> Self {
@@ -343,6 +369,7 @@ impl Activity {
             changes: watch::channel(0).0,
             models: RwLock::new(HashSet::new()),
             history,
+            captures: None,
         }
     }
 
@@ -446,11 +473,21 @@ impl Activity {
         self.changes.receiver_count() > 0
     }
 
-    fn finish(&self, mut row: Finished) {
+    fn finish(&self, mut row: Finished, capture: Option<Box<Recorder>>) {
+        let capture = capture.and_then(|c| Some((self.captures.as_ref()?, c)));
         let db = self.history.database();
         let mut ring = lock(&self.finished);
         row.id = ring.next_id;
         ring.next_id += 1;
+        // Handed over below, once the ring's lock is released; queries check
+        // whether it is still kept.
+        row.has_capture = capture.as_ref().is_some_and(|(_, c)| !c.overflowed());
+        let id = row.id;
+        let capture = move || {
+            if let Some((captures, recorder)) = capture {
+                captures.submit(id, recorder);
+            }
+        };
         let listening = self.listeners.load(Ordering::Relaxed) > 0;
         if self.capacity == 0 {
             if listening || db.is_some() {
@@ -463,6 +500,7 @@ impl Activity {
                     db.record(row);
                 }
             }
+            capture();
             return;
         }
         let row = if ring.rows.len() >= self.capacity {
@@ -480,6 +518,7 @@ impl Activity {
         if let (Some(db), Some(row)) = (db, kept) {
             db.record(row);
         }
+        capture();
     }
 }
 

@@ -530,3 +530,29 @@ async fn a_corrupt_encoded_body_is_recorded_as_undecodable() {
         row.error_msg
     );
 }
+
+#[tokio::test]
+async fn a_finished_request_leaves_its_capture_with_the_body_as_sent() {
+    let captures = crate::capture::Captures::new(1 << 20);
+    let activity = Arc::new(Activity::new(10).with_captures(captures));
+    let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
+    let mut headers = HeaderMap::new();
+    headers.insert("x-session-id", HeaderValue::from_static("s"));
+    tracked.capture_request(&headers, Some(&Bytes::from_static(b"{\"model\":\"m\"}")));
+    tracked.granted();
+    let response = http::Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(axum::body::Body::from(
+            "data: {\"x\":1}\n\ndata: [DONE]\n\n",
+        ))
+        .unwrap();
+    let response = tracked.respond(response);
+    let sent = response.into_body().collect().await.unwrap().to_bytes();
+    let mut rows: Vec<Finished> = activity.recent(1).iter().map(|r| (**r).clone()).collect();
+    assert!(rows[0].has_capture);
+    activity.overlay_captures(rows.iter_mut()).await;
+    assert!(rows[0].has_capture);
+    let capture = activity.captures().unwrap().get(rows[0].id).unwrap();
+    assert_eq!(capture.resp_body, sent);
+    assert_eq!(capture.req_headers["X-Session-Id"], "s");
+}

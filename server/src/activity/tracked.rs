@@ -9,6 +9,7 @@ use compact_str::CompactString;
 use http::StatusCode;
 use tokio::time::Instant;
 
+use crate::capture::Recorder;
 use crate::priority::Priority;
 
 use super::{Activity, Finished, InFlight, Usage, millis};
@@ -35,6 +36,8 @@ pub struct Tracked {
     completed: bool,
     /// The upstream's own time for the request, when it said.
     upstream_ms: Option<u64>,
+    /// The capture being collected, when captures are on.
+    pub(super) capture: Option<Box<Recorder>>,
 }
 
 impl Tracked {
@@ -68,6 +71,7 @@ impl Tracked {
             answered: false,
             completed: false,
             upstream_ms: None,
+            capture: None,
         }
     }
 
@@ -114,6 +118,19 @@ impl Tracked {
     /// The name of the API key the request came with (never the key itself).
     pub fn api_key(&mut self, name: Arc<str>) {
         self.row.api_key = Some(name);
+    }
+
+    /// Starts the capture of the request (its `headers` and, when it was
+    /// read whole, its `body`), when captures are on.
+    pub fn capture_request(&mut self, headers: &http::HeaderMap, body: Option<&bytes::Bytes>) {
+        if let Some(captures) = self.activity.captures() {
+            self.capture = Some(Box::new(Recorder::new(
+                &self.row.path,
+                headers,
+                body,
+                captures.collect_limit(),
+            )));
+        }
     }
 
     /// The session the client named (`ui.activity.session_id`'s headers).
@@ -212,7 +229,7 @@ impl Drop for Tracked {
             session_id: row.session_id.take(),
             ..*row
         };
-        self.activity.finish(row);
+        self.activity.finish(row, self.capture.take());
     }
 }
 

@@ -71,6 +71,18 @@ pub enum ApiError {
         /// What is wrong with it.
         message: String,
     },
+    /// No capture of that request is kept.
+    #[error("{}", if *off {
+        format!("capture {id} not found: captures are off (captureBuffer: 0)")
+    } else {
+        format!("capture {id} not found: captures are kept in memory within captureBuffer, the oldest dropped first")
+    })]
+    CaptureNotFound {
+        /// The activity row's id.
+        id: u64,
+        /// Captures are off.
+        off: bool,
+    },
     /// The history database could not be read.
     #[error("the request history could not be read; the server log says why")]
     HistoryUnavailable,
@@ -388,6 +400,11 @@ impl ApiError {
             Self::InvalidPath { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_path"),
             Self::InvalidQuery { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_query"),
             Self::BadParameter { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_parameter"),
+            Self::CaptureNotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "capture_not_found",
+            ),
             Self::HistoryUnavailable => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 SERVER,

@@ -139,6 +139,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/activity", only(GET, get(activity::recent)))
         .route("/api/metrics/activity", only(GET, get(activity::history)))
         .route("/api/metrics/stats", only(GET, get(activity::stats)))
+        .route("/api/captures/{id}", only(GET, get(activity::capture)))
         .route(
             "/api/models/load/{*model}",
             only(POST, post(activity::load)),

@@ -76,6 +76,16 @@ pub enum OutboundBody {
     Streaming(Body),
 }
 
+impl OutboundBody {
+    /// The body, when it was read whole.
+    pub fn buffered(&self) -> Option<&Bytes> {
+        match self {
+            Self::Buffered(bytes) => Some(bytes),
+            Self::Streaming(_) => None,
+        }
+    }
+}
+
 /// Why [`Proxy::send`] produced no response.
 #[derive(Debug)]
 pub struct SendError<L> {

@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod capabilities;
+mod captures;
 mod cli;
 mod credentials;
 mod errors;

@@ -54,7 +54,8 @@ pub(crate) async fn recent(
         .filter(|row| model.as_deref().is_none_or(|m| *row.model == *m))
         .take(limit)
         .collect();
-    let rows: Vec<&Finished> = rows.iter().map(|row| &**row).collect();
+    let mut rows: Vec<Finished> = rows.iter().map(|row| (**row).clone()).collect();
+    state.inner.activity.overlay_captures(rows.iter_mut()).await;
     Json(json!({ "activity": rows })).into_response()
 }
 
@@ -72,7 +73,10 @@ pub(crate) async fn history(State(state): State<AppState>, RawQuery(query): RawQ
     };
     let activity = &state.inner.activity;
     match activity.history().page(activity, query).await {
-        Ok(page) => Json(page).into_response(),
+        Ok(mut page) => {
+            activity.overlay_captures(page.data.iter_mut()).await;
+            Json(page).into_response()
+        }
         Err(error) => {
             tracing::error!(%error, "activity query failed");
             ApiError::HistoryUnavailable.into_response()
@@ -94,6 +98,27 @@ pub(crate) async fn stats(State(state): State<AppState>, RawQuery(query): RawQue
             tracing::error!(%error, "activity stats failed");
             ApiError::HistoryUnavailable.into_response()
         }
+    }
+}
+
+/// `GET /api/captures/{id}`: the request and response of activity row `id`
+/// (llama-swap's shape: headers by canonical name, bodies in base64); 400
+/// for an id that is not a number, 404 when no capture of it is kept.
+pub(crate) async fn capture(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return ApiError::BadParameter {
+            param: "id",
+            message: "invalid capture ID".to_owned(),
+        }
+        .into_response();
+    };
+    let Some(captures) = state.inner.activity.captures() else {
+        return ApiError::CaptureNotFound { id, off: true }.into_response();
+    };
+    captures.caught_up().await;
+    match captures.get(id) {
+        Some(capture) => Json(capture).into_response(),
+        None => ApiError::CaptureNotFound { id, off: false }.into_response(),
     }
 }
 

@@ -283,10 +283,13 @@ fn begin_activity(
     priority: Priority,
 ) -> Tracked {
     let request_id = request_id::of(&outbound.headers);
-    state
-        .inner
-        .activity
-        .begin(model, &outbound.path_and_query, request_id, priority)
+    let mut tracked =
+        state
+            .inner
+            .activity
+            .begin(model, &outbound.path_and_query, request_id, priority);
+    tracked.capture_request(&outbound.headers, outbound.body.buffered());
+    tracked
 }
 
 /// Records how a request that was admitted ended.

@@ -167,15 +167,27 @@ impl<'a> AppStateBuilder<'a> {
             ),
             None => (
                 CancellationToken::new(),
-                Arc::new(match &options.history {
-                    Some(history) => Activity::with_history(
-                        crate::activity::DEFAULT_CAPACITY,
-                        Arc::clone(history),
-                    ),
-                    None => Activity::default(),
-                }),
+                Arc::new(
+                    match &options.history {
+                        Some(history) => Activity::with_history(
+                            crate::activity::DEFAULT_CAPACITY,
+                            Arc::clone(history),
+                        ),
+                        None => Activity::default(),
+                    }
+                    .with_captures(crate::capture::Captures::new(options.capture_buffer)),
+                ),
             ),
         };
+        if let Some(captures) = activity.captures() {
+            captures.set_secrets(
+                config
+                    .api_keys
+                    .iter()
+                    .map(|k| k.expose().to_owned())
+                    .collect(),
+            );
+        }
         let state = AppState {
             inner: Arc::new(Inner {
                 router: self.router,

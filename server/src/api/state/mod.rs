@@ -48,6 +48,9 @@ pub struct HttpOptions {
     /// and what its front refuses as a loop (default: a new one; clones share
     /// it, so every configuration a served instance reloads keeps it).
     pub hop_mark: HopMark,
+    /// Bytes of compressed request/response captures kept (llama-swap's
+    /// `captureBuffer`; default 5 MiB; 0 turns captures off).
+    pub capture_buffer: usize,
 }
 
 impl Default for HttpOptions {
@@ -58,11 +61,19 @@ impl Default for HttpOptions {
             proxy_log: None,
             history: None,
             hop_mark: HopMark::new(),
+            capture_buffer: crate::capture::DEFAULT_BUFFER_BYTES,
         }
     }
 }
 
 impl HttpOptions {
+    /// Keeps `bytes` of compressed captures (0: no captures).
+    #[must_use]
+    pub fn capture_buffer(mut self, bytes: usize) -> Self {
+        self.capture_buffer = bytes;
+        self
+    }
+
     /// Keeps finished requests in `history` (a database opened at start).
     #[must_use]
     pub fn history(mut self, history: Arc<crate::store::History>) -> Self {

@@ -1,0 +1,145 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+
+use super::*;
+
+fn request_headers() -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    h.insert(
+        "authorization",
+        HeaderValue::from_static("Bearer sk-secret"),
+    );
+    h.insert("x-api-key", HeaderValue::from_static("sk-secret"));
+    h.insert("cookie", HeaderValue::from_static("session=abc"));
+    h.insert("x-session-id", HeaderValue::from_static("s-1"));
+    h.insert(
+        "x-echo",
+        HeaderValue::from_static("key is sk-live-123 here"),
+    );
+    h
+}
+
+fn recorder(body: &str, limit: usize) -> Box<Recorder> {
+    let mut r = Recorder::new(
+        "/v1/chat/completions?x=1",
+        &request_headers(),
+        Some(&Bytes::from(body.to_owned())),
+        limit,
+    );
+    let mut resp = HeaderMap::new();
+    resp.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    resp.insert("set-cookie", HeaderValue::from_static("a=b"));
+    resp.insert("content-encoding", HeaderValue::from_static("gzip"));
+    r.response_headers(&resp, true);
+    r.body(&Bytes::from_static(b"data: {\"a\":1}\n\n"));
+    r.body_decoded(b"data: [DONE]\n\n");
+    Box::new(r)
+}
+
+#[tokio::test]
+async fn a_capture_comes_back_as_llama_swaps_shape_with_secrets_redacted() {
+    let captures = Captures::new(1 << 20).unwrap();
+    captures.set_secrets(vec!["sk-live-123".into(), String::new()]);
+    assert!(captures.submit(7, recorder(r#"{"model":"m","key":"sk-live-123"}"#, 1 << 20)));
+    captures.caught_up().await;
+    let capture = captures.get(7).expect("kept");
+    assert_eq!(capture.req_path, "/v1/chat/completions");
+    assert_eq!(capture.req_headers["Authorization"], "[REDACTED]");
+    assert_eq!(capture.req_headers["X-Api-Key"], "[REDACTED]");
+    assert_eq!(capture.req_headers["Cookie"], "[REDACTED]");
+    assert_eq!(capture.req_headers["X-Session-Id"], "s-1");
+    assert_eq!(capture.req_headers["X-Echo"], "key is [REDACTED] here");
+    assert_eq!(capture.req_body, br#"{"model":"m","key":"[REDACTED]"}"#);
+    assert_eq!(capture.resp_headers["Set-Cookie"], "[REDACTED]");
+    assert!(
+        !capture.resp_headers.contains_key("Content-Encoding"),
+        "the body is kept decoded"
+    );
+    assert_eq!(capture.resp_body, b"data: {\"a\":1}\n\ndata: [DONE]\n\n");
+    let json = serde_json::to_value(&capture).unwrap();
+    assert_eq!(json["id"], 7);
+    assert_eq!(
+        json["req_body"],
+        "eyJtb2RlbCI6Im0iLCJrZXkiOiJbUkVEQUNURURdIn0="
+    );
+    assert!(captures.get(8).is_none());
+}
+
+#[tokio::test]
+async fn the_oldest_captures_go_when_the_buffer_is_full() {
+    // Incompressible bodies of ~3 KiB in a 16 KiB buffer.
+    let captures = Captures::new(16 * 1024).unwrap();
+    let mut seed = 1u64;
+    let mut noise = || {
+        (0..3000)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                char::from(b'a' + u8::try_from(seed >> 59).unwrap())
+            })
+            .collect::<String>()
+    };
+    for id in 1..=20 {
+        assert!(captures.submit(id, recorder(&noise(), 1 << 20)));
+    }
+    captures.caught_up().await;
+    assert!(
+        captures.held_bytes() <= 16 * 1024,
+        "{}",
+        captures.held_bytes()
+    );
+    assert!(captures.contains(20), "the newest is kept");
+    assert!(!captures.contains(1), "the oldest went");
+    let kept: Vec<u64> = (1..=20).filter(|id| captures.contains(*id)).collect();
+    assert!(kept.len() >= 3, "{kept:?}");
+    assert_eq!(
+        kept,
+        (21 - kept.len() as u64..=20).collect::<Vec<_>>(),
+        "a suffix is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_capture_larger_than_the_buffer_is_not_kept() {
+    let captures = Captures::new(1024).unwrap();
+    let big = "x".repeat(4096);
+    let r = recorder(&big, captures.collect_limit());
+    assert!(r.overflowed());
+    assert!(!captures.submit(1, r));
+    captures.caught_up().await;
+    assert!(captures.is_empty());
+}
+
+#[test]
+fn audio_and_image_routes_keep_what_llama_swap_keeps() {
+    assert!(!Parts::for_path("/v1/audio/speech").resp_body);
+    assert!(!Parts::for_path("/v1/audio/transcriptions").req_body);
+    assert!(Parts::for_path("/v1/audio/transcriptions").resp_body);
+    assert!(!Parts::for_path("/v1/images/edits").req_body);
+    assert_eq!(Parts::for_path("/v1/chat/completions"), Parts::ALL);
+    let mut r = Recorder::new(
+        "/v1/audio/speech",
+        &HeaderMap::new(),
+        Some(&Bytes::from_static(b"{}")),
+        1 << 20,
+    );
+    assert!(!r.wants_body());
+    r.body(&Bytes::from_static(b"RIFF...."));
+}
+
+#[test]
+fn captures_are_off_with_a_zero_buffer() {
+    assert!(Captures::new(0).is_none());
+}
+
+#[test]
+fn header_names_are_canonical_as_go_writes_them() {
+    assert_eq!(canonical("content-type"), "Content-Type");
+    assert_eq!(canonical("x-session-id"), "X-Session-Id");
+    assert_eq!(canonical("X-API-KEY"), "X-Api-Key");
+}
