@@ -67,6 +67,14 @@ pub(crate) async fn handle(
     if let Some((model, rest)) = upstream {
         return model_request::handle(&shared, &conn, parts, body, Some((model, rest))).await;
     }
+    // The voices of a speech model: GET (as kokoro and the playground ask) or POST.
+    if path == "/v1/audio/voices" {
+        if method != Method::GET && method != Method::POST {
+            record_plain(&shared, &parts, &body);
+            return method_not_allowed(&method, &path, "GET, POST");
+        }
+        return model_request::handle(&shared, &conn, parts, body, None).await;
+    }
     if MODEL_PATHS.contains(&path.as_str()) {
         if method != Method::POST {
             record_plain(&shared, &parts, &body);

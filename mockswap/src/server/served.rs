@@ -106,6 +106,14 @@ impl Served {
 
         let reply = shared.state.replies.reply_for(&request);
         let ids = Ids { model: &model, seq };
+        // A transcription's echo says what was uploaded.
+        let upload = (api == Api::Transcription).then(|| {
+            let kind = request
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            wire::upload(&request.body, kind)
+        });
         let answer = match reply.kind {
             ReplyKind::Json(value) => Err(json_response(reply.status, &value)),
             ReplyKind::Error {
@@ -133,11 +141,37 @@ impl Served {
             // `resolve` has already picked one element of a sequence.
             ReplyKind::Echo | ReplyKind::Sequence(_) => Ok(Answer::text(wire::echo_text(
                 &model,
-                &wire::echo_source(api, json.as_ref()),
+                &upload.as_ref().map_or_else(
+                    || wire::echo_source(api, json.as_ref()),
+                    |u| u.heard.clone(),
+                ),
             ))),
         };
         let mut response = match answer {
             Err(response) => response,
+            Ok(answer) if api == Api::Speech => {
+                let voice = json
+                    .as_ref()
+                    .and_then(|b| b.get("voice"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("alloy");
+                audio_response(wire::speech(&answer.text, voice))
+            }
+            Ok(answer) if upload.as_ref().is_some_and(|u| u.text_format) => {
+                let mut response = Response::new(MockBody::full(answer.text));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                response
+            }
+            Ok(answer) if api == Api::Transcription => json_response(
+                reply.status,
+                &wire::transcription(
+                    &answer.text,
+                    upload.as_ref().and_then(|u| u.language.as_deref()),
+                ),
+            ),
             Ok(answer) if stream && api.streams() => {
                 let mut events = wire::stream_events(
                     api,
@@ -167,6 +201,15 @@ impl Served {
         }
         response.map(|b| b.with_guard(permit).with_guard(shared.completion_guard()))
     }
+}
+
+/// A WAV answer (speech).
+fn audio_response(wav: Vec<u8>) -> Response<MockBody> {
+    let mut response = Response::new(MockBody::full(wav));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("audio/wav"));
+    response
 }
 
 /// A scripted error: the OpenAI-style envelope, or Anthropic's error body on

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::request::{Api, inputs, prompt_tokens};
 use super::shape::{Answer, CREATED, Ids, tokens, usage};
-use super::{anthropic, chat};
+use super::{anthropic, chat, media};
 
 /// The non-streaming JSON response of a model request. Tool calls are rendered by chat
 /// completions and messages; the other APIs answer with the text only.
@@ -55,7 +55,11 @@ pub(crate) fn complete(
             "tokens_evaluated": prompt,
         }),
         Api::Rerank => rerank(model, body.unwrap_or(&Value::Null), prompt),
-        Api::Other => json!({
+        Api::Images => media::images(ids, content, body),
+        Api::Voices => media::voices(model),
+        Api::Transcription => media::transcription(content, None),
+        // Speech is answered with audio (`media::speech`), not JSON.
+        Api::Speech | Api::Other => json!({
             "object": "mockswap.echo",
             "model": model,
             "path": path,

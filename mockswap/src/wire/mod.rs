@@ -15,16 +15,19 @@
 //! | `chat`, `anthropic` | chat completions and Anthropic messages, whole and streamed |
 //! | `complete` | whole responses of every API, embeddings, rerank, the model list |
 //! | `sse` | streamed responses of every API, the proxy's loading frames |
+//! | `media` | images, speech, voices and transcriptions: small deterministic fakes |
 
 mod anthropic;
 mod chat;
 mod complete;
+mod media;
 mod request;
 mod shape;
 mod sse;
 
 pub(crate) use anthropic::error_body as anthropic_error_body;
 pub(crate) use complete::{complete, model_list};
+pub(crate) use media::{speech, transcription, upload};
 pub(crate) use request::{Api, echo_source, echo_text};
 pub(crate) use shape::{Answer, Ids, SseEvent};
 pub(crate) use sse::{LoadingStatus, loading_frame, stream_events};

@@ -21,6 +21,14 @@ pub(crate) enum Api {
     Infill,
     /// `POST /rerank`, `/v1/rerank`, `/reranking`, `/v1/reranking`.
     Rerank,
+    /// `POST /v1/images/generations`, `/v1/images/edits`: PNGs in `b64_json`.
+    Images,
+    /// `POST /v1/audio/speech`: a WAV.
+    Speech,
+    /// `POST /v1/audio/transcriptions`: a multipart upload, answered with text.
+    Transcription,
+    /// `GET` or `POST /v1/audio/voices`: the voices.
+    Voices,
     /// Any other path (reached through `/upstream/<model>/...` or `POST /v1/...`): a JSON
     /// echo of what was asked.
     Other,
@@ -37,6 +45,10 @@ impl Api {
             "/completion" => Self::LlamaCompletion,
             "/infill" => Self::Infill,
             "/rerank" | "/v1/rerank" | "/reranking" | "/v1/reranking" => Self::Rerank,
+            "/v1/images/generations" | "/v1/images/edits" => Self::Images,
+            "/v1/audio/speech" => Self::Speech,
+            "/v1/audio/transcriptions" => Self::Transcription,
+            "/v1/audio/voices" => Self::Voices,
             _ => Self::Other,
         }
     }
@@ -112,7 +124,12 @@ pub(crate) fn echo_source(api: Api, body: Option<&Value>) -> String {
                 prefix
             }
         }
-        Api::Embeddings | Api::Rerank | Api::Other => String::new(),
+        Api::Images => prompt_text(body.get("prompt")),
+        Api::Speech => prompt_text(body.get("input")),
+        // A transcription's source is its multipart upload (see `media::upload`).
+        Api::Embeddings | Api::Rerank | Api::Transcription | Api::Voices | Api::Other => {
+            String::new()
+        }
     }
 }
 

@@ -65,7 +65,14 @@ pub(crate) fn stream_events(
                 "tokens_predicted": completion, "tokens_evaluated": prompt,
             })));
         }
-        Api::Embeddings | Api::Rerank | Api::Other => {}
+        // These never stream (`Api::streams`).
+        Api::Embeddings
+        | Api::Rerank
+        | Api::Images
+        | Api::Speech
+        | Api::Transcription
+        | Api::Voices
+        | Api::Other => {}
     }
     out
 }

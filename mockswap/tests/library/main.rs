@@ -7,6 +7,7 @@ mod faults;
 mod gate;
 mod journal;
 mod loading;
+mod media;
 mod openai_python;
 mod replies;
 mod streams;

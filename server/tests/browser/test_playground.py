@@ -9,7 +9,7 @@ import json
 import re
 
 from harness import TIMEOUT_MS
-from uitest import UiTest, expect
+from uitest import Model, Server, UiTest, expect
 
 # The smallest PNG there is: one transparent pixel.
 PIXEL = base64.b64decode(
@@ -167,3 +167,134 @@ class ChatErrors(UiTest):
         expect(answer).to_have_attribute("data-done", "true")
         expect(answer.get_by_role("alert")).to_contain_text("out of memory")
         self.server.mock("gamma", "DELETE", "/__mockswap/faults")
+class Media(UiTest):
+    def test_images_are_generated_and_shown(self):
+        page = self.open("playground/images")
+        page.select_option("#img-model", "studio")
+        page.select_option("#img-size", "256x256")
+        page.fill("#img-n", "2")
+        page.fill("#img-prompt", "a lighthouse")
+        page.get_by_role("button", name="Generate").click()
+        images = page.locator("#img-results img")
+        expect(images).to_have_count(2)
+        expect(images.first).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+        self.assertGreater(images.first.evaluate("img => img.naturalWidth"), 0)
+        body = last_request(self, "studio", "/v1/images/generations")["json"]
+        self.assertEqual((body["prompt"], body["n"], body["size"]), ("a lighthouse", 2, "256x256"))
+
+    def test_speech_lists_the_voices_and_plays_the_answer(self):
+        page = self.open("playground/speech")
+        page.select_option("#tts-model", "studio")
+        voices = page.locator("#tts-voice option")
+        expect(page.locator("#tts-voice-note")).to_contain_text("voices from studio")
+        self.assertGreater(voices.count(), 1)
+        page.select_option("#tts-voice", index=1)
+        voice = page.locator("#tts-voice").input_value()
+        page.select_option("#tts-format", "wav")
+        page.fill("#tts-input", "Elevated requests go first.")
+        page.get_by_role("button", name="Speak").click()
+        audio = page.locator("#tts-audio")
+        expect(audio).to_have_attribute("src", re.compile(r"^blob:"))
+        page.wait_for_function("() => document.getElementById('tts-audio').readyState >= 1 && document.getElementById('tts-audio').duration > 0")
+        body = last_request(self, "studio", "/v1/audio/speech")["json"]
+        self.assertEqual((body["input"], body["voice"]), ("Elevated requests go first.", voice))
+
+    def test_an_uploaded_recording_is_transcribed(self):
+        page = self.open("playground/transcription")
+        page.select_option("#stt-model", "studio")
+        page.locator("#stt-file").set_input_files(files=[{"name": "note.wav", "mimeType": "audio/wav", "buffer": b"RIFF" + bytes(40)}])
+        page.fill("#stt-language", "en")
+        page.get_by_role("button", name="Transcribe").click()
+        result = page.locator("#stt-result")
+        expect(result).to_be_visible()
+        expect(result.locator(".transcript-text")).to_contain_text("note.wav")
+        sent = last_request(self, "studio", "/v1/audio/transcriptions")
+        self.assertIn("multipart/form-data", header(sent, "content-type"))
+        self.assertEqual(sent["model"], "studio")
+
+    def test_rerank_orders_the_documents_by_relevance(self):
+        page = self.open("playground/rerank")
+        page.select_option("#rr-model", "studio")
+        page.fill("#rr-query", "bread flour")
+        page.fill("#rr-documents", "queues and priorities\nbread needs flour and water\nflour only")
+        page.get_by_role("button", name="Rerank").click()
+        results = page.locator("#rr-results li")
+        expect(results).to_have_count(3)
+        expect(results.nth(0)).to_contain_text("bread needs flour and water")
+        expect(results.nth(2)).to_contain_text("queues and priorities")
+        scores = results.evaluate_all("els => els.map(e => Number(e.querySelector('meter').value))")
+        self.assertEqual(scores, sorted(scores, reverse=True))
+
+
+class LoadTest(UiTest):
+    """A model with one slot on a server of its own: everything the load test
+    sends must queue, and the queue serves Elevated before Low."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.own = Server(
+            [
+                Model("solo", "Solo (one slot)", "One request at a time", ["--gate-closed"], yaml=["parallel: 1"]),
+                Model("other", "Other", "Not chosen", []),
+            ]
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_elevated_requests_finish_ahead_of_low_ones(self):
+        page = self.open("playground/load-test")
+        # One request holds the only slot, so all of the test's requests wait.
+        self.server.json("POST", "/api/models/load/solo")
+        self.close_gate("solo")
+        held = self.server.in_background(self.server.chat, "solo", "holds the slot", None)
+        self.server.mock("solo", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        page.fill("#lt-elevated", "3")
+        page.fill("#lt-normal", "0")
+        page.fill("#lt-low", "3")
+        expect(page.locator("#lt-total")).to_have_text("6")
+        page.get_by_role("group", name=re.compile("Models")).get_by_label("solo").check()
+        page.select_option("#lt-order", "low-first")
+        page.fill("#lt-max-tokens", "8")
+        page.get_by_role("button", name="Start").click()
+        # All six queue behind the held one (the Low ones arrived first).
+        expect(page.locator('#lt-summary tr[data-tier="Elevated"] td[data-key="waiting"]')).to_have_text("3")
+        page.wait_for_function("async () => (await (await fetch('/api/queue')).json()).queue.length === 6")
+        self.server.mock("solo", "POST", "/__mockswap/gate", {"open": True})
+        self.assertEqual(held.result()[0], 200)
+        expect(page.locator("#lt-progress")).to_contain_text("6 of 6 finished · run over")
+        ranks = {
+            tier: [int(r) for r in page.locator(f'tr.lt-request[data-tier="{tier}"]').evaluate_all("els => els.map(e => e.dataset.rank)")]
+            for tier in ("Elevated", "Low")
+        }
+        self.assertLess(max(ranks["Elevated"]), min(ranks["Low"]), ranks)
+        expect(page.locator('#lt-summary tr[data-tier="Elevated"] td[data-key="done"]')).to_have_text("3")
+        expect(page.locator('#lt-summary tr[data-tier="Low"] td[data-key="p50"]')).not_to_have_text("–")
+        expect(page.locator("#lt-timeline svg g.lt-bar")).to_have_count(6)
+        self.assertEqual(
+            {r["model"] for r in self.server.json("GET", "/api/activity?limit=50")["activity"]}, {"solo"}
+        )
+
+    def test_stop_withdraws_the_requests_still_waiting(self):
+        page = self.open("playground/load-test")
+        self.server.json("POST", "/api/models/load/solo")
+        self.close_gate("solo")
+        held = self.server.in_background(self.server.chat, "solo", "holds the slot", None)
+        self.server.mock("solo", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        page.fill("#lt-elevated", "2")
+        page.fill("#lt-normal", "2")
+        page.fill("#lt-low", "2")
+        page.get_by_role("group", name=re.compile("Models")).get_by_label("solo").check()
+        page.get_by_role("button", name="Start").click()
+        page.wait_for_function("async () => (await (await fetch('/api/queue')).json()).queue.length === 6")
+        page.get_by_role("button", name="Stop").click()
+        expect(page.locator("#lt-progress")).to_contain_text("6 of 6 finished · run over")
+        expect(page.locator('tr.lt-request[data-status="stopped"]')).to_have_count(6)
+        page.wait_for_function("async () => (await (await fetch('/api/queue')).json()).queue.length === 0")
+        self.server.mock("solo", "POST", "/__mockswap/gate", {"open": True})
+        self.assertEqual(held.result()[0], 200)

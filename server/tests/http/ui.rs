@@ -677,3 +677,167 @@ async fn a_streamed_request_that_waited_behind_loading_frames_is_recorded_once_i
     );
     h.shutdown().await;
 }
+
+/// Reads `/api/loadtest`'s events until the stream ends.
+async fn loadtest_events(response: reqwest::Response) -> Vec<Value> {
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = tokio::time::timeout(LIMIT, response.text())
+        .await
+        .expect("the run ends within LIMIT")
+        .unwrap();
+    text.split("\n\n")
+        .filter_map(|block| block.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_load_test_run_by_the_server_queues_its_requests_and_elevated_ones_finish_first() {
+    let h = Harness::start(
+        &[crate::support::ModelSpec {
+            id: "a",
+            args: "--gate-closed",
+            yaml: "parallel: 1\nsendLoadingState: true",
+        }],
+        "",
+    )
+    .await;
+    // One request holds the only slot: every request of the run must queue.
+    let held = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    let plan = json!({
+        "requests": [
+            {"model": "a", "priority": -10}, {"model": "a", "priority": -10},
+            {"model": "a"}, {"model": "a", "priority": 10}, {"model": "a", "priority": 10},
+        ],
+        "prompt": "load",
+        "max_tokens": 4,
+        "session": "lspg-test1",
+    });
+    let run = tokio::spawn(h.http.post(h.url("/api/loadtest")).json(&plan).send());
+    h.wait_queue_len(5).await;
+    h.open_gate("a").await;
+    assert_eq!(held.await.unwrap().0, 200);
+    let events = loadtest_events(run.await.unwrap().unwrap()).await;
+    assert_eq!(events[0], json!({"event": "start", "requests": 5}));
+    assert_eq!(events.last().unwrap()["event"], "end");
+    let done: Vec<&Value> = events.iter().filter(|e| e["event"] == "done").collect();
+    assert_eq!(done.len(), 5);
+    assert!(
+        done.iter()
+            .all(|e| e["status"] == 200 && e["error"].is_null()),
+        "{done:?}"
+    );
+    assert!(
+        done.iter().all(|e| e["tokens"].as_u64().unwrap() > 0),
+        "{done:?}"
+    );
+    // Served by priority although sent Low first: 3 and 4 (Elevated), 2, then 0 and 1 (Low).
+    let order: Vec<u64> = done.iter().map(|e| e["index"].as_u64().unwrap()).collect();
+    let sorted = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(order[..2].to_vec()), [3, 4], "{order:?}");
+    assert_eq!(order[2], 2, "{order:?}");
+    assert_eq!(sorted(order[3..].to_vec()), [0, 1], "{order:?}");
+    // Each waited in the queue and said so; each is in the history under its request id.
+    let queued = events.iter().filter(|e| e["event"] == "queued").count();
+    assert!(queued >= 5, "{events:?}");
+    let rows: Value = h
+        .http
+        .get(h.url("/api/activity?limit=10"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&Value> = rows["activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["request_id"])
+        .collect();
+    for e in &done {
+        assert!(ids.contains(&&e["request_id"]), "{e} not in {rows}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_load_test_plan_that_is_not_one_says_which_field_is_wrong() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    for (plan, param) in [
+        (json!({"requests": [], "prompt": "x"}), "requests"),
+        (
+            json!({"requests": [{"model": ""}], "prompt": "x"}),
+            "requests",
+        ),
+        (
+            json!({"requests": [{"model": "a"}], "prompt": "x".repeat(9000)}),
+            "prompt",
+        ),
+        (
+            json!({"requests": [{"model": "a", "extra": 1}], "prompt": "x"}),
+            "body",
+        ),
+        (json!({"prompt": "x"}), "body"),
+    ] {
+        let response = h
+            .http
+            .post(h.url("/api/loadtest"))
+            .json(&plan)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{plan}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["param"], param, "{body}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_load_test_needs_the_api_key_and_its_requests_carry_the_keys_cap() {
+    let h = Harness::start(
+        &[model("a", "")],
+        "apiKeys: [\"sk-low\"]\npriority:\n  apiKeys:\n    - { key: \"sk-low\", maxPriority: 0 }\n",
+    )
+    .await;
+    let plan = json!({"requests": [{"model": "a", "priority": 10}], "prompt": "x"});
+    let refused = h
+        .http
+        .post(h.url("/api/loadtest"))
+        .json(&plan)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let response = h
+        .http
+        .post(h.url("/api/loadtest"))
+        .bearer_auth("sk-low")
+        .json(&plan)
+        .send()
+        .await
+        .unwrap();
+    let events = loadtest_events(response).await;
+    let done = events.iter().find(|e| e["event"] == "done").unwrap();
+    assert_eq!(done["status"], 200, "{events:?}");
+    let rows: Value = h
+        .http
+        .get(h.url("/api/activity?limit=1"))
+        .bearer_auth("sk-low")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = &rows["activity"][0];
+    assert_eq!(row["requested_priority"], 10);
+    assert_eq!(row["capped_priority"], 0, "{row}");
+    h.shutdown().await;
+}

@@ -37,7 +37,36 @@ pub(crate) async fn front(State(state): State<AppState>, request: Request, next:
 /// [`front`] around `endpoint` instead of the rest of the router: the model
 /// endpoints are called this way without the router's own steps (see
 /// [`crate::api::routes::App`]), with the same checks and the same log line.
-pub(crate) async fn front_with<E, F>(state: AppState, mut request: Request, endpoint: E) -> Response
+pub(crate) async fn front_with<E, F>(state: AppState, request: Request, endpoint: E) -> Response
+where
+    E: FnOnce(AppState, Request) -> F,
+    F: Future<Output = Response>,
+{
+    serve(state, request, endpoint, true).await
+}
+
+/// [`front_with`] for a request this server makes itself on behalf of a
+/// caller it has already authenticated (the web UI's load test): the same
+/// request id, span, loop check and access line, but no API key (the request
+/// carries the caller's [`KeyIndex`], so the key's priority cap applies).
+pub(crate) async fn front_on_behalf<E, F>(
+    state: AppState,
+    request: Request,
+    endpoint: E,
+) -> Response
+where
+    E: FnOnce(AppState, Request) -> F,
+    F: Future<Output = Response>,
+{
+    serve(state, request, endpoint, false).await
+}
+
+async fn serve<E, F>(
+    state: AppState,
+    mut request: Request,
+    endpoint: E,
+    check_key: bool,
+) -> Response
 where
     E: FnOnce(AppState, Request) -> F,
     F: Future<Output = Response>,
@@ -49,7 +78,7 @@ where
     // Kept for the access line only: inline, so a typical API path costs
     // no allocation.
     let path = InlineText::<46>::from(request.uri().path());
-    let mut response = match span.in_scope(|| admit(&state, request)) {
+    let mut response = match span.in_scope(|| admit(&state, request, check_key)) {
         Admission::Pass(request) => endpoint(state, request).instrument(span.clone()).await,
         Admission::Answer(answer) => answer,
     };
@@ -79,11 +108,17 @@ enum Admission {
 
 /// The checks before the endpoint, in order: CORS preflight (answered before
 /// authentication, like llama-swap), the loop check, the API key.
-fn admit(state: &AppState, mut request: Request) -> Admission {
+fn admit(state: &AppState, mut request: Request, check_key: bool) -> Admission {
     if request.method() == Method::OPTIONS {
         return Admission::Answer(preflight(&request));
     }
-    let checked = refuse_loops(state, &request).and_then(|()| authenticate(state, &mut request));
+    let checked = refuse_loops(state, &request).and_then(|()| {
+        if check_key {
+            authenticate(state, &mut request)
+        } else {
+            Ok(())
+        }
+    });
     match checked {
         Ok(()) => Admission::Pass(request),
         Err(refusal) => Admission::Answer(refusal.into_response()),

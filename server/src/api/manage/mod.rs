@@ -8,6 +8,7 @@
 //! - [`logs`]: `/logs` and its streams;
 //! - [`events`]: `/api/events`, the UI's live feed;
 //! - [`activity`]: `/api/activity` and `/api/models/load/<model>`;
+//! - [`loadtest`]: `POST /api/loadtest`, the web UI's load test run by the server;
 //! - [`metrics`]: `GET /metrics`;
 //! - [`model_config`]: `/api/models/config/<model>`, a model's resolved configuration;
 //! - [`ui`]: the embedded web UI.
@@ -15,6 +16,7 @@
 pub(super) mod activity;
 pub(super) mod events;
 pub(super) mod info;
+pub(super) mod loadtest;
 pub(super) mod logs;
 pub(super) mod metrics;
 pub(super) mod model_config;

@@ -272,7 +272,7 @@ pub(super) async fn serve(
             .inner
             .activity
             .begin(&name, &outbound.path_and_query, request_id, priority);
-    super::call::describe_request(state, &mut tracked, &outbound, None);
+    tracked.capture_request(&outbound.headers, outbound.body.buffered());
     if priority.is_capped() {
         state.inner.metrics.capped();
     }

@@ -1,18 +1,18 @@
 // Load test: N streaming chat requests sent at once, with a chosen mix of
 // Elevated / Normal / Low across the chosen models, and their latency per
 // priority live as they run: the page where a person sees priorities work.
+// The server sends them (POST /api/loadtest), in the planned order.
 //
 // By default the Low requests are sent first and the Elevated ones last, so
 // an arrival-order queue would serve them in that order; the finish ranks and
 // the timeline show the Elevated ones overtaking whatever must wait.
 
-import { readSse } from "../../api.js";
+import { SESSION_ID, apiFetch, ensureOk, readSse } from "../../api.js";
 import { checkbox, field, h, replace, select, svg } from "../../lib/dom.js";
 import { duration } from "../../lib/format.js";
 import { pref, setPref } from "../../prefs.js";
 import { realModels, state, subscribe } from "../../store.js";
-import { PRIORITIES, send } from "./common.js";
-import { describe } from "./chat.js";
+import { PRIORITIES, priorityHeader } from "./common.js";
 
 const ORDERS = [
   ["low-first", "Low first (shows overtaking)"],
@@ -23,7 +23,7 @@ const ORDERS = [
 const TIER_CLASS = { Elevated: "band-high", Normal: "band-mid", Low: "band-low" };
 
 /** The current or last run (kept while the reader visits other views). */
-const run = { requests: [], running: false, controller: null, startedAt: 0, finished: 0 };
+const run = { requests: [], running: false, controller: null, startedAt: 0, finished: 0, error: "" };
 
 export function mount(root) {
   const counts = Object.fromEntries(
@@ -118,6 +118,8 @@ export function mount(root) {
     progress.textContent = run.requests.length
       ? `${done} of ${run.requests.length} finished${run.running ? "" : " · run over"}`
       : "";
+    error.hidden = !run.error;
+    if (run.error) error.textContent = `The run failed: ${run.error}`;
     start.disabled = run.running;
     stop.disabled = !run.running;
   }
@@ -176,82 +178,109 @@ function plan(mix, models, order) {
     model: models[i % models.length],
     sentAt: 0,
     firstAt: 0,
+    requestId: "",
     doneAt: 0,
     rank: 0,
-    status: "sending",
+    status: "planned",
     note: "",
     error: "",
     tokens: 0,
   }));
 }
 
-function startRun(requests, prompt, maxTokens, onChange) {
+/**
+ * Runs the plan on the server (POST /api/loadtest): the server sends the
+ * requests itself, so the browser's limit of six connections to one server
+ * does not queue them before the priority queue sees them. Its events say
+ * when each was sent, queued, answered and done, in its own milliseconds.
+ */
+async function startRun(requests, prompt, maxTokens, onChange) {
   run.requests = requests;
   run.running = true;
   run.finished = 0;
   run.controller = new AbortController();
   run.startedAt = performance.now();
-  const signal = run.controller.signal;
-  Promise.allSettled(requests.map((r) => one(r, prompt, maxTokens, signal, onChange))).then(() => {
-    run.running = false;
-    run.controller = null;
-    onChange();
-  });
+  run.error = "";
   onChange();
-}
-
-async function one(r, prompt, maxTokens, signal, onChange) {
-  r.sentAt = performance.now();
+  const signal = run.controller.signal;
   try {
-    const response = await send("/v1/chat/completions", {
-      body: {
-        model: r.model,
-        messages: [{ role: "user", content: `${prompt} (#${r.index}, ${r.tier})` }],
-        stream: true,
+    const response = await apiFetch("/api/loadtest", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      body: JSON.stringify({
+        requests: requests.map((r) => ({ model: r.model, priority: priorityHeader(r.tier) })),
+        prompt,
         max_tokens: maxTokens,
-      },
-      priority: r.tier,
+        session: SESSION_ID,
+      }),
       signal,
-      accept: "text/event-stream",
     });
-    r.status = "waiting";
-    onChange();
+    await ensureOk(response);
     for await (const { data } of readSse(response, signal)) {
-      if (data === "[DONE]") break;
-      let frame;
+      let event;
       try {
-        frame = JSON.parse(data);
+        event = JSON.parse(data);
       } catch {
         continue;
       }
-      if (frame.error) throw new Error(frame.error.message || "the stream failed");
-      if (frame.llamaswap) {
-        r.note = describe(frame.llamaswap);
-        if (frame.llamaswap.status === "queued") r.status = "queued";
-        onChange();
-        continue;
-      }
-      const delta = frame.choices?.[0]?.delta || {};
-      if (delta.content || delta.reasoning_content || delta.reasoning) {
-        if (!r.firstAt) {
-          r.firstAt = performance.now();
-          r.status = "generating";
-          r.note = "";
-        }
-        r.tokens += 1;
-        onChange();
+      apply(event);
+      onChange();
+    }
+  } catch (error) {
+    if (error?.name !== "AbortError") run.error = error.message || String(error);
+  } finally {
+    for (const r of run.requests) {
+      if (!r.doneAt) {
+        r.status = "stopped";
+        r.error = "stopped";
+        r.doneAt = performance.now();
+        if (!r.firstAt) r.firstAt = r.doneAt;
+        run.finished += 1;
+        r.rank = run.finished;
       }
     }
-    r.status = "done";
-  } catch (error) {
-    r.status = error?.name === "AbortError" ? "stopped" : "failed";
-    r.error = error?.name === "AbortError" ? "stopped" : error.message || String(error);
-  } finally {
-    r.doneAt = performance.now();
-    if (!r.firstAt) r.firstAt = r.doneAt;
-    run.finished += 1;
-    r.rank = run.finished;
+    run.running = false;
+    run.controller = null;
     onChange();
+  }
+}
+
+/** Applies one event of the server's run (times kept on the page's clock). */
+function apply(event) {
+  if (event.event === "start") {
+    // The server's millisecond 0 is now, on the page's clock.
+    run.startedAt = performance.now();
+    return;
+  }
+  const r = run.requests[event.index];
+  if (!r) return;
+  const at = run.startedAt + (event.ms || 0);
+  switch (event.event) {
+    case "sent":
+      r.sentAt = at;
+      r.status = "waiting";
+      break;
+    case "queued":
+      r.status = "queued";
+      r.note = `queued, position #${event.position}`;
+      break;
+    case "first":
+      r.firstAt = at;
+      r.status = "generating";
+      r.note = "";
+      break;
+    case "done":
+      r.doneAt = at;
+      if (!r.firstAt) r.firstAt = at;
+      r.tokens = event.tokens || 0;
+      r.requestId = event.request_id || "";
+      r.status = event.status >= 200 && event.status < 300 && !event.error ? "done" : "failed";
+      r.error = event.error || (r.status === "failed" ? `HTTP ${event.status}` : "");
+      run.finished += 1;
+      r.rank = run.finished;
+      break;
+    default:
+      break;
   }
 }
 
