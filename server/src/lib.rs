@@ -72,6 +72,7 @@ pub mod activity;
 pub mod api;
 pub(crate) mod capture;
 pub mod config;
+mod errors;
 pub mod filters;
 pub mod launcher;
 pub mod logging;

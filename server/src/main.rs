@@ -128,8 +128,9 @@ fn go_bool(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Exit status for an unusable configuration, the same as clap's for bad arguments.
-const EXIT_INVALID: u8 = 2;
+/// Exit status for an unusable configuration (or history database), as
+/// llama-swap exits on a bad config; clap's own argument errors stay 2.
+const EXIT_INVALID: u8 = 1;
 /// Exit status when the server cannot start for another reason.
 const EXIT_FAILED: u8 = 1;
 
@@ -226,7 +227,17 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    let mut options = ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log));
+    // The history database is opened once, before serving: a path that cannot
+    // be used is a start error naming it.
+    let history = match llama_swap_server::History::open(&loaded.config.activity.store) {
+        Ok(history) => std::sync::Arc::new(history),
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let mut options =
+        ServeOptions::default().http(HttpOptions::default().proxy_log(proxy_log).history(history));
     if let Some(tls) = tls {
         options = options.tls(tls);
     }

@@ -25,7 +25,7 @@
 //! | `POST /v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/messages[/count_tokens]`, `/v1/rerank`, `/v1/reranking`, `/rerank`, `/reranking`, `/infill`, `/completion`, `/v1/audio/speech`, `/v1/audio/transcriptions`, `/v1/images/generations`, `/v1/images/edits`, `/sdapi/v1/txt2img`, `/sdapi/v1/img2img`, `/audioapi/v1/tasks/run`, `/v/...` | model from the JSON body, the multipart or url-encoded form, or `?model=`; scheduled, then proxied (`/v` and `/audioapi` prefixes are stripped) |
 //! | `GET /props`, `/sdapi/v1/loras`, `GET/POST /v1/audio/voices` | model from `?model=` (or the body) |
 //! | any method `/upstream/<model>/<path>` | the longest model ID or alias prefix of the path; body streamed unread; `/upstream/<model>` redirects to `/upstream/<model>/` |
-//! | any method `/comfyui/<path>` | the model `comfyui_auto` (404 when not configured), prefix stripped; only `/comfyui/` may start it (409 `model_not_loaded` for other paths while it is not ready); `/comfyui` redirects to `/comfyui/` |
+//! | any method `/comfyui`, `/comfyui/`, `/comfyui/<path>` | the model `comfyui_auto` (404 when not configured), prefix stripped; only `/comfyui/` may start it (409 `model_not_loaded` for other paths while it is not ready); `/comfyui` redirects to `/comfyui/` |
 //! | `GET /v1/models`, `/models` | listed models (and aliases with `includeAliasesInList`) with `status.value` `loaded`/`unloaded` and `meta.llamaswap` (metadata, `type`, `aliases`), then selectors (`type: selector`, `strategy`, `targets`) and the active profile's pins (`type: profile`); echoes `Origin` |
 //! | `GET /api/profiles`, `PUT /api/profiles/active` | the profiles and the active one; `{"name": "<profile>"}` or `{"name": null}` switches (400 malformed, 404 unknown) |
 //! | `GET /running` | `{"running":[{"model","state","cmd","proxy","ttl","name","description"}]}` |
@@ -35,7 +35,12 @@
 //! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
 //! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`manage/events/`) |
 //! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first (`activity::Finished`) |
+//! | `GET /api/metrics/activity` | llama-swap's paged request history (`model`, `start`/`end`, `min_id`/`max_id`, `limit`, `page`, `sort`, `order`; ours: `band`, `key`): `{"data","page","limit","total","total_pages"}`; a bad parameter is a 400 naming it |
+//! | `GET /api/metrics/stats[?model=ID]` | totals and prompt/generation speed histograms of the kept history, of one model or of all |
+//! | `GET /api/captures/<id>` | the request and response of activity row `id` (llama-swap's shape: headers by canonical name, bodies in base64); 400 for an id that is not a number, 404 when no capture of it is kept |
+//! | `GET /api/models/config/<model>` | one model's configuration as resolved (macros expanded, defaults filled in); `env` shows the names only |
 //! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
+//! | `POST /api/loadtest` | the web UI's load test, run by the server: `{"requests":[{"model","priority"}],"prompt","max_tokens","session"}`; the requests are made at once in that order (with the caller's key), their progress streamed as Server-Sent Events (`manage/loadtest.rs`); 400 naming a bad field |
 //! | `GET /ui`, `/ui/...`, `/favicon.ico` | the web UI, embedded; deep links like `/ui/queue` load the page; without authentication |
 //! | `GET /health`, `/wol-health` | `OK`, without authentication |
 //! | `GET /`, `GET /upstream` | `302` to `/ui` and `/ui/models` (llama-swap's redirects to its web UI) |

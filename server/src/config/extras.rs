@@ -1,12 +1,13 @@
-//! Top-level sections read for llama-swap's rules even where this server does
-//! less with them: `performance` (the sampling of the system gauges on
-//! `/metrics`) and `store` (llama-swap's sqlite activity store, not kept here:
-//! its path is still checked as llama-swap checks it, then warned about).
+//! Top-level sections of llama-swap's with a few keys each: `performance`
+//! (the sampling of the host gauges), `store` (the history database) and
+//! `ui` (the session headers of activity rows).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::document::error::{KeyPath, Reason, WarningKind};
+use crate::store::StoreSettings;
+
+use super::document::error::{KeyPath, Reason};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::resolved::types::PerformanceConfig;
@@ -86,23 +87,73 @@ pub(crate) fn parse_go_duration(text: &str) -> Option<Duration> {
 }
 
 /// Reads `store`: `path` must be a file that can be written, or a new file
-/// in a directory that can be written (llama-swap's check). The store itself
-/// is not kept: a warning says so.
-pub(crate) fn read_store(node: &Node, path: KeyPath, cx: &mut Diagnostics) {
+/// in a directory that can be written (llama-swap's check; the database is
+/// opened when the server starts); this server's `maxRows` (rows kept,
+/// default 1,000,000, 0 = no bound) and `maxAge` (a Go duration, rows older
+/// are deleted; default none) bound it.
+pub(crate) fn read_store(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> StoreSettings {
+    let mut out = StoreSettings::default();
     let Some(mut fields) = Fields::new(node, path.clone(), cx) else {
-        return;
+        return out;
     };
     if let Some((n, p)) = fields.take("path")
         && let Some(text) = cx.string(n, &p)
     {
-        if let Err(why) = check_store_path(text.trim()) {
-            cx.error(p, Reason::StorePath { why });
+        match check_store_path(text.trim()) {
+            Ok(()) => out.path = Some(PathBuf::from(text.trim())),
+            Err(why) => cx.error(p, Reason::StorePath { why }),
         }
     } else {
         cx.error(path.key("path"), Reason::Empty);
     }
+    if let Some((n, p)) = fields.take("maxRows")
+        && let Some(rows) = cx.int_min(n, &p, 0)
+    {
+        out.retention.max_rows = u64::try_from(rows).unwrap_or(0);
+    }
+    if let Some((n, p)) = fields.take("maxAge")
+        && let Some(text) = cx.string(n, &p)
+    {
+        match parse_go_duration(&text) {
+            Some(age) if age.is_zero() => out.retention.max_age = None,
+            Some(age) => out.retention.max_age = Some(age),
+            None => cx.error(p, Reason::InvalidDuration { got: text }),
+        }
+    }
     fields.finish(cx);
-    cx.warn(path, WarningKind::NotSupported);
+    out
+}
+
+/// Reads `ui`: `activity.session_id`, a list of header names (trimmed,
+/// duplicates ignored whatever their case, as llama-swap does).
+pub(crate) fn read_ui(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> Option<Vec<String>> {
+    let mut fields = Fields::new(node, path, cx)?;
+    let mut headers = None;
+    if let Some((activity, activity_path)) = fields.take("activity")
+        && let Some(mut activity_fields) = Fields::new(activity, activity_path, cx)
+    {
+        if let Some((n, p)) = activity_fields.take("session_id") {
+            // Empty names are dropped, as llama-swap drops them.
+            if let Node::Seq(items) = n {
+                let mut seen = std::collections::HashSet::new();
+                let mut names = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(name) = cx.string(item, &p.index(i)) {
+                        let name = name.trim().to_owned();
+                        if !name.is_empty() && seen.insert(name.to_ascii_lowercase()) {
+                            names.push(name);
+                        }
+                    }
+                }
+                headers = Some(names);
+            } else {
+                cx.wrong_type::<()>(&p, "a list of strings", n);
+            }
+        }
+        activity_fields.finish(cx);
+    }
+    fields.finish(cx);
+    headers
 }
 
 /// Whether a file can be written at `path`: opened for writing (not

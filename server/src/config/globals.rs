@@ -7,6 +7,7 @@ use super::document::error::{KeyPath, Reason, WarningKind};
 use super::document::fields::{Diagnostics, secs};
 use super::document::node::Node;
 use super::resolved::api_key::ApiKey;
+use super::resolved::types::ActivityConfig;
 use super::resolved::types::{LogLevel, LogTimeFormat, LogToStdout, PerformanceConfig};
 use super::resolved::upstream::UpstreamConfig;
 use crate::scheduler::DEFAULT_UNLOAD_TIMEOUT;
@@ -35,6 +36,7 @@ pub(crate) struct Globals {
     pub(crate) api_keys: Vec<ApiKey>,
     pub(crate) upstream: UpstreamConfig,
     pub(crate) performance: PerformanceConfig,
+    pub(crate) activity: ActivityConfig,
 }
 
 impl Default for Globals {
@@ -55,6 +57,7 @@ impl Default for Globals {
             api_keys: Vec::new(),
             upstream: UpstreamConfig::default(),
             performance: PerformanceConfig::default(),
+            activity: ActivityConfig::default(),
         }
     }
 }
@@ -248,9 +251,40 @@ pub(crate) fn performance(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut 
     g.performance = super::extras::read_performance(node, path, cx);
 }
 
-/// `store`: checked as llama-swap checks it, then said to be unsupported.
-pub(crate) fn store(node: &Node, path: KeyPath, _: &mut Globals, cx: &mut Diagnostics) {
-    super::extras::read_store(node, path, cx);
+/// `store`: the history database (`path`, and this server's `maxRows` and
+/// `maxAge`).
+pub(crate) fn store(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnostics) {
+    g.activity.store = super::extras::read_store(node, path, cx);
+}
+
+/// `metricsMaxInMemory`: finished requests kept in memory (0 or less: 1000,
+/// as in llama-swap).
+pub(crate) fn metrics_max_in_memory(
+    node: &Node,
+    path: KeyPath,
+    g: &mut Globals,
+    cx: &mut Diagnostics,
+) {
+    if let Some(n) = cx.int(node, &path) {
+        g.activity.max_in_memory = usize::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(crate::activity::DEFAULT_CAPACITY);
+    }
+}
+
+/// `captureBuffer`: megabytes of request/response captures (0 or less: off).
+pub(crate) fn capture_buffer(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnostics) {
+    if let Some(mb) = cx.int(node, &path) {
+        g.activity.capture_buffer = usize::try_from(mb).unwrap_or(0).saturating_mul(1024 * 1024);
+    }
+}
+
+/// `ui`: `activity.session_id`, the request headers that name a session.
+pub(crate) fn ui(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnostics) {
+    if let Some(headers) = super::extras::read_ui(node, path, cx) {
+        g.activity.session_headers = headers;
+    }
 }
 
 /// A size in bytes: a whole number, or a number with a decimal (`KB`, `MB`,

@@ -38,7 +38,8 @@ pub(crate) enum Step {
     /// A check across sections, made once those before it are read.
     Check(Checker),
     /// A key llama-swap has that this server does not implement: it warns
-    /// that it is not supported (never "unknown").
+    /// that it is not supported (never "unknown"). No key is read so today.
+    #[allow(dead_code)]
     NotSupported(&'static str),
 }
 
@@ -68,9 +69,9 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Global("upstream", globals::upstream),
     Step::Global("performance", globals::performance),
     Step::Global("store", globals::store),
-    Step::NotSupported("metricsMaxInMemory"),
-    Step::NotSupported("captureBuffer"),
-    Step::NotSupported("ui"),
+    Step::Global("metricsMaxInMemory", globals::metrics_max_in_memory),
+    Step::Global("captureBuffer", globals::capture_buffer),
+    Step::Global("ui", globals::ui),
     Step::Models,
     Step::Peers,
     // Read by `routing`, which decides which of them applies.
@@ -358,6 +359,7 @@ pub(crate) fn build(
         log_requests: globals.log_requests,
         request_body_limit: globals.request_body_limit,
         performance: globals.performance,
+        activity: globals.activity,
         priority_rules: priority,
         upstream: globals.upstream,
     })

@@ -442,10 +442,6 @@ impl Metrics {
     }
 
     /// The model label of a name: itself if configured, [`OTHER_MODEL`] otherwise.
-    pub fn model_label(&self, model: &str) -> String {
-        self.model_label_of(model).as_str().to_owned()
-    }
-
     fn model_label_of(&self, model: &str) -> Label {
         self.model_names()
             .get(model)

@@ -28,6 +28,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use crate::errors::error_chain;
 use connector::{NoTls, TlsFailed, UpstreamConnector};
 use request_body::{ContinueLatch, ExpectGate, Sent, SentSignal};
 
@@ -357,6 +358,8 @@ impl Proxy {
                         unsent: None,
                     });
                 }
+                // With its causes: hyper's own text is only "client error", and
+                // the TLS or socket cause is what an operator needs.
                 let detail = error_chain(&error);
                 tracing::warn!(%model, error = %detail, "upstream request failed");
                 let unsent = if refused_before_sending(&error) {
@@ -437,19 +440,6 @@ fn find_cause<'a, E: std::error::Error + 'static>(
         source = error.source();
     }
     None
-}
-
-/// An error and its sources on one line, for the log (the TLS or socket cause
-/// is what an operator needs, and hyper's own text is only "client error").
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// True when the request asks the server to confirm before the body is sent.

@@ -57,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{App, HttpOptions};
 use crate::config::Config;
+pub use crate::errors::error_chain;
 use crate::scheduler::SettingsError;
 use instance::Instance;
 pub use listen::{ListenAddr, ListenError};
@@ -270,19 +271,6 @@ pub async fn serve_reloading(
     current.stop(Duration::ZERO, options.stop_grace).await;
     tracing::info!("shut down");
     Ok(())
-}
-
-/// An error and its chain of sources on one line (`outer: cause: root cause`), for
-/// logs and the binary's messages.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Serves one connection (after the TLS handshake with `tls`) with whatever

@@ -143,6 +143,14 @@ impl SortKey {
     }
 }
 
+/// Answered without an error: a 2xx or 3xx status and no error code.
+pub(super) fn is_ok(row: &Finished) -> bool {
+    (200..400).contains(&row.status) && row.error.is_none()
+}
+
+/// The SQL of [`is_ok`].
+pub(super) const IS_OK_SQL: &str = "(resp_status_code BETWEEN 200 AND 399 AND error_code IS NULL)";
+
 /// The priority a row is filed under: what ranked it, or, for a request
 /// never admitted, its capped priority.
 pub(super) fn ranked_at(row: &Finished) -> i32 {
@@ -166,6 +174,9 @@ pub struct ActivityQuery {
     pub priorities: Vec<RangeInclusive<i32>>,
     /// Only requests made with one of these API key names.
     pub keys: Vec<String>,
+    /// Only answered without an error (`Some(true)`: a 2xx/3xx status and no
+    /// error code) or only failed (`Some(false)`).
+    pub ok: Option<bool>,
     /// Rows per page (1 to [`MAX_LIMIT`]).
     pub limit: usize,
     /// The page, from 1.
@@ -186,6 +197,7 @@ impl Default for ActivityQuery {
             max_id: None,
             priorities: Vec::new(),
             keys: Vec::new(),
+            ok: None,
             limit: DEFAULT_LIMIT,
             page: 1,
             sort: SortKey::Id,
@@ -199,7 +211,8 @@ impl ActivityQuery {
     /// and `end` (RFC 3339), `min_id`, `max_id`, `limit` (1-999, default 25),
     /// `page` (from 1), `sort` (a column key), `order` (`asc`/`desc`), and
     /// this server's `band` (a priority band name of `bands`, repeatable) and
-    /// `key` (an API key name, repeatable). Unknown parameters are ignored, as
+    /// `key` (an API key name, repeatable) and `status` (`ok` or `error`).
+    /// Unknown parameters are ignored, as
     /// llama-swap ignores them.
     ///
     /// # Errors
@@ -231,6 +244,12 @@ impl ActivityQuery {
                 QueryError::new("band", format!("unknown priority band {band:?}"))
             })?);
         }
+        out.ok = match first("status") {
+            None => None,
+            Some("ok") => Some(true),
+            Some("error") => Some(false),
+            Some(_) => return Err(QueryError::new("status", "status must be ok or error")),
+        };
         out.start_ms = first("start").map(|v| timestamp("start", v)).transpose()?;
         out.end_ms = first("end").map(|v| timestamp("end", v)).transpose()?;
         if let (Some(start), Some(end)) = (out.start_ms, out.end_ms)
@@ -284,6 +303,7 @@ impl ActivityQuery {
             && self.max_id.is_none_or(|m| row.id <= m)
             && (self.priorities.is_empty()
                 || self.priorities.iter().any(|r| r.contains(&ranked_at(row))))
+            && self.ok.is_none_or(|ok| ok == is_ok(row))
             && (self.keys.is_empty()
                 || row
                     .api_key
@@ -434,6 +454,7 @@ mod tests {
                 "start must be before end",
             ),
             ("band=urgent", "band", "unknown priority band \"urgent\""),
+            ("status=fine", "status", "status must be ok or error"),
         ];
         for (query, param, message) in cases {
             let error = parse(query).unwrap_err();

@@ -519,6 +519,11 @@ fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
             args.push(bound(v));
         }
     }
+    match query.ok {
+        Some(true) => clauses.push(super::query::IS_OK_SQL.to_owned()),
+        Some(false) => clauses.push(format!("NOT {}", super::query::IS_OK_SQL)),
+        None => {}
+    }
     if !query.priorities.is_empty() {
         let ranges: Vec<&str> = query
             .priorities

@@ -265,6 +265,8 @@ async fn queries_on_the_database_match_queries_in_memory() {
         "key=web&model=a",
         "start=2023-11-14T22:13:40Z&end=2023-11-14T22:14:00Z&limit=100",
         "page=50",
+        "status=ok&limit=100",
+        "status=error&limit=100",
     ];
     for text in queries {
         let query = ActivityQuery::parse(Some(text), &bands).unwrap();

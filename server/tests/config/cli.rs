@@ -56,10 +56,10 @@ fn check_config_prints_resolved_models_groups_and_scheduler_and_exits_zero() {
 }
 
 #[test]
-fn check_config_prints_path_tagged_errors_and_exits_two() {
+fn check_config_prints_path_tagged_errors_and_exits_one() {
     let out = check(&mut server(), "errors/negative_ttl.yaml");
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("negative_ttl.yaml: models.qwen.ttl: must be >= 0, got -5"),
         "{stderr}"
@@ -76,7 +76,7 @@ fn check_config_prints_path_tagged_errors_and_exits_two() {
 fn check_config_names_a_missing_environment_variable() {
     let out = check(&mut server(), "example.yaml");
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("apiKeys[0]: environment variable LLAMA_SWAP_API_KEY is not set"),
         "{stderr}"
@@ -95,7 +95,7 @@ fn check_config_prints_warnings_with_file_and_path_and_still_exits_zero() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("warnings.yaml: captureBuffer: not supported yet, ignored"),
+        stderr.contains("warnings.yaml: logRequests: has no effect"),
         "{stderr}"
     );
     assert!(text(&out.stdout).contains("scheduler: serial"));
@@ -106,7 +106,7 @@ fn unreadable_and_malformed_files_fail_cleanly() {
     for name in ["does-not-exist.yaml", "errors/not_yaml.yaml"] {
         let out = check(&mut server(), name);
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
         assert!(stderr.starts_with("error: "), "{name}: {stderr}");
         assert!(stderr.contains(name), "{name}: {stderr}");
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
@@ -156,7 +156,7 @@ fn check_config_reads_a_config_dir_and_reports_a_duplicate_model_by_file() {
         .output()
         .unwrap();
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("c.yaml: models.alpha: \"alpha\" is already defined"),
         "{stderr}"
@@ -167,7 +167,7 @@ fn check_config_reads_a_config_dir_and_reports_a_duplicate_model_by_file() {
 fn neither_config_nor_config_dir_is_a_command_line_error() {
     let out = server().arg("--check-config").output().unwrap();
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--config-dir"), "{stderr}");
 }
 
@@ -191,7 +191,7 @@ fn check_config_refuses_a_model_whose_proxy_is_the_listen_address_naming_it() {
                 looper:\n    cmd: llama-server --port 9000\n    proxy: http://localhost:9000\n";
     let out = check_yaml(yaml, &["--listen", "127.0.0.1:9000"]);
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("error: model looper: proxy http://localhost:9000 is this server's own listen address (127.0.0.1:9000)"),
         "{stderr}"
@@ -218,7 +218,7 @@ fn check_config_names_start_port_when_the_looping_port_was_allocated() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = check_yaml(yaml, &["-listen", ":8080"]);
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("error: model m: proxy http://localhost:8080"),
         "{stderr}"

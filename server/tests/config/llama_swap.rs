@@ -127,7 +127,7 @@ fn check(case: &Case) -> Result<(), String> {
     assert!(!stderr.contains("panicked"), "{}: {stderr}", case.name);
     match out.status.code() {
         Some(0) => Ok(()),
-        Some(2) => Err(stderr),
+        Some(1) => Err(stderr),
         other => panic!("{}: exit {other:?}: {stderr}", case.name),
     }
 }

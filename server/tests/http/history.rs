@@ -304,3 +304,125 @@ async fn token_usage_in_every_format_reaches_the_history() {
     assert_eq!(none["gen_histogram"], Value::Null);
     h.shutdown().await;
 }
+
+fn load(yaml: &str) -> Result<llama_swap_server::config::Loaded, String> {
+    llama_swap_server::config::Config::loader()
+        .yaml("test.yaml", yaml)
+        .load()
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_history_keys_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let yaml = format!(
+        "models: {{}}\nstore:\n  path: {}\n  maxRows: 10\n  maxAge: 24h\n\
+         metricsMaxInMemory: 5\ncaptureBuffer: 2\n\
+         ui:\n  activity:\n    session_id: [\" X-Conv \", x-conv, X-Other]\n",
+        db.display()
+    );
+    let loaded = load(&yaml).unwrap();
+    let activity = &loaded.config.activity;
+    assert_eq!(activity.store.path.as_deref(), Some(db.as_path()));
+    assert_eq!(activity.store.retention.max_rows, 10);
+    assert_eq!(
+        activity.store.retention.max_age,
+        Some(std::time::Duration::from_secs(86_400))
+    );
+    assert_eq!(activity.max_in_memory, 5);
+    assert_eq!(activity.capture_buffer, 2 * 1024 * 1024);
+    assert_eq!(activity.session_headers, ["X-Conv", "X-Other"]);
+    let warned: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        !warned.iter().any(|w| w.contains("store")
+            || w.contains("captureBuffer")
+            || w.contains("metricsMaxInMemory")
+            || w.contains("ui")),
+        "{warned:?}"
+    );
+
+    let defaults = load("models: {}\n").unwrap().config.activity;
+    assert_eq!(defaults.store.path, None);
+    assert_eq!(
+        (defaults.max_in_memory, defaults.capture_buffer),
+        (1000, 5 << 20)
+    );
+    assert_eq!(
+        defaults.session_headers,
+        ["X-Session-ID", "X-Litellm-Session-Id"]
+    );
+    // llama-swap's readings of out-of-range values: 1000 rows, captures off.
+    let odd = load("models: {}\nmetricsMaxInMemory: 0\ncaptureBuffer: -1\n").unwrap();
+    assert_eq!(
+        (
+            odd.config.activity.max_in_memory,
+            odd.config.activity.capture_buffer
+        ),
+        (1000, 0)
+    );
+
+    for (bad, key) in [
+        ("store:\n  path: /x/y.db\n  maxAge: soon\n", "store.maxAge"),
+        ("store:\n  path: /x/y.db\n  maxRows: -1\n", "store.maxRows"),
+        ("store: {}\n", "store.path"),
+        (
+            "ui:\n  activity:\n    session_id: 5\n",
+            "ui.activity.session_id",
+        ),
+    ] {
+        let error = load(&format!("models: {{}}\n{bad}")).unwrap_err();
+        assert!(error.contains(key), "{bad}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn rows_name_the_session_and_the_api_key_and_memory_keeps_metrics_max_in_memory() {
+    let h = Harness::start(
+        &[model("a", "")],
+        "apiKeys: [sk-one, sk-two]\nmetricsMaxInMemory: 2\nui:\n  activity:\n    session_id: [X-Conversation]\n",
+    )
+    .await;
+    for (key, session) in [("sk-one", "c-1"), ("sk-two", "c-2"), ("sk-two", "c-3")] {
+        let response = h
+            .http
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .header("X-Conversation", session)
+            .json(&json!({"model": "a", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes().await.unwrap();
+    }
+    let page: Value = h
+        .http
+        .get(h.url("/api/metrics/activity"))
+        .bearer_auth("sk-one")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        page["total"], 2,
+        "metricsMaxInMemory bounds the in-memory history: {page}"
+    );
+    assert_eq!(page["data"][0]["session_id"], "c-3");
+    assert_eq!(page["data"][0]["api_key"], "key1");
+    assert!(!page.to_string().contains("sk-two"), "a key leaked: {page}");
+    let by_key: Value = h
+        .http
+        .get(h.url("/api/metrics/activity?key=key1"))
+        .bearer_auth("sk-one")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_key["total"], 2);
+    h.shutdown().await;
+}

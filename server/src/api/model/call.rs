@@ -29,6 +29,8 @@ use crate::router::{Lease, Submit, Ticket, WaitStatus};
 pub(super) struct Call {
     priority: Priority,
     outcome: RequestOutcome,
+    /// The API key the request came with, by its index in `apiKeys`.
+    key: Option<KeyIndex>,
 }
 
 impl Call {
@@ -44,6 +46,7 @@ impl Call {
         Self {
             priority: state.inner.trust.cap(header.value(), key),
             outcome: state.inner.metrics.request(header.value()),
+            key,
         }
     }
 
@@ -109,7 +112,11 @@ impl Call {
 
     /// Submits the request, waits for its turn and forwards it.
     async fn serve(self, state: AppState, forward: Box<Forward>) -> Result<Response, ApiError> {
-        let Self { priority, outcome } = self;
+        let Self {
+            priority,
+            outcome,
+            key,
+        } = self;
         // Unboxed here, so the box is freed before the wait.
         let Forward {
             model,
@@ -121,7 +128,7 @@ impl Call {
         } = Forward::unboxed(forward);
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
-        let mut tracked = begin_activity(&state, &model.config.id, &outbound, priority);
+        let mut tracked = begin_activity(&state, &model.config.id, &outbound, priority, key);
         if let Some(selector) = selector {
             tracked.selector(selector);
         }
@@ -281,6 +288,7 @@ fn begin_activity(
     model: &str,
     outbound: &Outbound,
     priority: Priority,
+    key: Option<KeyIndex>,
 ) -> Tracked {
     let request_id = request_id::of(&outbound.headers);
     let mut tracked =
@@ -288,8 +296,30 @@ fn begin_activity(
             .inner
             .activity
             .begin(model, &outbound.path_and_query, request_id, priority);
-    tracked.capture_request(&outbound.headers, outbound.body.buffered());
+    describe_request(state, &mut tracked, outbound, key);
     tracked
+}
+
+/// Fills in what the activity record knows of the request before it is
+/// scheduled: its API key's name, its session, and its capture.
+pub(super) fn describe_request(
+    state: &AppState,
+    tracked: &mut Tracked,
+    outbound: &Outbound,
+    key: Option<KeyIndex>,
+) {
+    if let Some(name) = key.and_then(|KeyIndex(i)| state.inner.key_names.get(i)) {
+        tracked.api_key(Arc::clone(name));
+    }
+    if let Some(session) = state
+        .inner
+        .session_headers
+        .iter()
+        .find_map(|name| outbound.headers.get(name)?.to_str().ok())
+    {
+        tracked.session(session);
+    }
+    tracked.capture_request(&outbound.headers, outbound.body.buffered());
 }
 
 /// Records how a request that was admitted ended.

@@ -272,7 +272,7 @@ pub(super) async fn serve(
             .inner
             .activity
             .begin(&name, &outbound.path_and_query, request_id, priority);
-    tracked.capture_request(&outbound.headers, outbound.body.buffered());
+    super::call::describe_request(state, &mut tracked, &outbound, None);
     if priority.is_capped() {
         state.inner.metrics.capped();
     }

@@ -170,12 +170,16 @@ impl<'a> AppStateBuilder<'a> {
                 Arc::new(
                     match &options.history {
                         Some(history) => Activity::with_history(
-                            crate::activity::DEFAULT_CAPACITY,
+                            config.activity.max_in_memory,
                             Arc::clone(history),
                         ),
-                        None => Activity::default(),
+                        None => Activity::new(config.activity.max_in_memory),
                     }
-                    .with_captures(crate::capture::Captures::new(options.capture_buffer)),
+                    .with_captures(crate::capture::Captures::new(
+                        options
+                            .capture_buffer
+                            .unwrap_or(config.activity.capture_buffer),
+                    )),
                 ),
             ),
         };
@@ -195,6 +199,15 @@ impl<'a> AppStateBuilder<'a> {
                 models,
                 include_aliases_in_list: config.include_aliases_in_list,
                 keys: ApiKeys::new(config.api_keys.iter().map(|k| k.expose())),
+                key_names: (0..config.api_keys.len())
+                    .map(|i| Arc::from(format!("key{i}")))
+                    .collect(),
+                session_headers: config
+                    .activity
+                    .session_headers
+                    .iter()
+                    .filter_map(|name| http::HeaderName::try_from(name.as_str()).ok())
+                    .collect(),
                 auth_failures: AuthLimiter::default(),
                 ignore_paths: config.upstream.ignore_paths.clone(),
                 body_limits: BodyLimits {

@@ -48,9 +48,8 @@ pub struct HttpOptions {
     /// and what its front refuses as a loop (default: a new one; clones share
     /// it, so every configuration a served instance reloads keeps it).
     pub hop_mark: HopMark,
-    /// Bytes of compressed request/response captures kept (llama-swap's
-    /// `captureBuffer`; default 5 MiB; 0 turns captures off).
-    pub capture_buffer: usize,
+    /// Overrides the configuration's `captureBuffer` (in bytes) when set.
+    pub capture_buffer: Option<usize>,
 }
 
 impl Default for HttpOptions {
@@ -61,16 +60,17 @@ impl Default for HttpOptions {
             proxy_log: None,
             history: None,
             hop_mark: HopMark::new(),
-            capture_buffer: crate::capture::DEFAULT_BUFFER_BYTES,
+            capture_buffer: None,
         }
     }
 }
 
 impl HttpOptions {
-    /// Keeps `bytes` of compressed captures (0: no captures).
+    /// Keeps `bytes` of compressed captures (0: no captures), whatever the
+    /// configuration's `captureBuffer` says.
     #[must_use]
     pub fn capture_buffer(mut self, bytes: usize) -> Self {
-        self.capture_buffer = bytes;
+        self.capture_buffer = Some(bytes);
         self
     }
 
@@ -129,6 +129,11 @@ pub(crate) struct Inner {
     pub(crate) models: BTreeMap<String, Arc<ModelEntry>>,
     pub(crate) include_aliases_in_list: bool,
     pub(crate) keys: ApiKeys,
+    /// What activity rows call each API key (by its index in `apiKeys`):
+    /// never the key itself.
+    pub(crate) key_names: Vec<Arc<str>>,
+    /// `ui.activity.session_id`: the headers that name a client's session.
+    pub(crate) session_headers: Vec<http::HeaderName>,
     /// Failed API-key attempts per client address.
     pub(crate) auth_failures: AuthLimiter,
     /// `upstream.ignorePaths`.

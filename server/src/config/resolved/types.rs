@@ -62,6 +62,9 @@ pub struct Config {
     pub log_requests: bool,
     /// `performance`: sampling of the system gauges on `/metrics`.
     pub performance: PerformanceConfig,
+    /// What is kept of finished requests: `store`, `metricsMaxInMemory`,
+    /// `captureBuffer`, `ui.activity.session_id`.
+    pub activity: ActivityConfig,
     /// `requestBodyLimit` (this server's extension; default: the serve
     /// options', 32 MiB): the largest request body accepted, 413 beyond.
     pub request_body_limit: Option<usize>,
@@ -212,6 +215,32 @@ pub enum LogToStdout {
     Both,
     /// Nothing.
     None,
+}
+
+/// What is kept of finished requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActivityConfig {
+    /// `store`: the history database (no path: in memory only).
+    pub store: crate::store::StoreSettings,
+    /// `metricsMaxInMemory`: finished requests kept in memory (default 1000).
+    pub max_in_memory: usize,
+    /// `captureBuffer`, in bytes (default 5 MiB; 0 = no captures).
+    pub capture_buffer: usize,
+    /// `ui.activity.session_id`: request headers naming a session, first
+    /// found wins (default `X-Session-ID`, `X-Litellm-Session-Id`).
+    pub session_headers: Vec<String>,
+}
+
+impl Default for ActivityConfig {
+    fn default() -> Self {
+        Self {
+            store: crate::store::StoreSettings::default(),
+            max_in_memory: crate::activity::DEFAULT_CAPACITY,
+            capture_buffer: crate::capture::DEFAULT_BUFFER_BYTES,
+            session_headers: vec!["X-Session-ID".to_owned(), "X-Litellm-Session-Id".to_owned()],
+        }
+    }
 }
 
 /// `performance`: how `/metrics` samples the system gauges.
