@@ -109,3 +109,45 @@ class Activity(UiTest):
         expect(page.get_by_role("button", name="Show charts")).to_be_visible()
         page.get_by_role("button", name="Show charts").click()
         expect(page.locator("#activity-charts")).to_be_visible()
+
+    def test_the_capture_dialog_shows_a_request_with_its_authorization_redacted(self):
+        status, _ = self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": "beta", "stream": True, "messages": [{"role": "user", "content": "capture me"}]},
+            headers={"Authorization": "Bearer sk-secret-123", "X-Session-ID": "sess-cap"},
+        )
+        self.assertEqual(status, 200)
+        page = self.open("activity")
+        row = page.locator('tr.activity-row[data-model="beta"]').first
+        expect(row.locator('td[data-column="status"]')).to_have_text("200")
+        row.get_by_role("button", name=re.compile(r"^View the capture of request \d+$")).click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog.get_by_role("heading")).to_contain_text("Capture of request")
+        auth = dialog.locator('tr[data-header="authorization"]')
+        expect(auth).to_contain_text("[REDACTED]")
+        expect(auth.locator(".redacted-badge")).to_have_text("redacted")
+        expect(dialog).not_to_contain_text("sk-secret-123")
+        # The request's JSON pretty-printed; the streamed answer put back together.
+        request = dialog.locator('pre[data-body="request"]')
+        expect(request).to_contain_text('"content": "capture me"')
+        self.assertIn('\n  "model": "beta"', request.text_content())
+        response = dialog.locator('pre[data-body="response"]')
+        expect(response).to_have_text("[beta] capture me")
+        dialog.get_by_role("button", name="Raw").last.click()
+        expect(response).to_contain_text("data: ")
+        dialog.get_by_role("button", name="Close").click()
+        expect(page.get_by_role("dialog")).to_have_count(0)
+
+    def test_the_status_filter_keeps_the_failed_requests(self):
+        self.server.json("POST", "/api/models/load/gamma")
+        self.server.mock("gamma", "POST", "/__mockswap/faults", {"fault": {"type": "status", "status": 500}, "times": 1})
+        self.assertEqual(self.server.chat("gamma", "fails")[0], 500)
+        self.assertEqual(self.server.chat("gamma", "works")[0], 200)
+        page = self.open("activity")
+        page.get_by_role("button", name="Filters").click()
+        page.get_by_role("combobox", name="Status").select_option("error")
+        rows = page.locator("tr.activity-row")
+        expect(rows.first.locator('td[data-column="status"]')).to_have_text(re.compile(r"^500"))
+        statuses = rows.locator('td[data-column="status"]').all_text_contents()
+        self.assertTrue(all(not s.startswith("200") for s in statuses), statuses)

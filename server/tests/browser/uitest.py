@@ -65,7 +65,6 @@ PENDING_ENDPOINTS = (
     "/api/version",
     "/api/performance",
     "/api/hardware",
-    "/api/captures/",
 )
 
 

@@ -19,18 +19,18 @@ export const PAGE_SIZES = [10, 25, 50, 100, 250, 500];
 
 /** Filters and their query parameters (llama-swap's, then ours). */
 export function emptyFilters() {
-  return { models: [], start: "", end: "", minId: "", maxId: "", band: "", key: "" };
+  return { models: [], start: "", end: "", minId: "", maxId: "", status: "", band: "", key: "" };
 }
 
 /** The number of filters set (the drawer button shows it). */
 export function filterCount(f) {
   return (
     (f.models?.length ? 1 : 0) +
-    ["start", "end", "minId", "maxId", "band", "key"].filter((k) => String(f[k] || "").trim() !== "").length
+    ["start", "end", "minId", "maxId", "status", "band", "key"].filter((k) => String(f[k] || "").trim() !== "").length
   );
 }
 
-/** Writes the filters onto a query: model (repeated), start/end (RFC 3339), min_id/max_id, band, key. */
+/** Writes the filters onto a query: model (repeated), start/end (RFC 3339), min_id/max_id, status, band, key. */
 export function filterParams(query, f) {
   for (const model of f.models || []) query.append("model", model);
   for (const [name, key] of [
@@ -43,6 +43,7 @@ export function filterParams(query, f) {
   const id = (v) => (/^\d+$/.test(String(v).trim()) && Number(v) >= 1 ? String(Number(v)) : null);
   if (id(f.minId)) query.set("min_id", id(f.minId));
   if (id(f.maxId)) query.set("max_id", id(f.maxId));
+  if (f.status) query.set("status", f.status);
   if (f.band) query.set("band", f.band);
   if (f.key?.trim()) query.set("key", f.key.trim());
 }
@@ -142,6 +143,7 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
   const end = h("input", { type: "datetime-local", step: 1 });
   const minId = h("input", { type: "number", min: 1, step: 1, inputmode: "numeric", placeholder: "min" });
   const maxId = h("input", { type: "number", min: 1, step: 1, inputmode: "numeric", placeholder: "max" });
+  const statusSel = select({}, [["", "Any"], ["ok", "Succeeded"], ["error", "Failed"]], filters.status);
   const band = h("select", {});
   const key = h("input", { type: "text", placeholder: "key name", autocomplete: "off" });
   const size = select({}, PAGE_SIZES.map((n) => [String(n), String(n)]), String(limit));
@@ -156,6 +158,7 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
       field("To", end),
       field("ID from", minId),
       field("ID to", maxId),
+      field("Status", statusSel),
       field("Priority band", band),
       field("Key", key),
       field("Rows per page", size),
@@ -169,6 +172,7 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
     minId.value = filters.minId;
     maxId.value = filters.maxId;
     key.value = filters.key;
+    statusSel.value = filters.status;
     renderBands();
     renderModelChoices();
     const n = filterCount(filters) - (model ? 0 : 0);
@@ -220,6 +224,7 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
     input.addEventListener("change", () => update({ [name]: input.value }));
   }
   band.addEventListener("change", () => update({ band: band.value }));
+  statusSel.addEventListener("change", () => update({ status: statusSel.value }));
   size.addEventListener("change", () => {
     limit = Number(size.value);
     setPref(`${prefKey}.limit`, limit);
@@ -363,6 +368,7 @@ function describeFilters(f, model) {
   if (f.end) parts.push(`to ${f.end.replace("T", " ")}`);
   if (f.minId) parts.push(`id ≥ ${f.minId}`);
   if (f.maxId) parts.push(`id ≤ ${f.maxId}`);
+  if (f.status) parts.push(f.status === "ok" ? "succeeded" : "failed");
   if (f.band) parts.push(`band ${f.band}`);
   if (f.key) parts.push(`key ${f.key}`);
   return parts.join(", ");
