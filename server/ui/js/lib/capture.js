@@ -16,10 +16,10 @@ export async function openCapture(id) {
   const dialog = openDialog({ title: `Capture of request ${id}`, body, className: "capture-dialog" });
   try {
     const capture = await getJson(`/api/captures/${encodeURIComponent(id)}`);
-    replace(dialog.body, render(capture));
+    replace(body, render(capture));
   } catch (error) {
     replace(
-      dialog.body,
+      body,
       h(
         "p",
         { class: error?.status === 404 ? "hint" : "error", role: error?.status === 404 ? null : "alert" },

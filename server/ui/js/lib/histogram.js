@@ -6,7 +6,7 @@
 import { h, svg } from "./dom.js";
 
 const WIDTH = 600;
-const PAD = { top: 14, right: 10, bottom: 24, left: 40 };
+const PAD = { top: 8, right: 4, bottom: 4, left: 4 };
 
 /** llama-swap's histogram of `values` in `binCount` bins (null without values). */
 export function histogram(values, binCount = 30) {
@@ -68,13 +68,7 @@ export function histogramChart(data, { label, format = (v) => v.toFixed(1), clas
         svg("title", {}, `${name}: ${format(v)}`),
       ),
     );
-  const axis = [
-    svg("line", { class: "axis", x1: PAD.left, x2: WIDTH - PAD.right, y1: PAD.top + inner.h, y2: PAD.top + inner.h }),
-    svg("text", { class: "tick", x: PAD.left, y: HEIGHT - 6 }, format(data.min)),
-    svg("text", { class: "tick end", x: WIDTH - PAD.right, y: HEIGHT - 6 }, format(data.max)),
-    svg("text", { class: "tick end", x: PAD.left - 4, y: PAD.top + 8 }, String(most)),
-    svg("text", { class: "tick end", x: PAD.left - 4, y: PAD.top + inner.h }, "0"),
-  ];
+  const axis = [svg("line", { class: "axis", x1: PAD.left, x2: WIDTH - PAD.right, y1: PAD.top + inner.h, y2: PAD.top + inner.h })];
   return h(
     "figure",
     { class: `histogram ${className}`.trim() },
@@ -84,6 +78,14 @@ export function histogramChart(data, { label, format = (v) => v.toFixed(1), clas
       bars,
       marks,
       axis,
+    ),
+    // The bounds in HTML, not in the SVG: its text would shrink with the chart.
+    h(
+      "div",
+      { class: "axis-labels" },
+      h("span", {}, format(data.min)),
+      h("span", { class: "hint" }, `${total} values · tallest bar ${most}`),
+      h("span", {}, format(data.max)),
     ),
     h(
       "figcaption",

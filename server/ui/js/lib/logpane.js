@@ -44,17 +44,8 @@ export function logPane({ id, title, accept, tag = defaultTag, tools = [] }) {
   const el = h(
     "section",
     { class: "log-panel panel", "aria-labelledby": headingId },
-    h(
-      "div",
-      { class: "log-tools" },
-      h("h2", { id: headingId }, title),
-      ...tools,
-      search,
-      status,
-      follow,
-      wrap,
-      clear,
-    ),
+    h("div", { class: "log-tools" }, h("h2", { id: headingId }, title), ...tools, status, follow, wrap, clear),
+    search,
     pane,
   );
 

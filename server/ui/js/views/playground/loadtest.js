@@ -317,8 +317,21 @@ function renderSummary(el) {
       h("td", { class: "num", dataset: { key: "ranks" } }, ranks.length ? `${Math.min(...ranks)}–${Math.max(...ranks)}` : "–"),
     );
   });
+  // Why requests failed, each reason once with its count (a 429 says the model's concurrencyLimit was reached).
+  const reasons = new Map();
+  for (const r of run.requests) {
+    if (r.status === "failed") reasons.set(r.error, (reasons.get(r.error) || 0) + 1);
+  }
+  const failures = reasons.size
+    ? h(
+        "ul",
+        { class: "lt-failures error", id: "lt-failures" },
+        [...reasons].map(([reason, n]) => h("li", {}, `${n} failed: ${reason}`)),
+      )
+    : null;
   replace(
     el,
+    failures,
     h(
       "table",
       { "aria-label": "Latency by priority" },
