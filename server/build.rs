@@ -2,6 +2,12 @@
 //! `include_bytes!` per file with its content type, so a file added to the UI
 //! is served without anyone editing a list, and a file of a type the server
 //! cannot name fails the build instead of being served wrongly.
+//!
+//! Also sets the build's commit and date (`GET /api/version`, `-version`):
+//! `LLAMA_SWAP_SERVER_COMMIT` and `LLAMA_SWAP_SERVER_BUILD_DATE` when given;
+//! else, for a release build, the checkout's commit and its date (so the
+//! same commit builds the same binary); else `unknown` (a debug build does
+//! not rebuild the crate at every commit for it).
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -9,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    build_info(&manifest);
     let ui = manifest.join("ui");
     println!("cargo:rerun-if-changed=ui");
     let mut files = Vec::new();
@@ -71,4 +78,49 @@ fn content_type(path: &str) -> Option<&'static str> {
         "txt" => "text/plain; charset=utf-8",
         _ => return None,
     })
+}
+
+/// The commit and date of the build, as `rustc-env` values.
+fn build_info(manifest: &Path) {
+    println!("cargo:rerun-if-env-changed=LLAMA_SWAP_SERVER_COMMIT");
+    println!("cargo:rerun-if-env-changed=LLAMA_SWAP_SERVER_BUILD_DATE");
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(manifest)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    if release {
+        // Rebuilt when the checkout moves to another commit.
+        for file in ["HEAD", "logs/HEAD"] {
+            if let Some(path) = git(&["rev-parse", "--git-path", file]) {
+                let path = manifest.join(path);
+                if path.exists() {
+                    println!("cargo:rerun-if-changed={}", path.display());
+                }
+            }
+        }
+    }
+    let commit = std::env::var("LLAMA_SWAP_SERVER_COMMIT")
+        .ok()
+        .or_else(|| {
+            release
+                .then(|| git(&["rev-parse", "--short=8", "HEAD"]))
+                .flatten()
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let date = std::env::var("LLAMA_SWAP_SERVER_BUILD_DATE")
+        .ok()
+        .or_else(|| {
+            release
+                .then(|| git(&["show", "-s", "--format=%cI", "HEAD"]))
+                .flatten()
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    println!("cargo:rustc-env=LLAMA_SWAP_SERVER_COMMIT={commit}");
+    println!("cargo:rustc-env=LLAMA_SWAP_SERVER_BUILD_DATE={date}");
 }

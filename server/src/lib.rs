@@ -74,6 +74,7 @@ pub(crate) mod capture;
 pub mod config;
 mod errors;
 pub mod filters;
+pub(crate) mod hardware;
 pub mod launcher;
 pub mod logging;
 pub mod metrics;
@@ -87,6 +88,7 @@ pub mod scheduler;
 pub mod serve;
 pub(crate) mod store;
 pub mod upstream;
+pub mod version;
 
 pub use api::HttpOptions;
 pub use serve::{ServeError, ServeOptions, serve, serve_reloading, serve_with};

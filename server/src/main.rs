@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse_from(go_style(std::env::args_os()));
     if cli.version {
-        println!("version: {} (llama-swap-server)", env!("CARGO_PKG_VERSION"));
+        println!("{}", llama_swap_server::version::line());
         return ExitCode::SUCCESS;
     }
     if cli.config.is_none() && cli.config_dir.is_none() {

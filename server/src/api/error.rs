@@ -83,6 +83,9 @@ pub enum ApiError {
         /// Captures are off.
         off: bool,
     },
+    /// Not even the host's memory could be read.
+    #[error("hardware detection unavailable: the host's /proc/meminfo cannot be read")]
+    HardwareUnavailable,
     /// The history database could not be read.
     #[error("the request history could not be read; the server log says why")]
     HistoryUnavailable,
@@ -404,6 +407,11 @@ impl ApiError {
                 StatusCode::NOT_FOUND,
                 "not_found_error",
                 "capture_not_found",
+            ),
+            Self::HardwareUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SERVER,
+                "hardware_unavailable",
             ),
             Self::HistoryUnavailable => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -115,12 +115,18 @@ fn unreadable_and_malformed_files_fail_cleanly() {
 
 #[test]
 fn version_prints_the_crate_version_in_llama_swaps_words_with_one_or_two_dashes() {
+    let line = llama_swap_server::version::line();
+    assert!(
+        line.starts_with(&format!("version: {} (", env!("CARGO_PKG_VERSION")))
+            && line.contains("), built at "),
+        "{line}"
+    );
     for flag in ["--version", "-version", "-version=true"] {
         let out = server().arg(flag).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{flag}");
         assert_eq!(
             text(&out.stdout).trim(),
-            format!("version: {} (llama-swap-server)", env!("CARGO_PKG_VERSION")),
+            llama_swap_server::version::line(),
             "{flag}"
         );
     }

@@ -31,6 +31,7 @@ mod reload;
 mod selectors;
 mod slow_bodies;
 mod support;
+mod system;
 mod tls_upstream;
 mod transport;
 mod trust;

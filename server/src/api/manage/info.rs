@@ -16,6 +16,21 @@ use crate::api::error::ApiError;
 use crate::api::state::{AppState, ModelEntry};
 use crate::router::ModelState;
 
+/// `GET /api/version`: `{"version", "commit", "build_date"}`, as llama-swap.
+pub(crate) async fn version() -> axum::Json<crate::version::BuildInfo> {
+    axum::Json(crate::version::BUILD)
+}
+
+/// `GET /api/hardware`: llama-swap's hardware snapshot (schema 1); 503 when
+/// the host cannot be read.
+pub(crate) async fn hardware() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match crate::hardware::snapshot().await {
+        Some(snapshot) => axum::Json(snapshot).into_response(),
+        None => ApiError::HardwareUnavailable.into_response(),
+    }
+}
+
 /// `GET /health` and `GET /wol-health`: open even when API keys are configured.
 pub(crate) async fn health() -> &'static str {
     "OK"

@@ -1,0 +1,393 @@
+//! `GET /api/hardware`: what the machine running the server has, in
+//! llama-swap's versioned snapshot (schema 1): architecture, operating
+//! system, execution environment, CPU, memory and accelerators.
+//!
+//! Linux only, like the rest of the server's host readings: `/proc/cpuinfo`,
+//! `/proc/meminfo` (lowered to a cgroup memory limit when there is one),
+//! `/etc/os-release`, `/proc/sys/kernel/osrelease`, container and WSL
+//! markers; GPUs from `nvidia-smi`, then `rocm-smi`, then the DRM sysfs
+//! files (`/sys/class/drm/card*/device`: vendor, and amdgpu's VRAM size). A
+//! fact that cannot be read is `null`, never guessed. Detected once, on the
+//! first request (each command bounded by [`COMMAND_TIMEOUT`]), and kept.
+
+mod parse;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use parse::{cpu_from_cpuinfo, nvidia_accelerators, os_release, rocm_accelerators};
+
+/// The longest an external tool may take to answer.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// llama-swap's hardware snapshot, schema version 1.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// Always 1.
+    pub schema_version: u32,
+    /// When it was detected (RFC 3339, UTC).
+    pub captured_at: String,
+    /// How it was made.
+    pub capture: Capture,
+    /// The CPU architecture.
+    pub architecture: Architecture,
+    /// The operating system.
+    pub operating_system: OperatingSystem,
+    /// Container, virtual machine, WSL or native.
+    pub environment: Environment,
+    /// The CPU.
+    pub cpu: Cpu,
+    /// System memory.
+    pub memory: Memory,
+    /// GPUs, by report index.
+    pub accelerators: Vec<Accelerator>,
+}
+
+/// How the snapshot was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capture {
+    /// `inference_host`: the machine that runs the server.
+    pub scope: &'static str,
+    /// `detected`.
+    pub method: &'static str,
+    /// This server and its version.
+    pub detector: Detector,
+}
+
+/// The detecting program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Detector {
+    /// `llama-swap-server`.
+    pub name: &'static str,
+    /// Its version.
+    pub version: &'static str,
+}
+
+/// The CPU architecture: one of llama-swap's names, and the raw one when
+/// it differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Architecture {
+    /// `x86_64`, `arm64`, `armv7`, `ppc64le`, `riscv64`, `s390x` or `other`.
+    pub name: &'static str,
+    /// The raw name when it differs.
+    pub raw_name: Option<&'static str>,
+}
+
+/// The operating system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OperatingSystem {
+    /// `linux`, `macos`, `freebsd` or `other`.
+    pub family: &'static str,
+    /// The distribution (`/etc/os-release` `ID`).
+    pub name: Option<String>,
+    /// Its version (`VERSION_ID`).
+    pub version: Option<String>,
+    /// The kernel release.
+    pub kernel: Option<String>,
+}
+
+/// Where the server runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Environment {
+    /// `native`, `container`, `virtual_machine`, `wsl` or `unknown`.
+    pub kind: &'static str,
+    /// Its name (`Docker`, `Podman`, `WSL`), when known.
+    pub name: Option<String>,
+    /// Its version: never known here.
+    pub version: Option<String>,
+}
+
+/// The CPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Cpu {
+    /// `vendor_id`.
+    pub vendor: Option<String>,
+    /// `model name`.
+    pub model: Option<String>,
+    /// Distinct `physical id`s.
+    pub socket_count: Option<u32>,
+    /// Distinct cores.
+    pub physical_core_count: Option<u32>,
+    /// Logical processors.
+    pub logical_thread_count: Option<u32>,
+}
+
+/// System memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// Bytes usable by the server (the cgroup limit when lower than `MemTotal`).
+    pub capacity_bytes: u64,
+}
+
+/// One GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Accelerator {
+    /// Report index, from 0.
+    pub index: u32,
+    /// `gpu`.
+    pub kind: &'static str,
+    /// `NVIDIA`, `AMD`, `Intel`.
+    pub vendor: Option<String>,
+    /// The product name.
+    pub model: Option<String>,
+    /// Never known here.
+    pub architecture: Option<String>,
+    /// Its memory.
+    pub memory: AcceleratorMemory,
+    /// Its driver.
+    pub driver: Option<Driver>,
+    /// The power limit in watts.
+    pub power_limit_watts: Option<f64>,
+}
+
+/// A GPU's memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AcceleratorMemory {
+    /// `dedicated` or `unknown`.
+    pub kind: &'static str,
+    /// Bytes.
+    pub capacity_bytes: Option<u64>,
+}
+
+/// A GPU driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Driver {
+    /// Its name (`nvidia`, `amdgpu`).
+    pub name: Option<String>,
+    /// Its version.
+    pub version: Option<String>,
+}
+
+/// The machine's snapshot, detected on the first call and kept for the life
+/// of the process (as llama-swap detects once, at start); `None` when not
+/// even its memory can be read.
+pub async fn snapshot() -> Option<&'static Snapshot> {
+    static DETECTED: tokio::sync::OnceCell<Option<Snapshot>> = tokio::sync::OnceCell::const_new();
+    DETECTED.get_or_init(detect).await.as_ref()
+}
+
+/// Detects the machine; `None` when not even its memory can be read.
+pub async fn detect() -> Option<Snapshot> {
+    let memory = memory_bytes()?;
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|text| cpu_from_cpuinfo(&text))
+        .unwrap_or_default();
+    let (name, version) = std::fs::read_to_string("/etc/os-release")
+        .map(|text| os_release(&text))
+        .unwrap_or_default();
+    let kernel = read_trimmed("/proc/sys/kernel/osrelease");
+    let environment = environment(kernel.as_deref());
+    let mut accelerators = match run(
+        "nvidia-smi",
+        &[
+            "--query-gpu=index,name,memory.total,driver_version,power.limit",
+            "--format=csv,noheader,nounits",
+        ],
+    )
+    .await
+    {
+        Some(out) => nvidia_accelerators(&out),
+        None => Vec::new(),
+    };
+    if accelerators.is_empty()
+        && let Some(out) = run(
+            "rocm-smi",
+            &["--showproductname", "--showmeminfo", "vram", "--json"],
+        )
+        .await
+    {
+        accelerators = rocm_accelerators(&out);
+    }
+    if accelerators.is_empty() {
+        accelerators = drm_accelerators(Path::new("/sys/class/drm"));
+    }
+    for (index, accelerator) in accelerators.iter_mut().enumerate() {
+        accelerator.index = u32::try_from(index).unwrap_or(u32::MAX);
+    }
+    Some(Snapshot {
+        schema_version: 1,
+        captured_at: jiff::Timestamp::now().to_string(),
+        capture: Capture {
+            scope: "inference_host",
+            method: "detected",
+            detector: Detector {
+                name: "llama-swap-server",
+                version: crate::version::VERSION,
+            },
+        },
+        architecture: architecture(std::env::consts::ARCH),
+        operating_system: OperatingSystem {
+            family: match std::env::consts::OS {
+                "linux" => "linux",
+                "macos" => "macos",
+                "freebsd" => "freebsd",
+                _ => "other",
+            },
+            name,
+            version,
+            kernel,
+        },
+        environment,
+        cpu,
+        memory: Memory {
+            capacity_bytes: memory,
+        },
+        accelerators,
+    })
+}
+
+fn architecture(raw: &'static str) -> Architecture {
+    let name = match raw {
+        "x86_64" => {
+            return Architecture {
+                name: "x86_64",
+                raw_name: None,
+            };
+        }
+        "aarch64" => "arm64",
+        "arm" => "armv7",
+        "powerpc64" => "ppc64le",
+        "riscv64" => "riscv64",
+        "s390x" => "s390x",
+        _ => "other",
+    };
+    Architecture {
+        name,
+        raw_name: Some(raw),
+    }
+}
+
+fn environment(kernel: Option<&str>) -> Environment {
+    let named = |kind, name: &str| Environment {
+        kind,
+        name: Some(name.to_owned()),
+        version: None,
+    };
+    if kernel.is_some_and(|k| {
+        let k = k.to_ascii_lowercase();
+        k.contains("microsoft") || k.contains("wsl")
+    }) {
+        return named("wsl", "WSL");
+    }
+    if Path::new("/.dockerenv").exists() {
+        return named("container", "Docker");
+    }
+    if Path::new("/run/.containerenv").exists() {
+        return named("container", "Podman");
+    }
+    let cgroup = std::fs::read_to_string("/proc/1/cgroup").unwrap_or_default();
+    for (marker, name) in [
+        ("docker", "Docker"),
+        ("kubepods", "Kubernetes"),
+        ("lxc", "LXC"),
+    ] {
+        if cgroup.contains(marker) {
+            return named("container", name);
+        }
+    }
+    Environment {
+        kind: "unknown",
+        name: None,
+        version: None,
+    }
+}
+
+/// `MemTotal`, lowered to the cgroup's memory limit when there is a lower one.
+fn memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let total = meminfo.lines().find_map(|line| {
+        let rest = line.strip_prefix("MemTotal:")?;
+        let kib: u64 = rest.split_whitespace().next()?.parse().ok()?;
+        kib.checked_mul(1024)
+    })?;
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| read_trimmed(path)?.parse::<u64>().ok());
+    Some(limit.map_or(total, |limit| limit.min(total)))
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// A tool's standard output, when it exists, answers in time and succeeds.
+async fn run(program: &str, args: &[&str]) -> Option<String> {
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(COMMAND_TIMEOUT, child)
+        .await
+        .ok()?
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// GPUs named by the DRM sysfs files: the vendor from the PCI id, amdgpu's
+/// VRAM size.
+pub fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
+    let Ok(entries) = std::fs::read_dir(drm) else {
+        return Vec::new();
+    };
+    let mut cards: Vec<_> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("card"))
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    cards.sort();
+    cards
+        .iter()
+        .filter_map(|card| {
+            let device = card.join("device");
+            let vendor = std::fs::read_to_string(device.join("vendor")).ok()?;
+            let (vendor, driver) = match vendor.trim() {
+                "0x1002" => ("AMD", "amdgpu"),
+                "0x10de" => ("NVIDIA", "nvidia"),
+                "0x8086" => ("Intel", "i915"),
+                _ => return None,
+            };
+            let vram = std::fs::read_to_string(device.join("mem_info_vram_total"))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok());
+            Some(Accelerator {
+                index: 0,
+                kind: "gpu",
+                vendor: Some(vendor.to_owned()),
+                model: None,
+                architecture: None,
+                memory: AcceleratorMemory {
+                    kind: if vram.is_some() {
+                        "dedicated"
+                    } else {
+                        "unknown"
+                    },
+                    capacity_bytes: vram,
+                },
+                driver: Some(Driver {
+                    name: Some(driver.to_owned()),
+                    version: None,
+                }),
+                power_limit_watts: None,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! The text the hardware readings come from: `/proc/cpuinfo`,
+//! `/etc/os-release`, `nvidia-smi`'s CSV and `rocm-smi`'s JSON.
+
+use std::collections::BTreeSet;
+
+use super::{Accelerator, AcceleratorMemory, Cpu, Driver};
+
+/// The CPU of `/proc/cpuinfo`.
+pub fn cpu_from_cpuinfo(text: &str) -> Cpu {
+    let mut cpu = Cpu::default();
+    let mut threads = 0u32;
+    let mut sockets = BTreeSet::new();
+    let mut cores = BTreeSet::new();
+    let mut socket = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key.trim() {
+            "processor" => {
+                threads += 1;
+                socket = None;
+            }
+            "vendor_id" if cpu.vendor.is_none() => cpu.vendor = Some(value.to_owned()),
+            "model name" if cpu.model.is_none() => cpu.model = Some(value.to_owned()),
+            "physical id" => {
+                socket = Some(value.to_owned());
+                sockets.insert(value.to_owned());
+            }
+            "core id" => {
+                cores.insert((socket.clone(), value.to_owned()));
+            }
+            _ => {}
+        }
+    }
+    let count = |n: usize| u32::try_from(n).ok().filter(|n| *n > 0);
+    cpu.logical_thread_count = count(threads as usize);
+    cpu.socket_count = count(sockets.len());
+    cpu.physical_core_count = count(cores.len());
+    cpu
+}
+
+/// `ID` and `VERSION_ID` of `/etc/os-release`.
+pub fn os_release(text: &str) -> (Option<String>, Option<String>) {
+    let value = |key: &str| {
+        text.lines().find_map(|line| {
+            let v = line.strip_prefix(key)?.strip_prefix('=')?;
+            let v = v.trim().trim_matches('"').trim_matches('\'');
+            (!v.is_empty()).then(|| v.to_owned())
+        })
+    };
+    (value("ID"), value("VERSION_ID"))
+}
+
+/// `nvidia-smi --query-gpu=index,name,memory.total,driver_version,power.limit
+/// --format=csv,noheader,nounits` (memory in MiB).
+pub fn nvidia_accelerators(text: &str) -> Vec<Accelerator> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            let [_, name, memory, driver, power, ..] = f.as_slice() else {
+                return None;
+            };
+            let known = |s: &str| -> Option<String> {
+                (!s.is_empty() && !s.starts_with('[') && s != "N/A").then(|| s.to_owned())
+            };
+            let mib = known(memory).and_then(|m| m.parse::<u64>().ok());
+            Some(Accelerator {
+                index: 0,
+                kind: "gpu",
+                vendor: Some("NVIDIA".to_owned()),
+                model: known(name),
+                architecture: None,
+                memory: AcceleratorMemory {
+                    kind: "dedicated",
+                    capacity_bytes: mib.and_then(|m| m.checked_mul(1024 * 1024)),
+                },
+                driver: Some(Driver {
+                    name: Some("nvidia".to_owned()),
+                    version: known(driver),
+                }),
+                power_limit_watts: known(power)
+                    .and_then(|p| p.parse::<f64>().ok())
+                    .filter(|p| p.is_finite() && *p > 0.0),
+            })
+        })
+        .collect()
+}
+
+/// `rocm-smi --showproductname --showmeminfo vram --json`: one object per
+/// `cardN` with `Card Series` (or `Card model`) and `VRAM Total Memory (B)`.
+pub fn rocm_accelerators(text: &str) -> Vec<Accelerator> {
+    let Ok(serde_json::Value::Object(cards)) = serde_json::from_str::<serde_json::Value>(text)
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, Accelerator)> = cards
+        .iter()
+        .filter_map(|(name, card)| {
+            let number: u32 = name.strip_prefix("card")?.parse().ok()?;
+            let field = |key: &str| {
+                card.get(key)
+                    .and_then(|v| v.as_str())
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty() && *v != "N/A")
+                    .map(str::to_owned)
+            };
+            let vram = field("VRAM Total Memory (B)").and_then(|v| v.parse::<u64>().ok());
+            Some((
+                number,
+                Accelerator {
+                    index: 0,
+                    kind: "gpu",
+                    vendor: Some("AMD".to_owned()),
+                    model: field("Card Series").or_else(|| field("Card model")),
+                    architecture: None,
+                    memory: AcceleratorMemory {
+                        kind: if vram.is_some() {
+                            "dedicated"
+                        } else {
+                            "unknown"
+                        },
+                        capacity_bytes: vram,
+                    },
+                    driver: Some(Driver {
+                        name: Some("amdgpu".to_owned()),
+                        version: None,
+                    }),
+                    power_limit_watts: None,
+                },
+            ))
+        })
+        .collect();
+    out.sort_by_key(|(n, _)| *n);
+    out.into_iter().map(|(_, a)| a).collect()
+}

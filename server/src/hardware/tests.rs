@@ -1,0 +1,115 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+const CPUINFO: &str = "\
+processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz
+physical id\t: 0
+core id\t\t: 0
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz
+physical id\t: 0
+core id\t\t: 0
+
+processor\t: 2
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz
+physical id\t: 1
+core id\t\t: 0
+";
+
+#[test]
+fn cpuinfo_gives_vendor_model_sockets_cores_and_threads() {
+    let cpu = cpu_from_cpuinfo(CPUINFO);
+    assert_eq!(cpu.vendor.as_deref(), Some("GenuineIntel"));
+    assert!(cpu.model.as_deref().unwrap().contains("Gold 6230"));
+    assert_eq!(
+        (
+            cpu.socket_count,
+            cpu.physical_core_count,
+            cpu.logical_thread_count
+        ),
+        (Some(2), Some(2), Some(3))
+    );
+    assert_eq!(cpu_from_cpuinfo(""), Cpu::default());
+}
+
+#[test]
+fn os_release_gives_the_distribution_and_its_version() {
+    let text = "PRETTY_NAME=\"Debian GNU/Linux 12\"\nID=debian\nVERSION_ID=\"12\"\n";
+    assert_eq!(os_release(text), (Some("debian".into()), Some("12".into())));
+}
+
+#[test]
+fn nvidia_smi_lines_become_accelerators() {
+    let gpus = nvidia_accelerators(
+        "0, NVIDIA GeForce RTX 4090, 24564, 550.54.14, 450.00\n1, Tesla T4, 15360, 550.54.14, [N/A]\n",
+    );
+    assert_eq!(gpus.len(), 2);
+    assert_eq!(gpus[0].model.as_deref(), Some("NVIDIA GeForce RTX 4090"));
+    assert_eq!(gpus[0].memory.capacity_bytes, Some(24_564 * 1024 * 1024));
+    assert_eq!(gpus[0].power_limit_watts, Some(450.0));
+    assert_eq!(
+        gpus[0].driver.as_ref().unwrap().version.as_deref(),
+        Some("550.54.14")
+    );
+    assert_eq!(gpus[1].power_limit_watts, None, "[N/A] is not a value");
+}
+
+#[test]
+fn rocm_smi_json_becomes_accelerators_in_card_order() {
+    let gpus = rocm_accelerators(
+        r#"{"card1": {"Card Series": "Radeon RX 7900 XTX", "VRAM Total Memory (B)": "25753026560"},
+            "card0": {"Card model": "0x744c", "VRAM Total Memory (B)": "N/A"}}"#,
+    );
+    assert_eq!(gpus.len(), 2);
+    assert_eq!(gpus[0].model.as_deref(), Some("0x744c"));
+    assert_eq!(gpus[0].memory.kind, "unknown");
+    assert_eq!(gpus[1].memory.capacity_bytes, Some(25_753_026_560));
+    assert!(rocm_accelerators("not json").is_empty());
+}
+
+#[test]
+fn drm_cards_are_read_by_vendor() {
+    let dir = tempfile::tempdir().unwrap();
+    for (card, vendor, vram) in [
+        ("card0", "0x1002", Some("17163091968")),
+        ("card1", "0x1af4", None),
+    ] {
+        let device = dir.path().join(card).join("device");
+        std::fs::create_dir_all(&device).unwrap();
+        std::fs::write(device.join("vendor"), format!("{vendor}\n")).unwrap();
+        if let Some(v) = vram {
+            std::fs::write(device.join("mem_info_vram_total"), v).unwrap();
+        }
+    }
+    std::fs::create_dir_all(dir.path().join("card0-DP-1")).unwrap();
+    let gpus = drm_accelerators(dir.path());
+    assert_eq!(gpus.len(), 1, "a virtio card is not a GPU");
+    assert_eq!(gpus[0].vendor.as_deref(), Some("AMD"));
+    assert_eq!(gpus[0].memory.capacity_bytes, Some(17_163_091_968));
+}
+
+#[tokio::test]
+async fn this_machine_gives_a_schema_one_snapshot() {
+    let snapshot = detect().await.expect("/proc/meminfo is readable here");
+    let json = serde_json::to_value(&snapshot).unwrap();
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["capture"]["scope"], "inference_host");
+    assert_eq!(json["capture"]["detector"]["name"], "llama-swap-server");
+    assert!(json["memory"]["capacity_bytes"].as_u64().unwrap() > 0);
+    assert!(json["accelerators"].is_array());
+    for key in [
+        "architecture",
+        "operating_system",
+        "environment",
+        "cpu",
+        "captured_at",
+    ] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+}
