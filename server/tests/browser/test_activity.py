@@ -102,6 +102,10 @@ class Activity(UiTest):
         expect(bars.first).to_be_attached()
         counts = bars.evaluate_all("els => els.map(e => Number(e.dataset.count))")
         self.assertGreaterEqual(sum(counts), 3)
+        # Tokens per request, and the server's generation speeds, drawn with data too.
+        for chart in ("#generated-tokens-histogram", "#gen-histogram"):
+            drawn = page.locator(f"{chart} rect.bar").evaluate_all("els => els.map(e => Number(e.dataset.count))")
+            self.assertGreater(sum(drawn), 0, chart)
         # The charts can be folded away, and stay so.
         page.get_by_role("button", name="Hide charts").click()
         expect(page.locator("#activity-charts")).to_be_hidden()

@@ -19,6 +19,7 @@ const SAMPLE = 999;
 export function mount(root) {
   const totals = h("dl", { class: "totals", id: "activity-totals" });
   const speeds = h("div", { class: "charts", id: "speed-histograms" });
+  const sizes = h("div", { class: "charts", id: "token-histograms" });
   const latency = h("div", { class: "charts", id: "band-histograms" });
   const sampleNote = h("p", { class: "hint" });
   const hide = h("button", { type: "button", class: "quiet small", "aria-expanded": "true", "aria-controls": "activity-charts" }, "Hide charts");
@@ -27,8 +28,10 @@ export function mount(root) {
     { id: "activity-charts" },
     h("h3", {}, "Token speeds"),
     speeds,
-    h("h3", {}, "Latency and queue wait by priority band"),
+    h("h3", {}, "Tokens per request"),
     sampleNote,
+    sizes,
+    h("h3", {}, "Latency and queue wait by priority band"),
     latency,
   );
   const inflight = h("p", { class: "hint", id: "activity-inflight" });
@@ -119,8 +122,24 @@ export function mount(root) {
       rows = [];
     }
     sampleNote.textContent = rows.length
-      ? `From the latest ${count(rows.length)} request${rows.length === 1 ? "" : "s"} under the table's filters.`
+      ? `These and the band charts: the latest ${count(rows.length)} request${rows.length === 1 ? "" : "s"} under the table's filters.`
       : "";
+    const counts = (read) => rows.map(read).filter((v) => v !== null && v > 0);
+    replace(
+      sizes,
+      h(
+        "div",
+        { class: "chart-box", id: "prompt-tokens-histogram" },
+        h("h4", {}, "Prompt tokens"),
+        histogramChart(histogram(counts(R.prompt)), { label: "Prompt tokens per request", format: whole, className: "h-prompt", height: 120 }),
+      ),
+      h(
+        "div",
+        { class: "chart-box", id: "generated-tokens-histogram" },
+        h("h4", {}, "Generated tokens"),
+        histogramChart(histogram(counts(R.generated)), { label: "Generated tokens per request", format: whole, className: "h-gen", height: 120 }),
+      ),
+    );
     const bands = (state.config.bands || []).map((b) => b.name);
     const byBand = new Map();
     for (const r of rows) {
@@ -182,6 +201,10 @@ export function mount(root) {
 
 function tps(v) {
   return `${v.toFixed(v < 100 ? 1 : 0)}`;
+}
+
+function whole(v) {
+  return count(Math.round(v));
 }
 
 function ms(v) {
