@@ -275,3 +275,23 @@ class ApiKey(UiTest):
         page.get_by_role("button", name="Forget the API key").click()
         page.reload()
         expect(page.get_by_role("dialog")).to_be_visible()
+
+
+class Performance(UiTest):
+    def test_the_hardware_is_shown_as_the_server_detected_it(self):
+        hardware = self.server.json("GET", "/api/hardware")
+        page = self.open("performance")
+        section = page.locator("#hardware")
+        cpu = section.locator(".hw-card", has=page.get_by_role("heading", name="CPU"))
+        expect(cpu).to_contain_text(hardware["cpu"]["model"])
+        expect(cpu).to_contain_text(str(hardware["cpu"]["logical_thread_count"]))
+        gib = f"{hardware['memory']['capacity_bytes'] / 1024**3:.1f} GiB"
+        expect(section.locator(".hw-card", has=page.get_by_role("heading", name="Memory"))).to_contain_text(gib)
+        expect(section.locator(".hw-card", has=page.get_by_role("heading", name="System"))).to_contain_text(
+            hardware["operating_system"]["kernel"]
+        )
+        # llama-swap's /ui/#/hardware link lands here too.
+        page.goto(f"{self.server.url}/ui/#/hardware")
+        expect(page).to_have_url(f"{self.server.url}/ui/hardware")
+        expect(page.locator("main h1").first).to_have_text("Performance")
+        expect(page.locator("#hardware .hw-card").first).to_be_visible()

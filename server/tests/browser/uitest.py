@@ -62,9 +62,7 @@ profiles:
 # asks for them and copes with their 404 (Chromium logs each as a console
 # error). Each leaves this list when it lands.
 PENDING_ENDPOINTS = (
-    "/api/version",
     "/api/performance",
-    "/api/hardware",
 )
 
 
