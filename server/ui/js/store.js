@@ -220,6 +220,24 @@ function applyInflight(payload) {
   };
 }
 
+/**
+ * The requests running now. The in-flight list holds waiting requests too
+ * (`state: "queued"`, as llama-swap's holds every request from arrival);
+ * the Queue view shows those in their rank order from the `queue` event.
+ */
+export function runningRequests() {
+  return state.inflight.requests.filter((r) => (r.state ?? "running") !== "queued");
+}
+
+/** The in-flight entry of a queue row (same `seq`), when the server lists waiting requests. */
+export function entryOfQueued(row) {
+  if (row?.id !== undefined && row?.id !== null) {
+    return state.inflight.requests.find((r) => String(r.id) === String(row.id)) || null;
+  }
+  if (row?.seq === undefined || row?.seq === null) return null;
+  return state.inflight.requests.find((r) => r.seq === row.seq && r.id !== undefined) || null;
+}
+
 /** The id to cancel an in-flight entry by (POST /api/inflight/{id}/cancel), if it has one. */
 export function cancelId(request) {
   return request?.id === undefined || request?.id === null ? null : String(request.id);

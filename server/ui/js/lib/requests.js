@@ -8,7 +8,7 @@ import { bytes, duration, signed, tierName } from "./format.js";
 import { modelPath } from "./models.js";
 import { dataTable } from "./table.js";
 import { toast } from "./toast.js";
-import { bandClass, bandOf, cancelId, header, sessionOf, state } from "../store.js";
+import { bandClass, bandOf, cancelId, entryOfQueued, header, sessionOf, state } from "../store.js";
 
 /** Why a request waits, in words for the cell's tooltip. */
 function reasonHint(reason) {
@@ -53,11 +53,9 @@ export function cancelButton(id, what) {
   return button;
 }
 
-/** The in-flight entry of a queue row, when the server links them. */
+/** The in-flight entry of a queue row (its address, agent, session and cancel id). */
 function entryOf(row) {
-  const id = cancelId(row);
-  if (id === null) return null;
-  return state.inflight.requests.find((r) => cancelId(r) === id) || null;
+  return entryOfQueued(row);
 }
 
 /** Ticking cells: re-rendered every second by tick(). */
@@ -122,7 +120,7 @@ export function waitingTable({ id = "waiting-table", withModel = true } = {}) {
     columns,
     label: "Waiting requests",
     empty: "Nobody is waiting.",
-    rowAttrs: (r) => ({ class: "queue-row", "data-seq": r.seq, "data-model": r.model, "data-id": cancelId(r) }),
+    rowAttrs: (r) => ({ class: "queue-row", "data-seq": r.seq, "data-model": r.model, "data-id": cancelId(r) ?? cancelId(entryOf(r)) }),
   });
 }
 
@@ -162,7 +160,7 @@ export function runningTable({ id = "running-table", withModel = true } = {}) {
 }
 
 function cancelCell(row, kind) {
-  const id = cancelId(row);
+  const id = cancelId(row) ?? (kind === "waiting" ? cancelId(entryOf(row)) : null);
   if (id === null) return h("span", { class: "hint", title: "This server cannot cancel requests" }, "–");
   return cancelButton(id, `${kind} request ${id} to ${row.model}`);
 }

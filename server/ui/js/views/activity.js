@@ -11,7 +11,7 @@ import { histogram, histogramChart } from "../lib/histogram.js";
 import { fetchPage, historyTable } from "../lib/history.js";
 import * as R from "../lib/rows.js";
 import { pref, setPref } from "../prefs.js";
-import { bandClass, bandOf, state, subscribe } from "../store.js";
+import { bandClass, bandOf, runningRequests, state, subscribe } from "../store.js";
 
 /** Requests the latency and queue-wait histograms are drawn from. */
 const SAMPLE = 999;
@@ -180,7 +180,7 @@ export function mount(root) {
   }
 
   function renderInflight() {
-    const running = state.inflight.total || 0;
+    const running = runningRequests().length;
     const waiting = state.queue.total || 0;
     replace(inflight, `${running} running, ${waiting} waiting · `, h("a", { href: "/ui/queue" }, "Queue"));
   }

@@ -10,7 +10,7 @@ import { capabilityBadges } from "../lib/models.js";
 import { runningTable, tick, waitingTable } from "../lib/requests.js";
 import { toast } from "../lib/toast.js";
 import { pref, setPref } from "../prefs.js";
-import { findModel, modelInfo, state, subscribe } from "../store.js";
+import { findModel, modelInfo, runningRequests, state, subscribe } from "../store.js";
 
 const TABS = [
   { id: "activity", label: "Activity" },
@@ -170,7 +170,7 @@ function mountQueue(panel, id, cleanups) {
   );
   function render() {
     waiting.setRows((state.queue.queue || []).filter((r) => r.model === id));
-    running.setRows(state.inflight.requests.filter((r) => r.model === id));
+    running.setRows(runningRequests().filter((r) => r.model === id));
   }
   const timer = setInterval(tick, 1000);
   cleanups.push(subscribe(["queue", "inflight"], render), () => clearInterval(timer));

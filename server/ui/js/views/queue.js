@@ -6,7 +6,7 @@
 import { h, replace } from "../lib/dom.js";
 import { modelPath } from "../lib/models.js";
 import { runningTable, tick, waitingTable } from "../lib/requests.js";
-import { bandClass, realModels, state, subscribe } from "../store.js";
+import { bandClass, realModels, runningRequests, state, subscribe } from "../store.js";
 
 export function mount(root) {
   const waitingCount = h("span", { class: "count" });
@@ -50,8 +50,8 @@ export function mount(root) {
   }
 
   function renderRunning() {
-    const { requests, total } = state.inflight;
-    runningCount.textContent = `(${total})`;
+    const requests = runningRequests();
+    runningCount.textContent = `(${requests.length})`;
     running.setRows(requests);
   }
 
