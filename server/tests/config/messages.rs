@@ -40,6 +40,21 @@ fn exponential_macros_are_refused_with_the_key_path_without_being_expanded() {
     );
 }
 
+/// Each macro is expanded once per value, not once per use: a chain of empty
+/// macros each using the one before twice adds nothing (so the size guard
+/// lets it through) and would otherwise take 2^64 steps.
+#[test]
+fn a_chain_of_empty_macros_expands_at_once() {
+    let mut yaml = String::from("macros:\n  a0: \"\"\n");
+    for i in 1..64 {
+        yaml.push_str(&format!("  a{i}: \"${{a{}}}${{a{}}}\"\n", i - 1, i - 1));
+    }
+    yaml.push_str("models:\n  m:\n    cmd: \"srv --port ${PORT}\"\n    env: [\"X=${a63}\"]\n");
+    let loaded = from_yaml(&yaml).unwrap();
+    let env = &loaded.config.models[0].env;
+    assert_eq!(env, &[("X".to_owned(), String::new())]);
+}
+
 #[test]
 fn a_long_plain_value_is_accepted_and_not_called_a_macro_expansion() {
     let long = "x".repeat(10 * 1024 * 1024);

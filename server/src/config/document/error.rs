@@ -348,6 +348,14 @@ pub enum Reason {
         /// The limit in bytes.
         limit: usize,
     },
+    /// Macro expansion would make the whole configuration too large.
+    #[error(
+        "macro expansion would add more than {limit} bytes to the whole configuration; use large macros in fewer places"
+    )]
+    ExpansionBudget {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// A built-in macro used where it has no value.
     #[error("${{{name}}} is only available {where_available}")]
     MacroNotAvailable {

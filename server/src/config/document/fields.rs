@@ -12,6 +12,9 @@ use super::node::Node;
 pub(crate) struct Diagnostics {
     pub(crate) issues: Vec<Issue>,
     pub(crate) warnings: Vec<ConfigWarning>,
+    /// Bytes macro expansion has added so far in this load (bounded; see
+    /// `macros.rs`).
+    pub(crate) expanded: u64,
 }
 
 impl Diagnostics {

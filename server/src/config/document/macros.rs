@@ -27,6 +27,15 @@ const MAX_MACRO_NAME: usize = 63;
 /// size at every level ("billion laughs"): 40 one-line macros would otherwise ask
 /// for a terabyte. Checked on the computed size before anything is expanded.
 const MAX_EXPANDED_LEN: usize = 1 << 20;
+/// Most bytes expansion may add to a whole configuration: a 1 MiB macro used
+/// in thousands of values would otherwise ask for gigabytes, each value under
+/// [`MAX_EXPANDED_LEN`]. A real configuration adds kilobytes per model.
+const MAX_EXPANDED_TOTAL: usize = 256 << 20;
+
+/// Each macro's expansion within one value, so that a macro used twice (or a
+/// chain of macros each using the one before twice, which adds nothing when
+/// they are empty) is expanded once, not once per use.
+type Memo = HashMap<String, Result<Node, Reason>>;
 
 /// Reads and validates a `macros` block: names, scalar values, order kept.
 pub(crate) fn read_macros(
@@ -139,20 +148,31 @@ impl Scope<'_> {
                         .expanded_len(s, pid_allowed, None, &mut HashMap::new())
                         .map(|n| n.saturating_sub(s.len() as u64));
                     // Other problems are reported by the expansion itself.
-                    if let Ok(adds) = adds
-                        && adds > MAX_EXPANDED_LEN as u64
-                    {
-                        cx.error(
-                            path.clone(),
-                            Reason::ExpansionTooLarge {
-                                adds,
-                                limit: MAX_EXPANDED_LEN,
-                            },
-                        );
-                        return node.clone();
+                    if let Ok(adds) = adds {
+                        if adds > MAX_EXPANDED_LEN as u64 {
+                            cx.error(
+                                path.clone(),
+                                Reason::ExpansionTooLarge {
+                                    adds,
+                                    limit: MAX_EXPANDED_LEN,
+                                },
+                            );
+                            return node.clone();
+                        }
+                        let total = cx.expanded.saturating_add(adds);
+                        if total > MAX_EXPANDED_TOTAL as u64 {
+                            cx.error(
+                                path.clone(),
+                                Reason::ExpansionBudget {
+                                    limit: MAX_EXPANDED_TOTAL,
+                                },
+                            );
+                            return node.clone();
+                        }
+                        cx.expanded = total;
                     }
                 }
-                match self.expand_str(s, pid_allowed, None) {
+                match self.expand_str(s, pid_allowed, None, &mut Memo::new()) {
                     Ok(expanded) => expanded,
                     Err(reason) => {
                         cx.error(path.clone(), reason);
@@ -213,17 +233,18 @@ impl Scope<'_> {
         s: &str,
         pid_allowed: bool,
         within: Option<(&str, usize)>,
+        memo: &mut Memo,
     ) -> Result<Node, Reason> {
         let pieces = pieces(s);
         if let [Piece::Ref(name)] = pieces.as_slice() {
-            return self.resolve(name, pid_allowed, within);
+            return self.resolve(name, pid_allowed, within, memo);
         }
         let mut out = String::with_capacity(s.len());
         for piece in &pieces {
             match piece {
                 Piece::Text(text) => out.push_str(text),
                 Piece::Ref(name) => {
-                    let value = self.resolve(name, pid_allowed, within)?;
+                    let value = self.resolve(name, pid_allowed, within, memo)?;
                     // Macros are scalars by construction, so there is always text.
                     out.push_str(&value.scalar_text().unwrap_or_default());
                 }
@@ -278,7 +299,7 @@ impl Scope<'_> {
             return Ok(size);
         }
         // Built-ins, environment variables and scalar macros: cheap to resolve.
-        let value = self.resolve(name, pid_allowed, within)?;
+        let value = self.resolve(name, pid_allowed, within, &mut Memo::new())?;
         Ok(value.scalar_text().map_or(0, |t| t.len() as u64))
     }
 
@@ -287,6 +308,7 @@ impl Scope<'_> {
         name: &str,
         pid_allowed: bool,
         within: Option<(&str, usize)>,
+        memo: &mut Memo,
     ) -> Result<Node, Reason> {
         if let Some(var) = name.strip_prefix("env.") {
             return match (self.env)(var) {
@@ -334,7 +356,15 @@ impl Scope<'_> {
             });
         }
         match value {
-            Node::Str(text) => self.expand_str(text, pid_allowed, Some((name, place))),
+            // A macro expands the same wherever it is used (its place bounds it).
+            Node::Str(text) => {
+                if let Some(done) = memo.get(name) {
+                    return done.clone();
+                }
+                let done = self.expand_str(text, pid_allowed, Some((name, place)), memo);
+                memo.insert(name.to_owned(), done.clone());
+                done
+            }
             other => Ok(other.clone()),
         }
     }
@@ -493,6 +523,33 @@ mod tests {
             "{:?}",
             cx.issues
         );
+    }
+
+    #[test]
+    fn expansion_over_the_whole_load_is_bounded() {
+        let globals = vec![("m".to_owned(), s("0123456789"))];
+        let mut cx = Diagnostics {
+            expanded: MAX_EXPANDED_TOTAL as u64 - 8,
+            ..Diagnostics::default()
+        };
+        let sc = scope(&globals, &[]);
+        assert_eq!(
+            sc.expand(&s("${m}"), &KeyPath::root(), false, &mut cx),
+            s("0123456789")
+        );
+        assert!(cx.issues.is_empty(), "{:?}", cx.issues);
+        // Each use adds 6 bytes (10 for the 4 of `${m}`): a second one passes
+        // the budget and is refused, the value kept as written.
+        let path = KeyPath::from_keys(["models", "b", "cmd"]);
+        assert_eq!(sc.expand(&s("x ${m}"), &path, false, &mut cx), s("x ${m}"));
+        assert_eq!(cx.issues.len(), 1);
+        assert_eq!(cx.issues[0].path, path);
+        assert!(matches!(
+            cx.issues[0].reason,
+            Reason::ExpansionBudget {
+                limit: MAX_EXPANDED_TOTAL
+            }
+        ));
     }
 
     #[test]

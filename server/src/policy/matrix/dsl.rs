@@ -47,6 +47,15 @@ pub enum SyntaxError {
         /// Its 1-based column.
         column: usize,
     },
+    /// Parentheses nested deeper than anyone writes by hand; refused so that a
+    /// generated expression cannot exhaust the stack.
+    #[error("the '(' at column {column} is nested more than {limit} deep")]
+    TooDeep {
+        /// The 1-based column of the `(` past the limit.
+        column: usize,
+        /// The deepest nesting accepted.
+        limit: usize,
+    },
     /// A complete expression followed by more input (a stray `)`, or two names
     /// without an operator between them).
     #[error("unexpected {found} at column {column} after a complete expression")]
@@ -166,13 +175,20 @@ fn tokenize(input: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
     Ok(tokens)
 }
 
+/// The deepest nesting of parentheses [`parse`] accepts.
+const MAX_DEPTH: usize = 64;
+
 /// Parses one set expression.
 pub(crate) fn parse(input: &str) -> Result<Expr, SyntaxError> {
     if input.trim().is_empty() {
         return Err(SyntaxError::Empty);
     }
     let tokens = tokenize(input)?;
-    let mut parser = Parser { tokens, pos: 0 };
+    let mut parser = Parser {
+        tokens,
+        pos: 0,
+        depth: 0,
+    };
     let expr = parser.or_expr()?;
     let (token, column) = parser.peek();
     if *token != Token::End {
@@ -187,6 +203,8 @@ pub(crate) fn parse(input: &str) -> Result<Expr, SyntaxError> {
 struct Parser {
     tokens: Vec<(Token, usize)>,
     pos: usize,
+    /// Parentheses open around the current position.
+    depth: usize,
 }
 
 impl Parser {
@@ -237,7 +255,15 @@ impl Parser {
             (Token::Name(name), _) => Ok(Expr::Name(name)),
             (Token::Ref(name), _) => Ok(Expr::Ref(name)),
             (Token::Open, open) => {
+                if self.depth == MAX_DEPTH {
+                    return Err(SyntaxError::TooDeep {
+                        column: open,
+                        limit: MAX_DEPTH,
+                    });
+                }
+                self.depth += 1;
                 let inner = self.or_expr()?;
+                self.depth -= 1;
                 match self.bump() {
                     (Token::Close, _) => Ok(inner),
                     _ => Err(SyntaxError::Unclosed { column: open }),
@@ -337,6 +363,20 @@ mod tests {
             parse("org/model"),
             Err(SyntaxError::BadCharacter { found: '/', .. })
         ));
+    }
+
+    #[test]
+    fn nesting_is_bounded_so_a_generated_expression_cannot_exhaust_the_stack() {
+        let ok = format!("{}a{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert_eq!(parse(&ok), Ok(name("a")));
+        let deep = format!("{}a{}", "(".repeat(200_000), ")".repeat(200_000));
+        assert_eq!(
+            parse(&deep),
+            Err(SyntaxError::TooDeep {
+                column: MAX_DEPTH + 1,
+                limit: MAX_DEPTH
+            })
+        );
     }
 
     #[test]
