@@ -290,7 +290,7 @@ pub(crate) fn ui(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnosti
 /// A size in bytes: a whole number, or a number with a decimal (`KB`, `MB`,
 /// `GB`) or binary (`KiB`, `MiB`, `GiB`) unit. At least 1 byte.
 fn read_size(node: &Node, path: KeyPath, cx: &mut Diagnostics) -> Option<usize> {
-    if let Node::Int(_) = node {
+    if let Node::Int(..) = node {
         let bytes = cx.int_min(node, &path, 1)?;
         return usize::try_from(bytes).ok();
     }

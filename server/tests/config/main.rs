@@ -13,6 +13,7 @@ mod load;
 mod mapping;
 mod matrix;
 mod messages;
+mod names;
 mod parallel;
 mod peers;
 mod ports;

@@ -192,7 +192,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Node {
-        serde_saphyr::from_str(text).unwrap()
+        Node::parse(text).unwrap()
     }
 
     #[test]
@@ -204,7 +204,7 @@ mod tests {
             &mut issues,
         );
         assert!(issues.is_empty(), "{issues:?}");
-        assert_eq!(node.get("ttl"), Some(&Node::Int(300)));
+        assert_eq!(node.get("ttl"), Some(&Node::int(300)));
         assert_eq!(
             node.get("proxy"),
             Some(&Node::Str("http://gpu-box:8080".into()))

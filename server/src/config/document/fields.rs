@@ -34,7 +34,7 @@ impl Diagnostics {
     /// Reads a boolean.
     pub(crate) fn bool(&mut self, node: &Node, path: &KeyPath) -> Option<bool> {
         match node {
-            Node::Bool(b) => Some(*b),
+            Node::Bool(b, _) => Some(*b),
             other => self.wrong_type(path, "true or false", other),
         }
     }
@@ -42,7 +42,7 @@ impl Diagnostics {
     /// Reads an integer (fractions are refused, as llama-swap's Go types refuse them).
     pub(crate) fn int(&mut self, node: &Node, path: &KeyPath) -> Option<i64> {
         match node {
-            Node::Int(i) => Some(*i),
+            Node::Int(i, _) => Some(*i),
             other => self.wrong_type(path, "an integer", other),
         }
     }

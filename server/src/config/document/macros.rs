@@ -193,7 +193,7 @@ impl Scope<'_> {
                     .map(|(k, v)| (k.clone(), self.expand(v, &path.key(k), pid_allowed, cx)))
                     .collect(),
             ),
-            Node::Null | Node::Bool(_) | Node::Int(_) | Node::Float(_) => node.clone(),
+            Node::Null | Node::Bool(..) | Node::Int(..) | Node::Float(..) => node.clone(),
         }
     }
 
@@ -374,7 +374,7 @@ impl Scope<'_> {
 /// exactly `${PORT}` becomes an integer.
 pub(crate) fn substitute_port(node: &mut Node, port: u16) {
     match node {
-        Node::Str(s) if s == PORT_PLACEHOLDER => *node = Node::Int(i64::from(port)),
+        Node::Str(s) if s == PORT_PLACEHOLDER => *node = Node::int(i64::from(port)),
         Node::Str(s) => {
             if s.contains(PORT_PLACEHOLDER) {
                 *s = s.replace(PORT_PLACEHOLDER, &port.to_string());
@@ -386,7 +386,7 @@ pub(crate) fn substitute_port(node: &mut Node, port: u16) {
         Node::Map(entries) => entries
             .iter_mut()
             .for_each(|(_, v)| substitute_port(v, port)),
-        Node::Null | Node::Bool(_) | Node::Int(_) | Node::Float(_) => {}
+        Node::Null | Node::Bool(..) | Node::Int(..) | Node::Float(..) => {}
     }
 }
 
@@ -433,10 +433,10 @@ mod tests {
     fn model_macro_overrides_global_and_may_use_earlier_ones() {
         let globals = vec![
             ("bin".to_owned(), s("/usr/bin/llama-server")),
-            ("ctx".to_owned(), Node::Int(4096)),
+            ("ctx".to_owned(), Node::int(4096)),
         ];
         let model = vec![
-            ("ctx".to_owned(), Node::Int(8192)),
+            ("ctx".to_owned(), Node::int(8192)),
             ("run".to_owned(), s("${bin} -c ${ctx}")),
         ];
         let mut cx = Diagnostics::default();
@@ -452,10 +452,10 @@ mod tests {
 
     #[test]
     fn whole_value_reference_keeps_the_macro_type() {
-        let globals = vec![("ttl".to_owned(), Node::Int(300))];
+        let globals = vec![("ttl".to_owned(), Node::int(300))];
         let mut cx = Diagnostics::default();
         let out = scope(&globals, &[]).expand(&s("${ttl}"), &KeyPath::root(), false, &mut cx);
-        assert_eq!(out, Node::Int(300));
+        assert_eq!(out, Node::int(300));
     }
 
     #[test]
@@ -620,6 +620,6 @@ mod tests {
         ]);
         substitute_port(&mut node, 5801);
         assert_eq!(node.get("cmd"), Some(&s("srv --port 5801")));
-        assert_eq!(node.get("meta"), Some(&Node::Int(5801)));
+        assert_eq!(node.get("meta"), Some(&Node::int(5801)));
     }
 }

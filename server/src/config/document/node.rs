@@ -10,33 +10,72 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+/// How a plain scalar was written where YAML gave it a type (`0x10`, `1.20`,
+/// `07`, `on`, `True`). Kept so that a value read as text is the text as
+/// written, as llama-swap's decoder hands a string field the scalar's text:
+/// a model, alias or peer model named `1.20` keeps that name. Two values are
+/// equal whatever their spelling (`100` and `0x64` merge as one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Written(Option<Box<str>>);
+
+impl PartialEq for Written {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Written {
+    /// The text as written, when it differs from the value's usual rendering.
+    fn text(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
 
 /// One YAML value.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Node {
     Null,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
+    Bool(bool, Written),
+    Int(i64, Written),
+    Float(f64, Written),
     Str(String),
     Seq(Vec<Node>),
-    /// Entries in file order; keys are scalars rendered as text.
+    /// Entries in file order; keys are scalars rendered as text, as written.
     Map(Vec<(String, Node)>),
 }
 
 impl Node {
+    /// Parses YAML text into a tree (duplicate keys are errors). Typed plain
+    /// scalars keep the text they were written as ([`Written`]).
+    pub(crate) fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
+        let parsed: Parsed = serde_saphyr::from_str(text)?;
+        Ok(parsed.into_node(text))
+    }
+
+    /// An integer written the usual way.
+    pub(crate) fn int(value: i64) -> Node {
+        Node::Int(value, Written::default())
+    }
+
+    /// A boolean written the usual way.
+    pub(crate) fn bool(value: bool) -> Node {
+        Node::Bool(value, Written::default())
+    }
+
     /// What kind of value this is, phrased for "expected X, got Y" messages. Never
     /// includes the value itself, so secrets (API keys) cannot leak through it.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Node::Null => "nothing (null)",
-            Node::Bool(_) => "a boolean",
-            Node::Int(_) => "an integer",
+            Node::Bool(..) => "a boolean",
+            Node::Int(..) => "an integer",
             // A whole number beyond 64 bits arrives as a float; it is not a fraction.
-            Node::Float(f) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => {
+            Node::Float(f, _) if f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_776e18 => {
                 "a whole number too large for a 64-bit integer"
             }
-            Node::Float(_) => "a fractional number",
+            Node::Float(..) => "a fractional number",
             Node::Str(_) => "a string",
             Node::Seq(_) => "a list",
             Node::Map(_) => "a map",
@@ -44,12 +83,15 @@ impl Node {
     }
 
     /// The text of a scalar, as a string-typed field would see it (YAML `8080` is a
-    /// valid value for a string field, as in llama-swap's Go decoder).
+    /// valid value for a string field, as in llama-swap's Go decoder): as written.
     pub(crate) fn scalar_text(&self) -> Option<String> {
         match self {
-            Node::Bool(b) => Some(b.to_string()),
-            Node::Int(i) => Some(i.to_string()),
-            Node::Float(f) => Some(f.to_string()),
+            Node::Bool(_, w) | Node::Int(_, w) | Node::Float(_, w) if w.text().is_some() => {
+                w.text().map(str::to_owned)
+            }
+            Node::Bool(b, _) => Some(b.to_string()),
+            Node::Int(i, _) => Some(i.to_string()),
+            Node::Float(f, _) => Some(f.to_string()),
             Node::Str(s) => Some(s.clone()),
             Node::Null | Node::Seq(_) | Node::Map(_) => None,
         }
@@ -59,7 +101,7 @@ impl Node {
     pub(crate) fn is_scalar(&self) -> bool {
         matches!(
             self,
-            Node::Bool(_) | Node::Int(_) | Node::Float(_) | Node::Str(_)
+            Node::Bool(..) | Node::Int(..) | Node::Float(..) | Node::Str(_)
         )
     }
 
@@ -70,12 +112,12 @@ impl Node {
     /// field (an API key `007`, say) always gets the variable's exact text.
     pub(crate) fn from_plain_text(text: &str) -> Node {
         match text {
-            "true" => return Node::Bool(true),
-            "false" => return Node::Bool(false),
+            "true" => return Node::bool(true),
+            "false" => return Node::bool(false),
             _ => {}
         }
         match text.parse::<i64>() {
-            Ok(i) if i.to_string() == text => Node::Int(i),
+            Ok(i) if i.to_string() == text => Node::int(i),
             _ => Node::Str(text.to_owned()),
         }
     }
@@ -84,9 +126,9 @@ impl Node {
     pub(crate) fn to_json(&self) -> serde_json::Value {
         match self {
             Node::Null => serde_json::Value::Null,
-            Node::Bool(b) => serde_json::Value::Bool(*b),
-            Node::Int(i) => serde_json::Value::from(*i),
-            Node::Float(f) => serde_json::Number::from_f64(*f)
+            Node::Bool(b, _) => serde_json::Value::Bool(*b),
+            Node::Int(i, _) => serde_json::Value::from(*i),
+            Node::Float(f, _) => serde_json::Number::from_f64(*f)
                 .map_or(serde_json::Value::Null, serde_json::Value::Number),
             Node::Str(s) => serde_json::Value::String(s.clone()),
             Node::Seq(items) => serde_json::Value::Array(items.iter().map(Node::to_json).collect()),
@@ -108,101 +150,167 @@ impl Node {
     }
 }
 
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(NodeVisitor)
+/// The tree as the parser hands it over: typed scalars with where they were
+/// written (byte offset and length), map keys still values.
+enum Parsed {
+    Null,
+    Bool(bool, Option<Span>),
+    Int(i64, Option<Span>),
+    Float(f64, Option<Span>),
+    Str(String),
+    Seq(Vec<Parsed>),
+    Map(Vec<(Parsed, Parsed)>),
+}
+
+type Span = (usize, usize);
+
+impl Parsed {
+    /// Where a typed scalar was defined (an alias or merge key points at its
+    /// anchor's text).
+    fn at(mut self, location: &serde_saphyr::Location) -> Self {
+        let span = location.span();
+        let span = span
+            .byte_offset()
+            .zip(span.byte_len())
+            .and_then(|(o, n)| Some((usize::try_from(o).ok()?, usize::try_from(n).ok()?)));
+        if let Parsed::Bool(_, at) | Parsed::Int(_, at) | Parsed::Float(_, at) = &mut self {
+            *at = span;
+        }
+        self
+    }
+
+    fn into_node(self, text: &str) -> Node {
+        // The written text, when it is not what the value renders as anyway.
+        let written = |span: Option<Span>, usual: String| {
+            let raw = span
+                .and_then(|(o, n)| text.get(o..o.checked_add(n)?))
+                .map(str::trim)
+                .filter(|raw| !raw.is_empty() && *raw != usual);
+            Written(raw.map(Box::from))
+        };
+        match self {
+            Parsed::Null => Node::Null,
+            Parsed::Bool(b, at) => Node::Bool(b, written(at, b.to_string())),
+            Parsed::Int(i, at) => Node::Int(i, written(at, i.to_string())),
+            Parsed::Float(f, at) => Node::Float(f, written(at, f.to_string())),
+            Parsed::Str(s) => Node::Str(s),
+            Parsed::Seq(items) => Node::Seq(items.into_iter().map(|i| i.into_node(text)).collect()),
+            Parsed::Map(entries) => Node::Map(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let key = match k.into_node(text) {
+                            Node::Null => "null".to_owned(),
+                            key => key.scalar_text().unwrap_or_default(),
+                        };
+                        (key, v.into_node(text))
+                    })
+                    .collect(),
+            ),
+        }
     }
 }
 
-struct NodeVisitor;
+impl<'de> Deserialize<'de> for Parsed {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ParsedVisitor)
+    }
+}
 
-impl<'de> Visitor<'de> for NodeVisitor {
-    type Value = Node;
+struct ParsedVisitor;
+
+impl<'de> Visitor<'de> for ParsedVisitor {
+    type Value = Parsed;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any YAML value")
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
-        Ok(Node::Bool(v))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Parsed, E> {
+        Ok(Parsed::Bool(v, None))
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
-        Ok(Node::Int(v))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Parsed, E> {
+        Ok(Parsed::Int(v, None))
     }
 
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Node, E> {
-        Ok(i64::try_from(v).map_or(Node::Float(v as f64), Node::Int))
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Parsed, E> {
+        Ok(i64::try_from(v).map_or(Parsed::Float(v as f64, None), |i| Parsed::Int(i, None)))
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
-        Ok(i64::try_from(v).map_or(Node::Float(v as f64), Node::Int))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Parsed, E> {
+        Ok(i64::try_from(v).map_or(Parsed::Float(v as f64, None), |i| Parsed::Int(i, None)))
     }
 
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Node, E> {
-        Ok(i64::try_from(v).map_or(Node::Float(v as f64), Node::Int))
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Parsed, E> {
+        Ok(i64::try_from(v).map_or(Parsed::Float(v as f64, None), |i| Parsed::Int(i, None)))
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
-        Ok(Node::Float(v))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Parsed, E> {
+        Ok(Parsed::Float(v, None))
     }
 
-    fn visit_char<E: de::Error>(self, v: char) -> Result<Node, E> {
-        Ok(Node::Str(v.to_string()))
+    fn visit_char<E: de::Error>(self, v: char) -> Result<Parsed, E> {
+        Ok(Parsed::Str(v.to_string()))
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
-        Ok(Node::Str(v.to_owned()))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Parsed, E> {
+        Ok(Parsed::Str(v.to_owned()))
     }
 
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
-        Ok(Node::Str(v))
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Parsed, E> {
+        Ok(Parsed::Str(v))
     }
 
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Node, E> {
-        Ok(Node::Str(String::from_utf8_lossy(v).into_owned()))
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Parsed, E> {
+        Ok(Parsed::Str(String::from_utf8_lossy(v).into_owned()))
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<Node, E> {
-        Ok(Node::Null)
+    fn visit_none<E: de::Error>(self) -> Result<Parsed, E> {
+        Ok(Parsed::Null)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
-        Ok(Node::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<Parsed, E> {
+        Ok(Parsed::Null)
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
-        Node::deserialize(deserializer)
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Parsed, D::Error> {
+        Parsed::deserialize(deserializer)
     }
 
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
-        Node::deserialize(deserializer)
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Parsed, D::Error> {
+        Parsed::deserialize(deserializer)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Node>()? {
-            items.push(item);
+        while let Some(item) = seq.next_element::<Spanned<Parsed>>()? {
+            items.push(item.value.at(&item.defined));
         }
-        Ok(Node::Seq(items))
+        Ok(Parsed::Seq(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
-        let mut entries: Vec<(String, Node)> = Vec::new();
-        while let Some(key) = map.next_key::<Node>()? {
-            let Some(key) = key.scalar_text().or_else(|| match key {
-                Node::Null => Some("null".to_owned()),
-                _ => None,
-            }) else {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key::<Spanned<Parsed>>()? {
+            let key = key.value.at(&key.defined);
+            if matches!(key, Parsed::Seq(_) | Parsed::Map(_)) {
+                let kind = if matches!(key, Parsed::Seq(_)) {
+                    "a list"
+                } else {
+                    "a map"
+                };
                 return Err(de::Error::custom(format!(
-                    "map keys must be scalars, got {}",
-                    key.kind()
+                    "map keys must be scalars, got {kind}"
                 )));
-            };
-            let value = map.next_value::<Node>()?;
-            entries.push((key, value));
+            }
+            let value = map.next_value::<Spanned<Parsed>>()?;
+            entries.push((key, value.value.at(&value.defined)));
         }
-        Ok(Node::Map(entries))
+        Ok(Parsed::Map(entries))
     }
 }
 
@@ -211,7 +319,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Node {
-        serde_saphyr::from_str(text).unwrap()
+        Node::parse(text).unwrap()
     }
 
     #[test]
@@ -220,11 +328,15 @@ mod tests {
         assert_eq!(
             node,
             Node::Map(vec![
-                ("b".into(), Node::Int(1)),
+                ("b".into(), Node::int(1)),
                 ("a".into(), Node::Str("two".into())),
                 (
                     "c".into(),
-                    Node::Seq(vec![Node::Bool(true), Node::Float(1.5), Node::Null])
+                    Node::Seq(vec![
+                        Node::bool(true),
+                        Node::Float(1.5, Written::default()),
+                        Node::Null
+                    ])
                 ),
             ])
         );
@@ -239,20 +351,20 @@ mod tests {
     fn anchors_and_merge_keys_are_expanded() {
         let node = parse("base: &b {ttl: 5}\nm:\n  <<: *b\n  cmd: x\n");
         let m = node.get("m").unwrap();
-        assert_eq!(m.get("ttl"), Some(&Node::Int(5)));
+        assert_eq!(m.get("ttl"), Some(&Node::int(5)));
         assert_eq!(m.get("cmd"), Some(&Node::Str("x".into())));
     }
 
     #[test]
     fn duplicate_keys_are_rejected_by_the_parser() {
-        assert!(serde_saphyr::from_str::<Node>("a: 1\na: 2\n").is_err());
+        assert!(Node::parse("a: 1\na: 2\n").is_err());
     }
 
     #[test]
     fn plain_text_is_typed_like_a_yaml_scalar() {
-        assert_eq!(Node::from_plain_text("300"), Node::Int(300));
-        assert_eq!(Node::from_plain_text("-2"), Node::Int(-2));
-        assert_eq!(Node::from_plain_text("true"), Node::Bool(true));
+        assert_eq!(Node::from_plain_text("300"), Node::int(300));
+        assert_eq!(Node::from_plain_text("-2"), Node::int(-2));
+        assert_eq!(Node::from_plain_text("true"), Node::bool(true));
         assert_eq!(Node::from_plain_text("007"), Node::Str("007".into()));
         assert_eq!(Node::from_plain_text("+5"), Node::Str("+5".into()));
         assert_eq!(Node::from_plain_text("1e5"), Node::Str("1e5".into()));

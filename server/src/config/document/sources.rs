@@ -99,7 +99,7 @@ pub(crate) fn parse_document(
     if text.trim().is_empty() {
         return Ok(Node::Null);
     }
-    let root: Node = match serde_saphyr::from_str(text) {
+    let root: Node = match Node::parse(text) {
         Ok(root) => root,
         // `[${env.KEY}]` does not parse until substituted: do it as text, as
         // llama-swap does, and report the first error if that does not help.
@@ -109,7 +109,7 @@ pub(crate) fn parse_document(
                     file: file.to_owned(),
                     issues,
                 })?;
-            return serde_saphyr::from_str(&substituted).map_err(|_| ConfigError::Yaml {
+            return Node::parse(&substituted).map_err(|_| ConfigError::Yaml {
                 file: file.to_owned(),
                 source: Box::new(first),
             });
@@ -245,8 +245,8 @@ mod tests {
         assert_eq!(
             out.get("macros"),
             Some(&Node::Map(vec![
-                ("LOW".into(), Node::Int(1)),
-                ("HIGH".into(), Node::Int(2))
+                ("LOW".into(), Node::int(1)),
+                ("HIGH".into(), Node::int(2))
             ]))
         );
     }

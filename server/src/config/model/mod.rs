@@ -230,7 +230,7 @@ fn read_model(
     // -1 is llama-swap's "unset" and falls back to globalTTL; 0 means never.
     let ttl = match fields.take("ttl") {
         None => defaults.global_ttl,
-        Some((Node::Int(-1), _)) => defaults.global_ttl,
+        Some((Node::Int(-1, _), _)) => defaults.global_ttl,
         Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
     };
     let unload_timeout = match fields.take("unloadTimeout") {

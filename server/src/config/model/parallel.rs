@@ -11,7 +11,7 @@ use crate::scheduler::Parallel;
 /// Reads `parallel`: a positive integer, or `auto` (the upstream's own slot count).
 pub(crate) fn read_parallel(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Parallel {
     let parsed = match node {
-        Node::Int(n) => usize::try_from(*n).ok().and_then(Parallel::limit),
+        Node::Int(n, _) => usize::try_from(*n).ok().and_then(Parallel::limit),
         Node::Str(text) if text.trim() == "auto" => Some(Parallel::Auto),
         _ => None,
     };
@@ -19,7 +19,7 @@ pub(crate) fn read_parallel(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -
         Some(parallel) => parallel,
         None => {
             let got = match node {
-                Node::Int(n) => n.to_string(),
+                Node::Int(n, _) => n.to_string(),
                 other => other
                     .scalar_text()
                     .unwrap_or_else(|| other.kind().to_owned()),
