@@ -2,6 +2,7 @@
 //! directory of files, both, or text in memory.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use super::document::env::EnvLookup;
@@ -11,7 +12,7 @@ use super::document::node::Node;
 use super::document::ports::KeptPorts;
 use super::document::sources::{self, source_files};
 use super::resolved::types::Config;
-use super::sections;
+use super::sections::{self, Inputs};
 
 /// A configuration that loaded, with what was ignored or adjusted on the way.
 #[derive(Clone, Debug)]
@@ -48,6 +49,8 @@ pub struct Loader<'a> {
     yaml: Option<(String, &'a str)>,
     env: Option<EnvLookup<'a>>,
     kept: Option<&'a KeptPorts>,
+    /// `None`: the system's; `Some(None)`: not checked.
+    ephemeral_ports: Option<Option<RangeInclusive<u16>>>,
 }
 
 impl fmt::Debug for Loader<'_> {
@@ -58,6 +61,7 @@ impl fmt::Debug for Loader<'_> {
             .field("yaml", &self.yaml.as_ref().map(|(name, _)| name))
             .field("env", &self.env.map(|_| "custom"))
             .field("kept", &self.kept)
+            .field("ephemeral_ports", &self.ephemeral_ports)
             .finish()
     }
 }
@@ -111,6 +115,14 @@ impl<'a> Loader<'a> {
         self
     }
 
+    /// The range of local ports the system gives outgoing connections, for
+    /// the warning about `${PORT}` numbers inside it (`None`: no warning). By
+    /// default the system's (Linux: `net.ipv4.ip_local_port_range`).
+    pub fn ephemeral_ports(mut self, range: Option<RangeInclusive<u16>>) -> Self {
+        self.ephemeral_ports = Some(range);
+        self
+    }
+
     /// Reads, merges, expands and checks the configuration.
     ///
     /// # Errors
@@ -127,9 +139,17 @@ impl<'a> Loader<'a> {
             Some(env) => env,
             None => &process,
         };
+        let inputs = Inputs {
+            env,
+            kept_ports: self.kept,
+            ephemeral_ports: self
+                .ephemeral_ports
+                .clone()
+                .unwrap_or_else(crate::upstream::ephemeral_ports),
+        };
         if let Some((name, text)) = &self.yaml {
             let root = sources::parse_document(name, text, env)?;
-            return resolve(name, &root, env, self.kept);
+            return resolve(name, &root, &inputs);
         }
         let (file, dir) = (self.file.as_deref(), self.dir.as_deref());
         let files = source_files(file, dir)?;
@@ -151,18 +171,13 @@ impl<'a> Loader<'a> {
             },
             _ => String::new(),
         };
-        resolve(&name, &merged, env, self.kept)
+        resolve(&name, &merged, &inputs)
     }
 }
 
-fn resolve(
-    file: &str,
-    root: &Node,
-    env: EnvLookup<'_>,
-    kept: Option<&KeptPorts>,
-) -> Result<Loaded, ConfigError> {
+fn resolve(file: &str, root: &Node, inputs: &Inputs<'_>) -> Result<Loaded, ConfigError> {
     let mut cx = Diagnostics::default();
-    match sections::build(root, env, kept, &mut cx) {
+    match sections::build(root, inputs, &mut cx) {
         Some(config) if cx.issues.is_empty() => Ok(Loaded {
             config,
             warnings: cx.warnings,

@@ -2,6 +2,8 @@
 //! they are read in ([`STEPS`]). The keys this server knows, and so the keys
 //! macros expand in, are computed from that table.
 
+use std::ops::RangeInclusive;
+
 use super::document::env::EnvLookup;
 use super::document::error::{KeyPath, WarningKind};
 use super::document::fields::{Diagnostics, Fields};
@@ -201,14 +203,20 @@ fn check_peer_names_step(named: &mut Named<'_>, cx: &mut Diagnostics) {
     );
 }
 
+/// What a load takes besides the document.
+pub(crate) struct Inputs<'a> {
+    pub(crate) env: EnvLookup<'a>,
+    /// `${PORT}` numbers a reload keeps.
+    pub(crate) kept_ports: Option<&'a KeptPorts>,
+    /// The system's ephemeral port range, to warn about `${PORT}` numbers in it
+    /// (`None`: not checked).
+    pub(crate) ephemeral_ports: Option<RangeInclusive<u16>>,
+}
+
 /// Builds a [`Config`] from a parsed document. Returns `None` when any issue was
 /// found; `cx` then holds them all.
-pub(crate) fn build(
-    root: &Node,
-    env: EnvLookup<'_>,
-    kept_ports: Option<&KeptPorts>,
-    cx: &mut Diagnostics,
-) -> Option<Config> {
+pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> Option<Config> {
+    let (env, kept_ports) = (inputs.env, inputs.kept_ports);
     let root_path = KeyPath::root();
     let global_macros = match root.get("macros") {
         Some(node) => read_macros(node, &KeyPath::from_keys(["macros"]), cx),
@@ -283,6 +291,9 @@ pub(crate) fn build(
                 };
                 if let Some((node, path)) = node {
                     models = read_models(node, &path, &defaults, cx);
+                }
+                if let Some(range) = &inputs.ephemeral_ports {
+                    warn_of_ephemeral_ports(&models, range, cx);
                 }
             }
             Step::Peers => {
@@ -363,6 +374,32 @@ pub(crate) fn build(
         priority_rules: priority,
         upstream: globals.upstream,
     })
+}
+
+/// One warning for every `${PORT}` number in the system's ephemeral range.
+fn warn_of_ephemeral_ports(
+    models: &[ParsedModel],
+    range: &RangeInclusive<u16>,
+    cx: &mut Diagnostics,
+) {
+    let ports: Vec<u16> = models
+        .iter()
+        .filter_map(|m| m.config.port)
+        .filter(|port| range.contains(port))
+        .collect();
+    let (Some(&first), Some(&last)) = (ports.iter().min(), ports.iter().max()) else {
+        return;
+    };
+    cx.warn(
+        KeyPath::from_keys(["startPort"]),
+        WarningKind::EphemeralPorts {
+            count: ports.len(),
+            first,
+            last,
+            low: *range.start(),
+            high: *range.end(),
+        },
+    );
 }
 
 #[cfg(test)]

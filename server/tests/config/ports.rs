@@ -110,3 +110,30 @@ fn a_new_start_port_numbers_every_model_afresh() {
         ]
     );
 }
+
+fn warnings_with(range: Option<std::ops::RangeInclusive<u16>>, text: &str) -> Vec<String> {
+    let loaded = Config::loader()
+        .yaml("config.yaml", text)
+        .env(&|_| None)
+        .ephemeral_ports(range)
+        .load()
+        .unwrap_or_else(|err| panic!("should load:\n{err}"));
+    loaded.warnings.iter().map(ToString::to_string).collect()
+}
+
+/// Outgoing connections take their local port from the system's ephemeral
+/// range; a model whose `${PORT}` an outgoing connection holds cannot start
+/// (under load, hundreds of starts failed that way).
+#[test]
+fn ports_in_the_systems_ephemeral_range_are_warned_about_at_load() {
+    let linux = Some(32768..=60999);
+    let warnings = warnings_with(linux.clone(), &yaml(60998, &["a", "b", "c"]));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("startPort: 2 model port(s) given by ${PORT} (60998-60999) lie in the system's ephemeral port range 32768-60999"),
+        "{warnings:?}"
+    );
+    assert!(warnings[0].contains("below 32768"), "{warnings:?}");
+    assert!(warnings_with(linux, &yaml(5800, &["a", "b"])).is_empty());
+    assert!(warnings_with(None, &yaml(40000, &["a"])).is_empty());
+}

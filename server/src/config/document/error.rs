@@ -169,6 +169,14 @@ fn yaml_message(error: &serde_saphyr::Error) -> String {
     error.render_with_formatter(&serde_saphyr::UserMessageFormatter)
 }
 
+fn port_span(first: u16, last: u16) -> String {
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
+}
+
 fn display_size(bytes: u64) -> String {
     if bytes == u64::MAX {
         "more than 18446744073709551615".to_owned()
@@ -671,6 +679,28 @@ pub enum WarningKind {
     NoEffect {
         /// The setting that makes it moot.
         because: &'static str,
+    },
+    /// `${PORT}` numbers inside the system's ephemeral port range, from which
+    /// the kernel takes the local port of every outgoing connection: one that
+    /// holds a model's number keeps that model from starting.
+    #[error(
+        "{count} model port(s) given by ${{PORT}} ({}) lie in the system's ephemeral port range \
+         {low}-{high}, from which outgoing connections take their local ports: a model whose \
+         port one of them holds cannot start; set startPort so the models' ports stay below \
+         {low} (or above {high})",
+        port_span(*.first, *.last)
+    )]
+    EphemeralPorts {
+        /// How many models' ports are in the range.
+        count: usize,
+        /// The lowest of them.
+        first: u16,
+        /// The highest of them.
+        last: u16,
+        /// The range's first port (Linux: `net.ipv4.ip_local_port_range`).
+        low: u16,
+        /// The range's last port.
+        high: u16,
     },
 }
 
