@@ -45,8 +45,8 @@
 //! |---|---|
 //! | [`serve`](mod@serve) | the entry point: serve a config on a listener, reload, drain, stop |
 //! | [`api`] | the HTTP surface: routes, auth, model extraction, error envelopes, the loading stream, the UI and its event stream, handlers |
-//! | `names` | profile pins and selectors: the names a request may use beyond models |
-//! | [`peers`] | other servers whose models requests are forwarded to: naming, pools, in-flight counts |
+//! | `selection` | the run-time half of renaming: the active profile, the selectors' picks and spillover reservations |
+//! | [`peers`] | other servers whose models requests are forwarded to: clients, pool choice, in-flight counts |
 //! | [`logging`] | the proxy's own log: history for `/logs`, stdout per `logToStdout`, `logLevel`, `logTimeFormat` |
 //! | [`router`] | the actor that owns the scheduler and turns its decisions into effects; tickets and leases |
 //! | `activity` | requests in flight and the ring of finished ones, with usage read from responses |
@@ -61,6 +61,7 @@
 //! | [`policy`] | eviction policies (groups, matrix): which models must stop for another to run |
 //! | [`filters`] | request body filters: `stripParams`, `setParams`, `setParamsByID` |
 //! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
+//! | [`names`] | where a requested name leads (profile pin, selector, local model, peer model): the one resolution, used by the config's checks and the request path; pure |
 
 #[cfg(not(feature = "bench"))]
 pub(crate) mod activity;
@@ -78,13 +79,14 @@ pub(crate) mod hardware;
 pub mod launcher;
 pub mod logging;
 pub mod metrics;
-pub(crate) mod names;
+pub mod names;
 pub mod peers;
 pub mod policy;
 pub mod priority;
 pub mod proxy;
 pub mod router;
 pub mod scheduler;
+pub(crate) mod selection;
 pub mod serve;
 pub(crate) mod store;
 pub mod upstream;

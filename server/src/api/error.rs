@@ -120,7 +120,7 @@ pub enum ApiError {
         selector: String,
         /// Why.
         #[source]
-        source: crate::names::SelectError,
+        source: crate::selection::SelectError,
     },
     /// `PUT /api/profiles/active` with a body it cannot use.
     #[error("{what}")]

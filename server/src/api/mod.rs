@@ -80,7 +80,7 @@ mod model;
 mod routes;
 mod state;
 
-pub use crate::names::SelectError;
+pub use crate::selection::SelectError;
 pub use error::{ApiError, ErrorKind, NotLoadedReason};
 // For the proxy's tests, which need a body's error frames.
 #[cfg(test)]

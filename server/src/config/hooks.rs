@@ -4,13 +4,13 @@ use super::document::error::{KeyPath, WarningKind};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::resolved::types::Hooks;
-use super::resolver::Resolver;
+use crate::names::NameTable;
 
 /// Reads `hooks`.
 pub(crate) fn read_hooks(
     node: &Node,
     path: KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> Hooks {
     let mut hooks = Hooks::default();
@@ -21,7 +21,7 @@ pub(crate) fn read_hooks(
         && let Some(mut startup) = Fields::new(startup_node, startup_path, cx)
     {
         if let Some((n, p)) = startup.take("preload") {
-            hooks.preload = read_preload(n, &p, resolver, cx);
+            hooks.preload = read_preload(n, &p, names, cx);
         }
         startup.finish(cx);
     }
@@ -35,7 +35,7 @@ pub(crate) fn read_hooks(
 fn read_preload(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> Vec<String> {
     let Node::Seq(items) = node else {
@@ -53,7 +53,7 @@ fn read_preload(
         if name.is_empty() {
             continue;
         }
-        match resolver.resolve(name) {
+        match names.local().resolve(name) {
             Some(id) if preload.iter().any(|p| p == id) => {}
             Some(id) => preload.push(id.to_owned()),
             None => cx.warn(

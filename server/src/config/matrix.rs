@@ -6,7 +6,7 @@ use crate::policy::matrix::{Matrix, MatrixError, MatrixKey, MatrixSet, MatrixSet
 use super::document::error::{KeyPath, Reason};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
-use super::resolver::Resolver;
+use crate::names::NameTable;
 
 /// Reads and checks a matrix. Returns the settings with the compiled matrix (the
 /// selectors check that spillover targets can run together), or `None` after
@@ -14,7 +14,7 @@ use super::resolver::Resolver;
 pub(crate) fn read_matrix(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> Option<(MatrixSettings, Matrix)> {
     let mut fields = Fields::new(node, path.clone(), cx)?;
@@ -43,9 +43,8 @@ pub(crate) fn read_matrix(
             .map(|(name, expr)| MatrixSet { name, expr })
             .collect(),
     };
-    let ids: Vec<String> = resolver.ids().map(str::to_owned).collect();
-    match Matrix::compile(&ids, &settings, |name| {
-        resolver.resolve(name).map(str::to_owned)
+    match Matrix::compile(names.local().ids(), &settings, |name| {
+        names.local().resolve(name).map(str::to_owned)
     }) {
         Ok(matrix) => Some((settings, matrix)),
         Err(errors) => {

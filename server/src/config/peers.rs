@@ -13,9 +13,9 @@ use super::resolved::names::{
     DEFAULT_PEER_CONCURRENCY_LIMIT, PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig, ProfileConfig,
     SelectorConfig, default_peer_timeouts,
 };
-use super::resolver::Resolver;
 use crate::filters::Filters;
-use crate::peers::qualified_name;
+use crate::names::NameTable;
+use crate::names::qualified_name;
 use crate::proxy::Timeouts;
 
 /// Reads `peers` (values already expanded with the global macros), sorted by ID.
@@ -148,7 +148,7 @@ fn read_peer_timeouts(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Time
 pub(crate) fn check_peer_names(
     peers: &[PeerConfig],
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     selectors: &[SelectorConfig],
     profiles: &[ProfileConfig],
     cx: &mut Diagnostics,
@@ -168,7 +168,7 @@ pub(crate) fn check_peer_names(
                 );
                 continue;
             }
-            let taken = match resolver.resolve(&name) {
+            let taken = match names.local().resolve(&name) {
                 Some(id) if id == name => Some("a model ID".to_owned()),
                 Some(id) => Some(format!("an alias of model {id:?}")),
                 None if selectors.iter().any(|s| s.id == name) => Some("a selector".to_owned()),

@@ -22,7 +22,7 @@ use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::resolved::api_key::ApiKey;
 use super::resolved::types::PriorityConfig;
-use super::resolver::Resolver;
+use crate::names::NameTable;
 use crate::priority::Bands;
 
 /// Reads `priority`. `api_keys` are the configured keys (a cap may only name one).
@@ -30,7 +30,7 @@ pub(crate) fn read_priority(
     node: &Node,
     path: KeyPath,
     api_keys: &[ApiKey],
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> PriorityConfig {
     let mut out = PriorityConfig::default();
@@ -58,7 +58,7 @@ pub(crate) fn read_priority(
             .map(Duration::from_secs);
     }
     if let Some((node, path)) = fields.take("maxQueued") {
-        out.max_queued = read_max_queued(node, &path, resolver, cx);
+        out.max_queued = read_max_queued(node, &path, names, cx);
     }
     fields.finish(cx);
     out
@@ -150,7 +150,7 @@ fn read_bands(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> Option<Bands
 fn read_max_queued(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> BTreeMap<String, usize> {
     let Node::Map(entries) = node else {
@@ -167,7 +167,7 @@ fn read_max_queued(
         else {
             continue;
         };
-        match resolver.resolve(name) {
+        match names.local().resolve(name) {
             None => cx.error(entry_path, Reason::UnknownModel { name: name.clone() }),
             Some(id) if out.contains_key(id) => {
                 cx.error(entry_path, Reason::Duplicate { item: name.clone() })

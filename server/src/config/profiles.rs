@@ -5,14 +5,14 @@ use super::document::error::{KeyPath, Reason};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::resolved::names::{Pin, ProfileConfig};
-use super::resolver::Resolver;
+use crate::names::NameTable;
 
 /// Reads `profiles`. Pin targets may be models, aliases, peer models or `selector_ids`, never
 /// other pins (pins do not chain).
 pub(crate) fn read_profiles(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     selector_ids: &[&str],
     cx: &mut Diagnostics,
 ) -> Vec<ProfileConfig> {
@@ -41,7 +41,7 @@ pub(crate) fn read_profiles(
             .and_then(|(n, p)| cx.string(n, &p))
             .filter(|s| !s.trim().is_empty());
         let pins = match fields.take("pins") {
-            Some((n, p)) => read_pins(n, &p, resolver, selector_ids, cx),
+            Some((n, p)) => read_pins(n, &p, names, selector_ids, cx),
             None => {
                 cx.error(profile_path.key("pins"), Reason::Missing);
                 Vec::new()
@@ -62,7 +62,7 @@ pub(crate) fn read_profiles(
 fn read_pins(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     selector_ids: &[&str],
     cx: &mut Diagnostics,
 ) -> Vec<Pin> {
@@ -90,8 +90,7 @@ fn read_pins(
             other => cx.string(other, &pin_path).filter(|t| !t.is_empty()),
         };
         if let Some(target) = &target
-            && resolver.resolve(target).is_none()
-            && resolver.resolve_peer(target).is_none()
+            && names.target(target).is_none()
             && !selector_ids.contains(&target.as_str())
         {
             cx.error(

@@ -1,70 +1,62 @@
 //! The names the configuration gives models (IDs and aliases) and peer
-//! models, for the sections read after `models` and `peers`.
+//! models, as a [`NameTable`] for the sections read after `models` and
+//! `peers`, and the whole table of a loaded configuration for the request
+//! path ([`Config::names`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::model::ParsedModel;
 use super::resolved::names::PeerConfig;
+use super::resolved::types::Config;
+use crate::names::{LocalModel, LocalNames, NameTable, PeerRoutes};
 
-/// Resolves the names the config uses for models (IDs or aliases) to IDs.
-pub(crate) struct Resolver {
-    ids: BTreeSet<String>,
-    aliases: BTreeMap<String, String>,
-    peers: Vec<PeerConfig>,
-    peer_routes: crate::peers::PeerRoutes,
+/// The names of the models and peers read so far. `declared_ids` are all
+/// keys under `models`, including models that failed to parse, so one broken
+/// model does not also produce "unknown model" errors wherever it is named;
+/// where two models claim a name the first keeps it (the clash is reported
+/// where the models are read).
+pub(crate) fn names_so_far(
+    mut declared_ids: Vec<String>,
+    models: &[ParsedModel],
+    peers: &[PeerConfig],
+) -> NameTable {
+    declared_ids.sort_unstable();
+    declared_ids.dedup();
+    let aliases: BTreeMap<&str, &[String]> = models
+        .iter()
+        .map(|m| (m.config.id.as_str(), m.config.aliases.as_slice()))
+        .collect();
+    let local = LocalNames::first_claim_wins(declared_ids.iter().map(|id| LocalModel {
+        id,
+        aliases: aliases.get(id.as_str()).copied().unwrap_or_default(),
+        listed: true,
+    }));
+    NameTable::new(local, peer_routes(peers))
 }
 
-impl Resolver {
-    /// `declared_ids` are all keys under `models`, including models that failed to
-    /// parse, so one broken model does not also produce "unknown model" errors
-    /// wherever it is named.
-    pub(crate) fn new(
-        declared_ids: impl IntoIterator<Item = String>,
-        models: &[ParsedModel],
-    ) -> Self {
-        let mut aliases = BTreeMap::new();
-        for model in models {
-            for alias in &model.config.aliases {
-                aliases
-                    .entry(alias.clone())
-                    .or_insert_with(|| model.config.id.clone());
-            }
-        }
-        Self {
-            ids: declared_ids.into_iter().collect(),
-            aliases,
-            peers: Vec::new(),
-            peer_routes: crate::peers::PeerRoutes::default(),
-        }
-    }
+/// The peers' names.
+pub(crate) fn peer_routes(peers: &[PeerConfig]) -> PeerRoutes {
+    PeerRoutes::new(peers.iter().map(|p| (p.id.as_str(), &p.models)))
+}
 
-    /// Adds the names of `peers`' models (see [`Resolver::resolve_peer`]).
-    pub(crate) fn with_peers(mut self, peers: &[PeerConfig]) -> Self {
-        self.peer_routes = crate::peers::PeerRoutes::new(peers);
-        self.peers = peers.to_vec();
-        self
-    }
-
-    /// The name a peer model goes by (`peer/model`, or a pool's bare name)
-    /// when `name` is no local model or alias but names a peer model.
-    pub(crate) fn resolve_peer(&self, name: &str) -> Option<String> {
-        if self.resolve(name).is_some() {
-            return None;
-        }
-        self.peer_routes
-            .resolve(name)
-            .map(|route| route.canonical_name(&self.peers))
-    }
-
-    /// Every declared model ID, sorted.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = &str> {
-        self.ids.iter().map(String::as_str)
-    }
-
-    pub(crate) fn resolve(&self, name: &str) -> Option<&str> {
-        if let Some(id) = self.ids.get(name) {
-            return Some(id);
-        }
-        self.aliases.get(name).map(String::as_str)
+impl Config {
+    /// Every name this configuration defines and where it leads: models and
+    /// aliases, selectors, profile pins, peer models.
+    #[must_use]
+    pub fn names(&self) -> NameTable {
+        let local = LocalNames::first_claim_wins(self.models.iter().map(|m| LocalModel {
+            id: &m.id,
+            aliases: &m.aliases,
+            listed: true,
+        }));
+        NameTable::new(local, peer_routes(&self.peers))
+            .with_selectors(self.selectors.iter().map(|s| s.id.as_str()))
+            .with_profiles(self.profiles.iter().map(|p| {
+                let pins = p
+                    .pins
+                    .iter()
+                    .map(|pin| (pin.name.as_str(), pin.target.as_deref()));
+                (p.name.as_str(), pins)
+            }))
     }
 }

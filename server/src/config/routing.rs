@@ -8,7 +8,7 @@ use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::matrix::read_matrix;
 use super::resolved::types::{GroupConfig, SchedulerConfig};
-use super::resolver::Resolver;
+use crate::names::NameTable;
 use crate::policy::matrix::{Matrix, MatrixSettings};
 
 /// The routing-related top-level keys, as found.
@@ -29,7 +29,7 @@ pub(crate) struct Routing {
 /// Reads groups or the matrix, and the scheduler choice.
 pub(crate) fn read_routing(
     keys: RoutingKeys<'_>,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> Routing {
     let mut scheduler = default_scheduler();
@@ -42,7 +42,7 @@ pub(crate) fn read_routing(
             router = Some(read_router(router_node, router_path, cx));
         }
         if let Some((sched_node, sched_path)) = routing.take("scheduler") {
-            scheduler = read_scheduler(sched_node, sched_path, resolver, cx);
+            scheduler = read_scheduler(sched_node, sched_path, names, cx);
         }
         routing.finish(cx);
     }
@@ -75,14 +75,14 @@ pub(crate) fn read_routing(
     match selected {
         Router::Groups(node) => Routing {
             groups: node
-                .map(|(node, path)| read_groups(node, &path, resolver, cx))
+                .map(|(node, path)| read_groups(node, &path, names, cx))
                 .unwrap_or_default(),
             matrix: None,
             scheduler,
         },
         Router::Matrix(node) => Routing {
             groups: Vec::new(),
-            matrix: node.and_then(|(node, path)| read_matrix(node, &path, resolver, cx)),
+            matrix: node.and_then(|(node, path)| read_matrix(node, &path, names, cx)),
             scheduler,
         },
     }
@@ -166,7 +166,7 @@ fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Diagnostics) -> Route
 fn read_groups(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> Vec<GroupConfig> {
     let Node::Map(entries) = node else {
@@ -194,7 +194,7 @@ fn read_groups(
         if let Some((n, p)) = fields.take("members")
             && let Some(list) = cx.string_list(n, &p)
         {
-            for (id, member_path) in resolve_members(resolver, list, cx) {
+            for (id, member_path) in resolve_members(names, list, cx) {
                 if let Some(first) = member_of.get(&id) {
                     cx.error(
                         member_path,
@@ -224,7 +224,7 @@ fn read_groups(
 fn read_scheduler(
     node: &Node,
     path: KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> SchedulerConfig {
     let Some(mut fields) = Fields::new(node, path, cx) else {
@@ -243,7 +243,7 @@ fn read_scheduler(
             && let Some(mut fifo) = Fields::new(fifo_node, fifo_path, cx)
         {
             if let Some((n, p)) = fifo.take("priority") {
-                priorities = read_priorities(n, &p, resolver, cx);
+                priorities = read_priorities(n, &p, names, cx);
                 if serial && !priorities.is_empty() {
                     cx.error(p, Reason::PriorityUnderSerial);
                 }
@@ -281,7 +281,7 @@ fn read_scheduler(
 fn read_priorities(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     cx: &mut Diagnostics,
 ) -> BTreeMap<String, i32> {
     let Node::Map(entries) = node else {
@@ -293,7 +293,7 @@ fn read_priorities(
     let mut first_key: BTreeMap<String, String> = BTreeMap::new();
     for (key, value) in entries {
         let key_path = path.key(key);
-        let Some(id) = resolver.resolve(key) else {
+        let Some(id) = names.local().resolve(key) else {
             cx.error(key_path, Reason::UnknownModel { name: key.clone() });
             continue;
         };
@@ -322,13 +322,13 @@ fn read_priorities(
 /// warning (llama-swap loads such a group and never matches the name); one
 /// that resolves to a model already listed is an error.
 fn resolve_members(
-    resolver: &Resolver,
+    names: &NameTable,
     list: Vec<(String, KeyPath)>,
     cx: &mut Diagnostics,
 ) -> Vec<(String, KeyPath)> {
     let mut out: Vec<(String, KeyPath)> = Vec::with_capacity(list.len());
     for (name, path) in list {
-        match resolver.resolve(&name) {
+        match names.local().resolve(&name) {
             None => cx.warn(path, WarningKind::MemberNotAModel { name }),
             Some(id) if out.iter().any(|(o, _)| o == id) => {
                 cx.error(path, Reason::Duplicate { item: name });

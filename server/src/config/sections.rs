@@ -20,9 +20,10 @@ use super::profiles::read_profiles;
 use super::resolved::api_key::ApiKey;
 use super::resolved::names::{PeerConfig, ProfileConfig, SelectorConfig};
 use super::resolved::types::{Config, Hooks, PriorityConfig};
-use super::resolver::Resolver;
+use super::resolver::names_so_far;
 use super::routing::{Routing, RoutingKeys, read_routing};
 use super::selectors::read_selectors;
+use crate::names::NameTable;
 
 /// One step of reading the top level.
 #[derive(Clone, Copy)]
@@ -85,12 +86,12 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Check(check_peer_names_step),
     Step::Named("priority", |node, named, cx| {
         if let Some((node, path)) = node {
-            named.priority = read_priority(node, path, named.api_keys, &named.resolver, cx);
+            named.priority = read_priority(node, path, named.api_keys, &named.names, cx);
         }
     }),
     Step::Named("hooks", |node, named, cx| {
         if let Some((node, path)) = node {
-            named.hooks = read_hooks(node, path, &named.resolver, cx);
+            named.hooks = read_hooks(node, path, &named.names, cx);
         }
     }),
 ];
@@ -124,7 +125,7 @@ pub(crate) fn known_keys() -> impl Iterator<Item = &'static str> {
 /// What the sections that name models read and check, and what they need:
 /// the names of models and peers, and what earlier sections produced.
 pub(crate) struct Named<'a> {
-    pub(crate) resolver: Resolver,
+    pub(crate) names: NameTable,
     pub(crate) models: &'a [ParsedModel],
     pub(crate) peers: &'a [PeerConfig],
     pub(crate) api_keys: &'a [ApiKey],
@@ -150,7 +151,7 @@ fn read_routing_section<'a>(
         legacy_groups: named.legacy_groups.take(),
         legacy_matrix: named.legacy_matrix.take(),
     };
-    named.routing = read_routing(keys, &named.resolver, cx);
+    named.routing = read_routing(keys, &named.names, cx);
     let set = named
         .models
         .iter()
@@ -170,14 +171,7 @@ fn read_selectors_section<'a>(
         named.declared_selectors = entries.iter().map(|(k, _)| k.as_str()).collect();
     }
     let matrix = named.routing.matrix.as_ref().map(|(_, compiled)| compiled);
-    named.selectors = read_selectors(
-        node,
-        &path,
-        &named.resolver,
-        &named.routing.groups,
-        matrix,
-        cx,
-    );
+    named.selectors = read_selectors(node, &path, &named.names, &named.routing.groups, matrix, cx);
 }
 
 fn read_profiles_section<'a>(
@@ -186,7 +180,7 @@ fn read_profiles_section<'a>(
     cx: &mut Diagnostics,
 ) {
     if let Some((node, path)) = node {
-        named.profiles = read_profiles(node, &path, &named.resolver, &named.declared_selectors, cx);
+        named.profiles = read_profiles(node, &path, &named.names, &named.declared_selectors, cx);
     }
 }
 
@@ -196,7 +190,7 @@ fn check_peer_names_step(named: &mut Named<'_>, cx: &mut Diagnostics) {
     check_peer_names(
         named.peers,
         &KeyPath::from_keys(["peers"]),
-        &named.resolver,
+        &named.names,
         &named.selectors,
         &named.profiles,
         cx,
@@ -309,7 +303,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
         }
     }
     let mut named = Named {
-        resolver: Resolver::new(declared_ids, &models).with_peers(&peers),
+        names: names_so_far(declared_ids, &models, &peers),
         models: &models,
         peers: &peers,
         api_keys: &globals.api_keys,

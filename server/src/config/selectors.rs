@@ -5,7 +5,7 @@ use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::resolved::names::{DEFAULT_SPILLOVER, SelectorConfig, SelectorStrategy};
 use super::resolved::types::GroupConfig;
-use super::resolver::Resolver;
+use crate::names::{Lead, NameTable};
 use crate::policy::matrix::Matrix;
 
 /// Reads `selectors`. `matrix` is the compiled matrix when the matrix router is
@@ -13,7 +13,7 @@ use crate::policy::matrix::Matrix;
 pub(crate) fn read_selectors(
     node: &Node,
     path: &KeyPath,
-    resolver: &Resolver,
+    names: &NameTable,
     groups: &[GroupConfig],
     matrix: Option<&Matrix>,
     cx: &mut Diagnostics,
@@ -31,7 +31,7 @@ pub(crate) fn read_selectors(
             cx.error(selector_path, Reason::Empty);
             continue;
         }
-        if let Some(model) = resolver.resolve(id) {
+        if let Some(model) = names.local().resolve(id) {
             let taken = if model == id {
                 "a model ID".to_owned()
             } else {
@@ -41,7 +41,7 @@ pub(crate) fn read_selectors(
             continue;
         }
         let context = Context {
-            resolver,
+            names,
             selector_ids: &ids,
             groups,
             matrix,
@@ -54,7 +54,7 @@ pub(crate) fn read_selectors(
 }
 
 struct Context<'a> {
-    resolver: &'a Resolver,
+    names: &'a NameTable,
     selector_ids: &'a [&'a str],
     groups: &'a [GroupConfig],
     matrix: Option<&'a Matrix>,
@@ -95,20 +95,18 @@ fn read_selector(
                         cx.error(target_path, Reason::SelectorChain { selector: target });
                         continue;
                     }
-                    let model = match context.resolver.resolve(&target) {
-                        Some(local) => local.to_owned(),
-                        None => match context.resolver.resolve_peer(&target) {
-                            // A warm selector goes by states only local models have.
-                            Some(_) if strategy == Some(SelectorStrategy::Warm) => {
-                                cx.error(target_path, Reason::WarmPeerTarget { name: target });
-                                continue;
-                            }
-                            Some(peer_model) => peer_model,
-                            None => {
-                                cx.error(target_path, Reason::UnknownTarget { name: target });
-                                continue;
-                            }
-                        },
+                    let model = match context.names.target(&target) {
+                        Some(Lead::Model { id, .. }) => id.to_owned(),
+                        // A warm selector goes by states only local models have.
+                        Some(Lead::Peer(_)) if strategy == Some(SelectorStrategy::Warm) => {
+                            cx.error(target_path, Reason::WarmPeerTarget { name: target });
+                            continue;
+                        }
+                        Some(lead) => context.names.canonical_name(lead),
+                        None => {
+                            cx.error(target_path, Reason::UnknownTarget { name: target });
+                            continue;
+                        }
                     };
                     let duplicate = target_ids.iter().position(|t| *t == model);
                     if let (Some(SelectorStrategy::Spillover), Some(first)) = (strategy, duplicate)
@@ -192,7 +190,7 @@ fn can_run_together(models: &[String], context: &Context<'_>) -> Result<(), &'st
     // Peer models run elsewhere: only local targets compete for this host.
     let models: Vec<String> = models
         .iter()
-        .filter(|m| context.resolver.resolve(m).is_some())
+        .filter(|m| context.names.local().resolve(m).is_some())
         .cloned()
         .collect();
     let models = models.as_slice();

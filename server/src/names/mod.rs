@@ -1,31 +1,58 @@
-//! Names a request may use beyond model IDs and aliases: the pins of the active
-//! profile and selectors (llama-swap's `profiles` and `selectors`).
+//! Where a requested name leads: the one place every name a configuration
+//! defines is resolved, by the configuration's checks and by the request path
+//! alike. Pure: no I/O, no locks, nothing from the layers above.
 //!
-//! A request's model name goes through two steps before the model is looked up:
+//! A model request's name goes through these steps, each once:
 //!
-//! 1. **Profile**: while a profile is active, a name equal to one of its pins is
-//!    replaced by the pin's target (a model, alias or selector); a pin without a
-//!    target disables the name. On `/upstream/<path>` the longest pin that is the
-//!    path or a `pin/` prefix of it applies. At most one profile is active; none
-//!    is when a configuration is loaded (at start and after every reload).
-//! 2. **Selector** (not on `/upstream`): a selector ID is replaced by one of its
-//!    targets: `pin` the first; `warm` the first ready, else the first starting,
-//!    else the first; `spillover` see [`Names::choose`].
+//! 1. **Profile pin**: while a profile is active, a name equal to one of its
+//!    pins is replaced by the pin's target (a model ID or alias, a selector or
+//!    a peer model); a pin without a target disables the name. On
+//!    `/upstream/<path>` the longest pin that is the path or a `pin/` prefix
+//!    of it applies ([`NameTable::upstream_pin`]). Which profile is active is
+//!    the caller's (run-time) state.
+//! 2. **Selector** (not on `/upstream`): a selector ID leads to the selector;
+//!    the caller picks one of its targets (by model states, so at run time)
+//!    and resolves the target from step 3 on.
+//! 3. **Local model**: a model ID or alias of this server ([`LocalNames`]).
+//! 4. **Peer model**: `<peer>/<model>`, or a bare name one peer lists, or a
+//!    pool of the peers that list it ([`PeerRoutes`]). Local names win over
+//!    bare peer names (llama-swap's rule); qualified peer names cannot clash
+//!    with anything (the configuration refuses such clashes).
 //!
-//! Pins do not chain and selectors never target selectors (the config refuses
-//! both), so each step runs once. The only state is which profile is active and
-//! each spillover selector's reservations; both sit behind tiny critical sections
-//! that never cross an `.await`, and none of it is scheduler state.
+//! Pins do not chain and selectors never target selectors (the configuration
+//! refuses both), so no step repeats.
 
-mod selectors;
+mod local;
+mod peers;
 #[cfg(test)]
 mod tests;
 
-use tokio::sync::watch;
+use std::collections::BTreeMap;
 
-use crate::config::{Config, ProfileConfig, SelectorConfig};
+pub use local::{Ambiguous, LocalModel, LocalNames};
+pub use peers::{PeerRoute, PeerRoutes, qualified_name};
 
-pub use selectors::Reservation;
+/// What a name leads to after the profile step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lead<'a> {
+    /// A model of this server.
+    Model {
+        /// Its ID.
+        id: &'a str,
+        /// Its index in [`LocalNames::ids`].
+        index: usize,
+    },
+    /// A selector: the caller picks a target and resolves it with
+    /// [`NameTable::target`].
+    Selector {
+        /// Its ID.
+        id: &'a str,
+        /// Its place among the selectors, in the order they were given.
+        index: usize,
+    },
+    /// A peer's model, or a pool of peers.
+    Peer(PeerRoute<'a>),
+}
 
 /// What the active profile does to a requested name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,155 +84,166 @@ pub enum UpstreamPin<'a> {
     },
 }
 
-/// Why a selector could not pick a target.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SelectError {
-    /// Every target of a spillover selector is being stopped.
-    #[error(
-        "selector {selector:?} has no available spillover target: every target is being stopped"
-    )]
-    NoSpilloverTarget {
-        /// The selector.
-        selector: String,
-    },
+/// One profile's pins: (name, target), no target disabling the name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Profile {
+    name: String,
+    pins: Vec<(String, Option<String>)>,
 }
 
-/// `PUT /api/profiles/active` named a profile that is not configured.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("profile {name:?} is not configured")]
-pub struct UnknownProfile {
-    /// The name asked for.
-    pub name: String,
+/// Every name of one configuration and where it leads (see the module
+/// documentation for the steps).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NameTable {
+    local: LocalNames,
+    /// Selector ID → its place among the selectors.
+    selectors: BTreeMap<String, usize>,
+    profiles: Vec<Profile>,
+    peers: PeerRoutes,
 }
 
-/// Profiles (with the active one) and selectors of one loaded configuration.
-#[derive(Debug)]
-pub struct Names {
-    profiles: Vec<ProfileConfig>,
-    /// Index into `profiles`; also how the UI learns of a switch.
-    active: watch::Sender<Option<usize>>,
-    selectors: Vec<selectors::Selector>,
-}
-
-impl Names {
-    /// The profiles and selectors of `config`, with no profile active.
+impl NameTable {
+    /// The table of `local` models and `peers`, with no selectors or profiles.
     #[must_use]
-    pub fn new(config: &Config) -> Self {
+    pub fn new(local: LocalNames, peers: PeerRoutes) -> Self {
         Self {
-            profiles: config.profiles.clone(),
-            active: watch::Sender::new(None),
-            selectors: config
-                .selectors
-                .iter()
-                .cloned()
-                .map(selectors::Selector::new)
-                .collect(),
+            local,
+            selectors: BTreeMap::new(),
+            profiles: Vec::new(),
+            peers,
         }
     }
 
-    /// Every configured profile, in file order.
+    /// Adds the selectors, by ID, in the order they were given.
     #[must_use]
-    pub fn profiles(&self) -> &[ProfileConfig] {
-        &self.profiles
+    pub fn with_selectors<'a>(mut self, ids: impl IntoIterator<Item = &'a str>) -> Self {
+        self.selectors = ids
+            .into_iter()
+            .enumerate()
+            .map(|(index, id)| (id.to_owned(), index))
+            .collect();
+        self
     }
 
-    /// The active profile, if any.
+    /// Adds the profiles, in the order given (a profile is named by its place
+    /// here), each with its pins as (name, target or `None` to disable).
     #[must_use]
-    pub fn active(&self) -> Option<&ProfileConfig> {
-        let index = *self.active.borrow();
-        index.and_then(|i| self.profiles.get(i))
+    pub fn with_profiles<'a, P>(mut self, profiles: impl IntoIterator<Item = (&'a str, P)>) -> Self
+    where
+        P: IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    {
+        self.profiles = profiles
+            .into_iter()
+            .map(|(name, pins)| Profile {
+                name: name.to_owned(),
+                pins: pins
+                    .into_iter()
+                    .map(|(pin, target)| (pin.to_owned(), target.map(str::to_owned)))
+                    .collect(),
+            })
+            .collect();
+        self
     }
 
-    /// Follows switches of the active profile (its index in [`Names::profiles`],
-    /// `None` when off).
+    /// This server's model names.
     #[must_use]
-    pub fn watch_active(&self) -> watch::Receiver<Option<usize>> {
-        self.active.subscribe()
+    pub fn local(&self) -> &LocalNames {
+        &self.local
     }
 
-    /// Makes `name` the active profile; `None` (or an empty name) turns profiles
-    /// off. Returns whether the active profile changed.
-    ///
-    /// # Errors
-    ///
-    /// [`UnknownProfile`] when no profile has that name (the active one stays).
-    pub fn set_active(&self, name: Option<&str>) -> Result<bool, UnknownProfile> {
-        let index = match name.filter(|n| !n.is_empty()) {
-            None => None,
-            Some(name) => Some(
-                self.profiles
-                    .iter()
-                    .position(|p| p.name == name)
-                    .ok_or_else(|| UnknownProfile {
-                        name: name.to_owned(),
-                    })?,
-            ),
-        };
-        Ok(self.active.send_if_modified(|active| {
-            let changed = *active != index;
-            *active = index;
-            changed
-        }))
+    /// The peers' model names.
+    #[must_use]
+    pub fn peers(&self) -> &PeerRoutes {
+        &self.peers
     }
 
-    /// What the active profile does to a name from a body, form or query.
+    /// Step 1: what profile `active` (a place in the profiles given) does to
+    /// `name`.
     #[must_use]
-    pub fn pinned(&self, name: &str) -> Pinned<'_> {
-        let Some(profile) = self.active() else {
+    pub fn pinned(&self, active: Option<usize>, name: &str) -> Pinned<'_> {
+        let Some(profile) = active.and_then(|i| self.profiles.get(i)) else {
             return Pinned::No;
         };
-        match profile.pin(name) {
+        match profile.pins.iter().find(|(pin, _)| pin == name) {
             None => Pinned::No,
-            Some(pin) => match pin.target.as_deref() {
-                Some(target) => Pinned::To(target),
-                None => Pinned::Disabled {
-                    profile: &profile.name,
-                },
+            Some((_, Some(target))) => Pinned::To(target),
+            Some((_, None)) => Pinned::Disabled {
+                profile: &profile.name,
             },
         }
     }
 
-    /// What the active profile does to an `/upstream/` path (`tail` is the part
-    /// after `/upstream/`): the longest pin equal to the path or followed by `/`
-    /// in it is replaced by its target, the rest of the path kept.
+    /// Step 1 on `/upstream/<tail>`: the longest pin of profile `active` equal
+    /// to `tail` or followed by `/` in it is replaced by its target, the rest
+    /// of the path kept.
     #[must_use]
-    pub fn upstream_pin(&self, tail: &str) -> UpstreamPin<'_> {
-        let Some(profile) = self.active() else {
+    pub fn upstream_pin(&self, active: Option<usize>, tail: &str) -> UpstreamPin<'_> {
+        let Some(profile) = active.and_then(|i| self.profiles.get(i)) else {
             return UpstreamPin::No;
         };
         let matched = profile
             .pins
             .iter()
-            .filter(|pin| {
-                tail.strip_prefix(pin.name.as_str())
+            .filter(|(pin, _)| {
+                tail.strip_prefix(pin.as_str())
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
             })
-            .max_by_key(|pin| pin.name.len());
+            .max_by_key(|(pin, _)| pin.len());
         match matched {
             None => UpstreamPin::No,
-            Some(pin) => match &pin.target {
-                Some(target) => UpstreamPin::To(format!("{target}{}", &tail[pin.name.len()..])),
-                None => UpstreamPin::Disabled {
-                    pin: &pin.name,
-                    profile: &profile.name,
-                },
+            Some((pin, Some(target))) => UpstreamPin::To(format!("{target}{}", &tail[pin.len()..])),
+            Some((pin, None)) => UpstreamPin::Disabled {
+                pin,
+                profile: &profile.name,
             },
         }
     }
 
-    /// The selector with this ID.
+    /// Steps 2 to 4: where `name` (after the profile step) leads.
     #[must_use]
-    pub fn selector(&self, id: &str) -> Option<&SelectorConfig> {
-        self.find(id).map(|s| &s.config)
+    pub fn lead(&self, name: &str) -> Option<Lead<'_>> {
+        if let Some((id, &index)) = self.selectors.get_key_value(name) {
+            return Some(Lead::Selector { id, index });
+        }
+        self.target(name)
     }
 
-    /// Every selector, in file order.
-    pub fn selectors(&self) -> impl Iterator<Item = &SelectorConfig> {
-        self.selectors.iter().map(|s| &s.config)
+    /// Steps 3 and 4: the model or peer model `name` leads to (what a
+    /// selector's target or an `/upstream/` path names).
+    #[must_use]
+    pub fn target(&self, name: &str) -> Option<Lead<'_>> {
+        if let Some(index) = self.local.index(name) {
+            let id = self.local.ids()[index].as_str();
+            return Some(Lead::Model { id, index });
+        }
+        self.peers.resolve(name).map(Lead::Peer)
     }
 
-    fn find(&self, id: &str) -> Option<&selectors::Selector> {
-        self.selectors.iter().find(|s| s.config.id == id)
+    /// The name a target is known by: a model's ID, a peer model's
+    /// `peer/model`, a pool's bare name, a selector's ID.
+    #[must_use]
+    pub fn canonical_name(&self, lead: Lead<'_>) -> String {
+        match lead {
+            Lead::Model { id, .. } | Lead::Selector { id, .. } => id.to_owned(),
+            Lead::Peer(route) => self.peers.canonical_name(route),
+        }
+    }
+
+    /// Whether `name` is a selector's ID.
+    #[must_use]
+    pub fn is_selector(&self, name: &str) -> bool {
+        self.selectors.contains_key(name)
+    }
+
+    /// Every profile that pins `name`, with the pin's target (`None`: the pin
+    /// disables the name).
+    pub fn pins_named<'s>(
+        &'s self,
+        name: &'s str,
+    ) -> impl Iterator<Item = (&'s str, Option<&'s str>)> + 's {
+        self.profiles.iter().filter_map(move |profile| {
+            let (_, target) = profile.pins.iter().find(|(pin, _)| pin == name)?;
+            Some((profile.name.as_str(), target.as_deref()))
+        })
     }
 }

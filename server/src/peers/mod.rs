@@ -8,7 +8,6 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `routes` | [`PeerRoutes`]: which names lead to which peer's model (llama-swap's rules, plus pools) |
 //! | `choose` | [`choose`]: the peer of a pool that takes a request (model ready, else least busy) |
 //! | `status` | a pool peer's `GET /running` and `GET /api/queue`, read on demand, kept a second |
 //! | `mod` | [`Peers`]: each peer's client, its in-flight count (a metric) and its bound, and picking |
@@ -18,9 +17,11 @@
 //! refuses one more ([`PickError::Busy`]), and a pool passes over its peers
 //! that are at their limit. With the hop marks this bounds what a loop of
 //! peers can pile up even when something between them drops the marks.
+//!
+//! Which names lead to a peer (qualified names, bare names, pools) is decided
+//! in [`crate::names`]; this module only forwards where a route leads.
 
 mod choose;
-mod routes;
 mod status;
 
 use std::sync::{Mutex, PoisonError};
@@ -29,13 +30,13 @@ use http::{HeaderMap, HeaderValue, header};
 use prometheus_client::metrics::gauge::Gauge;
 
 pub use choose::{Candidate, ModelOnPeer, PeerStatus, choose};
-pub use routes::{PeerRoute, PeerRoutes, qualified_name};
 pub use status::{STATUS_TIMEOUT, STATUS_TTL};
 
 #[cfg(doc)]
 use crate::config::DEFAULT_PEER_CONCURRENCY_LIMIT;
 use crate::config::PeerConfig;
 use crate::metrics::Metrics;
+use crate::names::PeerRoute;
 use crate::proxy::{Proxy, Timeouts};
 
 /// The header some clients (Anthropic SDKs) use for a key.
@@ -57,7 +58,6 @@ pub struct Peer {
 #[derive(Debug, Default)]
 pub struct Peers {
     peers: Vec<Peer>,
-    routes: PeerRoutes,
     /// Held while a pool's choice is made and counted, so two requests
     /// arriving together see each other's in-flight count.
     choosing: Mutex<()>,
@@ -125,7 +125,6 @@ impl Peers {
                     config: config.clone(),
                 })
                 .collect(),
-            routes: PeerRoutes::new(configs),
             choosing: Mutex::new(()),
         }
     }
@@ -134,18 +133,6 @@ impl Peers {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.peers.is_empty()
-    }
-
-    /// Where `name` leads among peer models (callers check local names first).
-    #[must_use]
-    pub fn resolve(&self, name: &str) -> Option<PeerRoute<'_>> {
-        self.routes.resolve(name)
-    }
-
-    /// The naming table.
-    #[must_use]
-    pub fn routes(&self) -> &PeerRoutes {
-        &self.routes
     }
 
     /// The peer at `index`.

@@ -221,7 +221,7 @@ impl Scheduler {
                 waits_for: Vec::new(),
             });
         }
-        let names = Arc::new(ModelNames::listing(&sorted, |index| {
+        let names = Arc::new(super::names::listing(&sorted, |index| {
             listed(&sorted[index].id)
         })?);
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();

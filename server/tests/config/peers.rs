@@ -7,7 +7,7 @@ use llama_swap_server::config::{
     Config, ConfigError, DEFAULT_PEER_CONCURRENCY_LIMIT, Loaded, PEER_RESPONSE_HEADER_TIMEOUT,
     Reason, WarningKind,
 };
-use llama_swap_server::peers::{PeerRoute, PeerRoutes};
+use llama_swap_server::names::{Lead, PeerRoute};
 
 fn load(yaml: &str) -> Loaded {
     Config::loader()
@@ -206,13 +206,20 @@ fn a_local_model_shadows_a_bare_peer_name_without_an_error() {
         "{LOCAL}peers:\n  back:\n    proxy: http://h:1\n    models: [local, chat]\n"
     ));
     assert_eq!(config.resolve("local"), Some("local"));
-    let routes = PeerRoutes::new(&config.peers);
+    let names = config.names();
     assert_eq!(
-        routes.resolve("back/local"),
-        Some(PeerRoute::Peer {
+        names.lead("local"),
+        Some(Lead::Model {
+            id: "local",
+            index: 0
+        })
+    );
+    assert_eq!(
+        names.lead("back/local"),
+        Some(Lead::Peer(PeerRoute::Peer {
             peer: 0,
             model: "local"
-        })
+        }))
     );
 }
 

@@ -235,7 +235,7 @@ pub(crate) async fn unload_one(
     PathParam(model): PathParam,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
-        if state.inner.peers.resolve(&model).is_some() {
+        if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
             return ApiError::PeerModel { model }.into_response();
         }
         return ApiError::ModelNotFound { model }.into_response();
@@ -251,8 +251,10 @@ pub(crate) async fn unload_one(
 /// does not know), with `meta.llamaswap` `{"type": "peer", "peerID"}`.
 fn peer_rows(state: &AppState, created: u64) -> Vec<serde_json::Value> {
     let peers = &state.inner.peers;
-    peers
-        .routes()
+    state
+        .inner
+        .names
+        .peers()
         .qualified()
         .filter_map(|(name, index, model)| {
             let peer = peers.get(index)?;

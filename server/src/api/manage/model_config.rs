@@ -19,7 +19,7 @@ pub(crate) async fn model_config(
     PathParam(model): PathParam,
 ) -> Response {
     let Some(id) = state.inner.router.resolve(&model) else {
-        if state.inner.peers.resolve(&model).is_some() {
+        if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
             return ApiError::PeerModel { model }.into_response();
         }
         return ApiError::ModelNotFound { model }.into_response();

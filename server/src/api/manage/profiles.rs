@@ -1,8 +1,6 @@
 //! Profiles and selectors on the management surface: `GET /api/profiles`,
 //! `PUT /api/profiles/active`, and the selector and pin rows of `/v1/models`.
 
-use std::collections::BTreeSet;
-
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -12,12 +10,13 @@ use serde_json::{Map, Value, json};
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
 use crate::config::SelectorStrategy;
+use crate::names::Lead;
 use crate::router::{ModelState, RunningModel};
 
 /// `GET /api/profiles`: `{"active": name or null, "profiles": [{id, description,
 /// pins}]}`, profiles sorted by name; a disabling pin shows as `""`.
 pub(crate) async fn list_profiles(State(state): State<AppState>) -> Json<Value> {
-    let names = &state.inner.names;
+    let names = &state.inner.selection;
     let mut profiles: Vec<Value> = names
         .profiles()
         .iter()
@@ -60,7 +59,7 @@ pub(crate) async fn set_active_profile(State(state): State<AppState>, body: Byte
         Ok(name) => name,
         Err(what) => return ApiError::BadProfileRequest { what }.into_response(),
     };
-    let names = &state.inner.names;
+    let names = &state.inner.selection;
     match names.set_active(name.as_deref()) {
         Ok(changed) => {
             let active = names.active().map(|p| p.name.clone());
@@ -87,13 +86,7 @@ pub(crate) fn listing_rows(state: &AppState, running: &[RunningModel], created: 
         })
     };
     let mut rows = Vec::new();
-    let mut taken: BTreeSet<&str> = BTreeSet::new();
-    for model in inner.models.values() {
-        taken.insert(&model.config.id);
-        taken.extend(model.config.aliases.iter().map(String::as_str));
-    }
-    for selector in inner.names.selectors() {
-        taken.insert(&selector.id);
+    for selector in inner.selection.selectors() {
         if selector.unlisted {
             continue;
         }
@@ -121,9 +114,14 @@ pub(crate) fn listing_rows(state: &AppState, running: &[RunningModel], created: 
         }
         rows.push(row);
     }
-    if let Some(profile) = inner.names.active() {
+    if let Some(profile) = inner.selection.active() {
         for pin in &profile.pins {
-            if pin.target.is_none() || taken.contains(pin.name.as_str()) {
+            // A pin spelled like a model, alias or selector has that row.
+            let shadows = matches!(
+                inner.names.lead(&pin.name),
+                Some(Lead::Model { .. } | Lead::Selector { .. })
+            );
+            if pin.target.is_none() || shadows {
                 continue;
             }
             let mut meta = Map::new();

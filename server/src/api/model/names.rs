@@ -9,7 +9,8 @@ use http_body_util::BodyExt;
 
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
-use crate::names::{Pinned, Reservation, UpstreamPin};
+use crate::names::{Lead, Pinned, UpstreamPin};
+use crate::selection::Reservation;
 
 /// A requested name after the active profile and selectors had their say.
 #[derive(Debug)]
@@ -25,15 +26,16 @@ pub(crate) struct Renamed {
 }
 
 /// The renaming step of body, form and query requests: the active profile's pin,
-/// then a selector.
+/// then a selector (the rules are [`crate::names`]'s; which profile is active
+/// and what a selector picks are [`crate::selection`]'s).
 ///
 /// # Errors
 ///
 /// 404 for a name the active profile disables, 503 when a selector has no
 /// target it can use.
 pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed, ApiError> {
-    let names = &state.inner.names;
-    let pinned = match names.pinned(requested) {
+    let (names, selection) = (&state.inner.names, &state.inner.selection);
+    let pinned = match names.pinned(selection.active_index(), requested) {
         Pinned::No => requested,
         Pinned::To(target) => target,
         Pinned::Disabled { profile } => {
@@ -43,17 +45,23 @@ pub(crate) async fn rename(state: &AppState, requested: &str) -> Result<Renamed,
             });
         }
     };
-    let running = if names.needs_states(pinned) {
-        state.inner.router.running().await
-    } else {
-        Vec::new()
-    };
-    match names.choose(pinned, &running) {
-        None => Ok(Renamed {
+    let Some(Lead::Selector { id: selector, .. }) = names.lead(pinned) else {
+        return Ok(Renamed {
             changed: pinned != requested,
             name: pinned.to_owned(),
             hold: None,
             selector: None,
+        });
+    };
+    let running = if selection.needs_states(selector) {
+        state.inner.router.running().await
+    } else {
+        Vec::new()
+    };
+    match selection.choose(selector, &running) {
+        // The table and the selection are made from one configuration.
+        None => Err(ApiError::ModelNotFound {
+            model: requested.to_owned(),
         }),
         Some(Ok(pick)) => {
             tracing::debug!(selector = pinned, target = %pick.target, model = %pick.model, "selector chose");
@@ -81,7 +89,8 @@ pub(crate) fn rename_upstream<'a>(
     state: &AppState,
     tail: &'a str,
 ) -> Result<Cow<'a, str>, ApiError> {
-    match state.inner.names.upstream_pin(tail) {
+    let active = state.inner.selection.active_index();
+    match state.inner.names.upstream_pin(active, tail) {
         UpstreamPin::No => Ok(Cow::Borrowed(tail)),
         UpstreamPin::To(rewritten) => Ok(Cow::Owned(rewritten)),
         UpstreamPin::Disabled { pin, profile } => Err(ApiError::ModelDisabled {

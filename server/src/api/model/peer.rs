@@ -32,10 +32,11 @@ use crate::api::error::ApiError;
 use crate::api::front::request_id;
 use crate::api::state::AppState;
 use crate::metrics::RequestOutcome;
-use crate::names::Reservation;
-use crate::peers::{PeerRoute, PickError, Picked, qualified_name};
+use crate::names::{PeerRoute, qualified_name};
+use crate::peers::{PickError, Picked};
 use crate::priority::{PRIORITY_HEADER, Priority};
 use crate::proxy::{Outbound, OutboundBody, ProxyError, splice};
+use crate::selection::Reservation;
 
 /// Characters of a model name escaped in an `/upstream/<model>/` path (`/`
 /// is kept: peer model names may hold it, and the peer splits by longest match).

@@ -22,9 +22,9 @@ use super::websockets::take_websocket;
 use crate::api::error::{ApiError, NotLoadedReason};
 use crate::api::front::client_ip;
 use crate::api::state::{AppState, ModelEntry};
-use crate::names::Reservation;
-use crate::peers::{PeerRoute, qualified_name};
+use crate::names::{Lead, PeerRoute};
 use crate::proxy::{Outbound, OutboundBody};
+use crate::selection::Reservation;
 
 /// The path prefix of the loading-state-capable endpoint.
 const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
@@ -73,27 +73,22 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
     let upgrade = take_websocket(&mut parts);
     let renamed = rename(state, &found.name).await?;
-    let Some(model) = local_model(state, &renamed.name) else {
-        let route =
-            state
-                .inner
-                .peers
-                .resolve(&renamed.name)
-                .ok_or_else(|| ApiError::ModelNotFound {
-                    model: renamed.name.clone(),
-                })?;
-        let path = forward_path(parts.uri.path()).to_owned();
-        let request = BodyRequest {
-            parts,
-            found,
-            bytes,
-            renamed,
-            path,
-            upgrade,
-        };
-        // Boxed: the rare path's state would otherwise enlarge every request's.
-        let forward = Box::pin(peer::by_body(state, route, request)).await?;
-        return Ok(Prepared::Peer(Box::new(forward)));
+    let model = match local_or_peer(state, &renamed.name)? {
+        Ok(model) => model,
+        Err(route) => {
+            let path = forward_path(parts.uri.path()).to_owned();
+            let request = BodyRequest {
+                parts,
+                found,
+                bytes,
+                renamed,
+                path,
+                upgrade,
+            };
+            // Boxed: the rare path's state would otherwise enlarge every request's.
+            let forward = Box::pin(peer::by_body(state, route, request)).await?;
+            return Ok(Prepared::Peer(Box::new(forward)));
+        }
     };
     // A pinned or selected name goes upstream in place of the client's.
     let upstream_name = model
@@ -155,12 +150,9 @@ pub(super) async fn by_path(state: &AppState, request: Request) -> Result<Prepar
         let path = parts.uri.path();
         let tail = rename_upstream(state, path.strip_prefix("/upstream/").unwrap_or_default())?;
         let tail = tail.as_ref();
-        let router = &state.inner.router;
-        let peers = &state.inner.peers;
+        let names = &state.inner.names;
         let target = split_upstream_path(tail, |name| {
-            router
-                .resolve(name)
-                .or_else(|| peers.resolve(name).map(|route| route_name(state, route)))
+            names.target(name).map(|lead| names.canonical_name(lead))
         })
         .ok_or_else(|| ApiError::ModelNotFound {
             model: tail.split('/').next().unwrap_or_default().to_owned(),
@@ -174,15 +166,13 @@ pub(super) async fn by_path(state: &AppState, request: Request) -> Result<Prepar
                 &parts.method,
             )));
         }
-        let Some(model) = local_model(state, &target.model) else {
-            let route = peers
-                .resolve(&target.model)
-                .ok_or_else(|| ApiError::ModelNotFound {
-                    model: target.model.clone(),
-                })?;
-            let rest = target.rest.to_owned();
-            let forward = Box::pin(peer::by_path(state, route, parts, body, &rest)).await?;
-            return Ok(Prepared::Peer(Box::new(forward)));
+        let model = match local_or_peer(state, &target.model)? {
+            Ok(model) => model,
+            Err(route) => {
+                let rest = target.rest.to_owned();
+                let forward = Box::pin(peer::by_path(state, route, parts, body, &rest)).await?;
+                return Ok(Prepared::Peer(Box::new(forward)));
+            }
         };
         // Static assets a browser asks for must not start (or swap in) a model.
         if let Ok(rest) = percent_decode_str(target.rest).decode_utf8()
@@ -254,24 +244,29 @@ pub(super) fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
     }
 }
 
-/// The local model `name` (an ID or alias) names; local names win over peers.
-fn local_model(state: &AppState, name: &str) -> Option<Arc<ModelEntry>> {
-    state
-        .inner
-        .router
-        .resolve(name)
-        .and_then(|id| state.inner.models.get(&id).cloned())
-}
-
-/// The name a peer route goes by (`peer/model`, or a pool's bare name).
-fn route_name(state: &AppState, route: PeerRoute<'_>) -> String {
-    match route {
-        PeerRoute::Peer { peer, model } => state
+/// The local model `name` (an ID or alias) names, else the peer model it
+/// names (see [`crate::names`]: local names win over bare peer names).
+///
+/// # Errors
+///
+/// 404 when it names neither.
+fn local_or_peer<'s>(
+    state: &'s AppState,
+    name: &str,
+) -> Result<Result<Arc<ModelEntry>, PeerRoute<'s>>, ApiError> {
+    let not_found = || ApiError::ModelNotFound {
+        model: name.to_owned(),
+    };
+    match state.inner.names.target(name) {
+        Some(Lead::Model { id, .. }) => state
             .inner
-            .peers
-            .get(peer)
-            .map_or_else(String::new, |p| qualified_name(&p.config.id, model)),
-        PeerRoute::Pool { model, .. } => model.to_owned(),
+            .models
+            .get(id)
+            .cloned()
+            .map(Ok)
+            .ok_or_else(not_found),
+        Some(Lead::Peer(route)) => Ok(Err(route)),
+        Some(Lead::Selector { .. }) | None => Err(not_found()),
     }
 }
 

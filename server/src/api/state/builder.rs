@@ -225,7 +225,8 @@ impl<'a> AppStateBuilder<'a> {
                 system: (!config.performance.disabled)
                     .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
                 trust: config.trust(),
-                names: crate::names::Names::new(config),
+                names: config.names(),
+                selection: crate::selection::Selection::new(config),
                 peers,
                 activity,
                 snapshots: SnapshotCache::default(),

@@ -162,8 +162,10 @@ pub(crate) struct Inner {
     pub(crate) system: Option<crate::metrics::SystemSampler>,
     /// Caps on `X-Priority`.
     pub(crate) trust: Trust,
-    /// Profiles (which one is active) and selectors.
-    pub(crate) names: crate::names::Names,
+    /// Where a requested name leads (pins, selectors, models, peer models).
+    pub(crate) names: crate::names::NameTable,
+    /// Which profile is active, and the selectors' picks.
+    pub(crate) selection: crate::selection::Selection,
     /// Peers: their clients, in-flight counts and pool statuses.
     pub(crate) peers: crate::peers::Peers,
     /// Requests in flight and the most recent finished ones.

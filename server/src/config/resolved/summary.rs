@@ -8,7 +8,7 @@ use super::names::{SelectorStrategy, default_peer_timeouts};
 use super::types::{Config, SchedulerConfig};
 use super::upstream::UpstreamConfig;
 use crate::filters::Filters;
-use crate::peers::{PeerRoute, PeerRoutes, qualified_name};
+use crate::names::{PeerRoute, qualified_name};
 use crate::policy::matrix::MatrixSettings;
 use crate::proxy::Timeouts;
 use crate::scheduler::Parallel;
@@ -286,8 +286,9 @@ fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
         "peers ({}; forwarded, never scheduled here):",
         peers.len()
     )?;
-    let routes = PeerRoutes::new(peers);
-    let local = |name: &str| config.resolve(name).is_some();
+    let names = config.names();
+    let routes = names.peers();
+    let local = |name: &str| names.local().resolve(name).is_some();
     for (index, peer) in peers.iter().enumerate() {
         writeln!(
             f,

@@ -132,7 +132,7 @@ impl Subscriber {
         let activity_changes = inner.activity.changes();
         let finished = inner.activity.subscribe();
         let logs = inner.supervisor.as_ref().map(|s| s.logs().subscribe_all());
-        let mut profile = inner.names.watch_active();
+        let mut profile = inner.selection.watch_active();
         profile.mark_unchanged();
         let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
         keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -89,7 +89,7 @@ pub(super) fn model_rows(
         ..ModelRow::default()
     });
     // A selector is as warm as its warmest target.
-    let selectors = state.inner.names.selectors().map(|s| {
+    let selectors = state.inner.selection.selectors().map(|s| {
         let warmest = s
             .target_ids
             .iter()
@@ -114,8 +114,10 @@ pub(super) fn model_rows(
     // A peer model's state lives on the peer; what is known here is how many
     // of this server's requests it holds.
     let peers = &state.inner.peers;
-    let peer_rows = peers
-        .routes()
+    let peer_rows = state
+        .inner
+        .names
+        .peers()
         .qualified()
         .filter_map(|(name, index, model)| {
             let peer = peers.get(index)?;
@@ -140,7 +142,7 @@ pub(super) fn model_rows(
 /// The `profileChanged` event: the active profile (or `null`) and every
 /// profile with its pins, as `GET /api/profiles` answers.
 pub(super) fn profiles(state: &AppState) -> serde_json::Value {
-    let names = &state.inner.names;
+    let names = &state.inner.selection;
     let profiles: Vec<serde_json::Value> = names
         .profiles()
         .iter()

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Names, SelectError};
+use super::{SelectError, Selection};
 use crate::config::{SelectorConfig, SelectorStrategy};
 use crate::router::{ModelState, RunningModel};
 
@@ -63,7 +63,7 @@ impl Drop for Reservation {
     }
 }
 
-impl Names {
+impl Selection {
     /// Whether the selector `id` looks at model states to choose (warm and
     /// spillover do; so the caller fetches them only then).
     #[must_use]
@@ -134,7 +134,7 @@ impl Names {
     }
 }
 
-/// The spillover choice (see [`Names::choose`]) as a target index.
+/// The spillover choice (see [`Selection::choose`]) as a target index.
 fn spill_target(spill: &mut Spill, states: &[ModelState], spillover: usize) -> Option<usize> {
     let mut active = Vec::new();
     let mut cold = Vec::new();

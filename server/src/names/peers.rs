@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::PeerConfig;
-
 /// The fully qualified name of a peer's model: `<peer ID>/<model>`. Both parts
 /// may contain `/`, so such a name is only ever compared whole, never split.
 #[must_use]
@@ -22,28 +20,13 @@ pub enum PeerRoute<'a> {
         model: &'a str,
     },
     /// A bare name several peers list: one of them is chosen per request
-    /// (see [`crate::peers::choose`]).
+    /// (by `crate::peers`, which forwards).
     Pool {
         /// The model as the peers know it.
         model: &'a str,
         /// The peers that list it, in ID order.
         peers: &'a [usize],
     },
-}
-
-impl PeerRoute<'_> {
-    /// The name this route is known by in listings and activity: the
-    /// qualified name of a peer's model, the bare name of a pool.
-    #[must_use]
-    pub fn canonical_name(&self, peers: &[PeerConfig]) -> String {
-        match self {
-            PeerRoute::Peer { peer, model } => {
-                let id = peers.get(*peer).map_or("", |p| p.id.as_str());
-                qualified_name(id, model)
-            }
-            PeerRoute::Pool { model, .. } => (*model).to_owned(),
-        }
-    }
 }
 
 /// The names peer models answer to, built once per configuration.
@@ -60,20 +43,27 @@ impl PeerRoute<'_> {
 /// with them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerRoutes {
+    /// Peer IDs, in the order given (sorted): a peer's index is its place here.
+    peers: Vec<String>,
     qualified: BTreeMap<String, (usize, String)>,
     bare: BTreeMap<String, Vec<usize>>,
 }
 
 impl PeerRoutes {
-    /// The routes of `peers` (sorted by ID, models without duplicates).
+    /// The routes of `peers`: each peer's ID with the models it lists, peers
+    /// sorted by ID.
     #[must_use]
-    pub fn new(peers: &[PeerConfig]) -> Self {
+    pub fn new<'a, M>(peers: impl IntoIterator<Item = (&'a str, M)>) -> Self
+    where
+        M: IntoIterator<Item = &'a String>,
+    {
         let mut routes = Self::default();
-        for (index, peer) in peers.iter().enumerate() {
-            for model in &peer.models {
+        for (index, (peer, models)) in peers.into_iter().enumerate() {
+            routes.peers.push(peer.to_owned());
+            for model in models {
                 routes
                     .qualified
-                    .entry(qualified_name(&peer.id, model))
+                    .entry(qualified_name(peer, model))
                     .or_insert_with(|| (index, model.clone()));
                 let listed = routes.bare.entry(model.clone()).or_default();
                 if !listed.contains(&index) {
@@ -104,6 +94,25 @@ impl PeerRoutes {
         }
     }
 
+    /// The name `route` is known by in listings and activity: the qualified
+    /// name of a peer's model, the bare name of a pool.
+    #[must_use]
+    pub fn canonical_name(&self, route: PeerRoute<'_>) -> String {
+        match route {
+            PeerRoute::Peer { peer, model } => {
+                let id = self.peers.get(peer).map_or("", String::as_str);
+                qualified_name(id, model)
+            }
+            PeerRoute::Pool { model, .. } => model.to_owned(),
+        }
+    }
+
+    /// The ID of the peer at `index`.
+    #[must_use]
+    pub fn peer_id(&self, index: usize) -> Option<&str> {
+        self.peers.get(index).map(String::as_str)
+    }
+
     /// Every qualified name with its peer index and model, sorted by name.
     pub fn qualified(&self) -> impl Iterator<Item = (&str, usize, &str)> {
         self.qualified
@@ -121,18 +130,18 @@ impl PeerRoutes {
 mod tests {
     use super::*;
 
-    fn peer(id: &str, models: &[&str]) -> PeerConfig {
-        PeerConfig::new(
-            id,
-            "http://127.0.0.1:1",
-            models.iter().map(|m| (*m).to_owned()).collect(),
-        )
+    fn peer(id: &'static str, models: &[&str]) -> (&'static str, Vec<String>) {
+        (id, models.iter().map(|m| (*m).to_owned()).collect())
+    }
+
+    fn routes(peers: &[(&'static str, Vec<String>)]) -> PeerRoutes {
+        PeerRoutes::new(peers.iter().map(|(id, models)| (*id, models)))
     }
 
     #[test]
     fn qualified_names_always_name_the_peer_model() {
         let peers = [peer("a", &["llama"]), peer("b", &["llama", "qwen"])];
-        let routes = PeerRoutes::new(&peers);
+        let routes = routes(&peers);
         assert_eq!(
             routes.resolve("a/llama"),
             Some(PeerRoute::Peer {
@@ -153,7 +162,7 @@ mod tests {
     #[test]
     fn a_bare_name_one_peer_lists_names_its_model() {
         let peers = [peer("a", &["llama"]), peer("b", &["llama", "qwen"])];
-        let routes = PeerRoutes::new(&peers);
+        let routes = routes(&peers);
         assert_eq!(
             routes.resolve("qwen"),
             Some(PeerRoute::Peer {
@@ -166,7 +175,7 @@ mod tests {
     #[test]
     fn a_bare_name_several_peers_list_is_a_pool() {
         let peers = [peer("a", &["llama"]), peer("b", &["llama", "qwen"])];
-        let routes = PeerRoutes::new(&peers);
+        let routes = routes(&peers);
         assert_eq!(
             routes.resolve("llama"),
             Some(PeerRoute::Pool {
@@ -175,7 +184,7 @@ mod tests {
             })
         );
         assert_eq!(
-            routes.resolve("llama").unwrap().canonical_name(&peers),
+            routes.canonical_name(routes.resolve("llama").unwrap()),
             "llama"
         );
     }
@@ -183,7 +192,7 @@ mod tests {
     #[test]
     fn a_qualified_name_wins_over_a_bare_name_spelled_the_same() {
         let peers = [peer("p1", &["model"]), peer("p2", &["p1/model"])];
-        let routes = PeerRoutes::new(&peers);
+        let routes = routes(&peers);
         assert_eq!(
             routes.resolve("p1/model"),
             Some(PeerRoute::Peer {
@@ -203,7 +212,7 @@ mod tests {
     #[test]
     fn a_model_listed_twice_by_one_peer_is_not_a_pool() {
         let peers = [peer("a", &["llama", "llama"])];
-        let routes = PeerRoutes::new(&peers);
+        let routes = routes(&peers);
         assert_eq!(
             routes.resolve("llama"),
             Some(PeerRoute::Peer {
