@@ -79,7 +79,7 @@ impl Client {
             .unwrap_or(self.inner.default_priority)
     }
 
-    /// The base URL, without a trailing slash.
+    /// The base URL, without a trailing slash or a last `/v1` segment.
     pub fn base_url(&self) -> &str {
         &self.inner.base_url
     }
@@ -142,7 +142,10 @@ impl fmt::Debug for ClientBuilder {
 
 impl ClientBuilder {
     /// The proxy's base URL, for example `http://127.0.0.1:8080` (a path prefix is
-    /// kept). Required; no default.
+    /// kept). The OpenAI form other SDKs take, `http://127.0.0.1:8080/v1`, means the
+    /// same: a last `/v1` segment is dropped, since every endpoint adds its own
+    /// `/v1/...` and the proxy's own endpoints (`/running`, `/upstream/...`) sit beside
+    /// it. Required; no default.
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = Some(url.into());
         self
@@ -259,7 +262,7 @@ impl ClientBuilder {
     ///
     /// [`Error::InvalidArgument`] for a missing or unusable base URL (an `https`
     /// one without the `tls` feature), an API key or header that HTTP cannot carry,
-    /// an `X-Priority` header that is not a tier, a zero timeout, an inverted backoff
+    /// an `X-Priority` header that is not an integer, a zero timeout, an inverted backoff
     /// range or a root certificate that does not parse; [`Error::HttpClient`] when
     /// the HTTP client cannot be built.
     pub fn build(self) -> Result<Client, Error> {
@@ -296,7 +299,11 @@ impl ClientBuilder {
                 let builder = reqwest::Client::builder()
                     .connect_timeout(self.timeouts.connect)
                     .no_proxy();
-                let builder = add_roots(builder, &self.root_certificates)?;
+                let builder = add_roots(
+                    builder,
+                    &self.root_certificates,
+                    base_url.starts_with("https:"),
+                )?;
                 builder
                     .build()
                     .map_err(|e| Error::HttpClient(Box::new(e)))?
@@ -325,30 +332,24 @@ impl ClientBuilder {
 
 #[cfg(feature = "tls")]
 fn add_roots(
-    mut builder: reqwest::ClientBuilder,
+    builder: reqwest::ClientBuilder,
     certificates: &[Vec<u8>],
-) -> Result<reqwest::ClientBuilder, InvalidArgument> {
-    for (index, pem) in certificates.iter().enumerate() {
-        let bundle = reqwest::Certificate::from_pem_bundle(pem)
-            .ok()
-            .filter(|certs| !certs.is_empty())
-            .ok_or(InvalidArgument::InvalidRootCertificate { index })?;
-        for certificate in bundle {
-            builder = builder.add_root_certificate(certificate);
-        }
-    }
-    Ok(builder)
+    https: bool,
+) -> Result<reqwest::ClientBuilder, Error> {
+    let config = crate::tls::client_config(certificates, https)?;
+    Ok(builder.tls_backend_preconfigured(config))
 }
 
 #[cfg(not(feature = "tls"))]
 fn add_roots(
     builder: reqwest::ClientBuilder,
     certificates: &[Vec<u8>],
-) -> Result<reqwest::ClientBuilder, InvalidArgument> {
+    _https: bool,
+) -> Result<reqwest::ClientBuilder, Error> {
     if certificates.is_empty() {
         Ok(builder)
     } else {
-        Err(InvalidArgument::TlsDisabled)
+        Err(InvalidArgument::TlsDisabled.into())
     }
 }
 
@@ -390,6 +391,18 @@ fn normalise_base_url(url: Option<&str>) -> Result<String, InvalidArgument> {
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(InvalidArgument::QueryInBaseUrl);
     }
+    // Other SDKs are configured with the OpenAI base (`http://host:8080/v1`); the
+    // endpoints here add `/v1/...` themselves, and the proxy's own endpoints
+    // (`/running`, `/upstream/...`) live beside `/v1`, so a last `/v1` segment is
+    // dropped rather than doubled.
+    let mut parsed = parsed;
+    let last_is_v1 = parsed
+        .path_segments()
+        .and_then(|mut segments| segments.rfind(|s| !s.is_empty()))
+        == Some("v1");
+    if last_is_v1 && let Ok(mut segments) = parsed.path_segments_mut() {
+        segments.pop_if_empty().pop();
+    }
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
@@ -401,6 +414,23 @@ mod tests {
         match builder.build() {
             Err(Error::InvalidArgument(e)) => e,
             other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_base_url_ending_in_v1_is_the_same_base_as_without_it() {
+        for (given, base) in [
+            ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080"),
+            ("http://127.0.0.1:8080/v1/", "http://127.0.0.1:8080"),
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("https://gpu.lan/llm/v1", "https://gpu.lan/llm"),
+            ("https://gpu.lan/llm", "https://gpu.lan/llm"),
+            ("http://v1:8080/", "http://v1:8080"),
+            ("http://h/v1/v1", "http://h/v1"),
+            ("http://h/api/v10", "http://h/api/v10"),
+        ] {
+            let client = Client::builder().base_url(given).build().unwrap();
+            assert_eq!(client.base_url(), base, "{given}");
         }
     }
 
@@ -476,10 +506,22 @@ mod tests {
             build_err(
                 Client::builder()
                     .base_url("http://h")
-                    .default_header("x-priority", "5")
+                    .default_header("x-priority", "high")
             ),
-            InvalidArgument::PriorityHeaderValue { value: "5".into() }
+            InvalidArgument::PriorityHeaderValue {
+                value: "high".into()
+            }
         );
+    }
+
+    #[test]
+    fn another_integer_in_a_header_map_is_a_custom_priority() {
+        let c = Client::builder()
+            .base_url("http://h")
+            .default_header("x-priority", "5")
+            .build()
+            .unwrap();
+        assert_eq!(c.default_priority(), Priority::custom(5).unwrap());
     }
 
     #[test]

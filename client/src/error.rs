@@ -108,9 +108,36 @@ pub enum Error {
     /// The underlying HTTP client could not be built.
     #[error("could not build the HTTP client")]
     HttpClient(#[source] BoxError),
+    /// Any other failure, for providers and decorators outside this crate (a fake's
+    /// scripted failure, a fallback that ran out of backends, a cache that could not
+    /// be read). Built with [`Error::other`] or [`Error::with_source`].
+    #[error("{message}")]
+    Other {
+        /// What went wrong, for people.
+        message: String,
+        /// The underlying error, if there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
 }
 
 impl Error {
+    /// An [`Error::Other`] with a message and no source.
+    pub fn other(message: impl Into<String>) -> Error {
+        Error::Other {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Other`] with a message and the error that caused it.
+    pub fn with_source(message: impl Into<String>, source: impl Into<BoxError>) -> Error {
+        Error::Other {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
     /// The HTTP status of an [`Error::Api`], if this is one.
     pub fn status(&self) -> Option<StatusCode> {
         match self {
@@ -533,8 +560,11 @@ pub enum InvalidArgument {
         /// The header whose value was rejected.
         name: String,
     },
-    /// A header map names `X-Priority` with a value that is not one of the SDK's tiers.
-    #[error("X-Priority {value:?} in a header map is not 10, 0 or -10; set a Priority instead")]
+    /// A header map names `X-Priority` with a value the proxy would not read as a
+    /// priority (not a signed 32-bit integer), or twice with different values.
+    #[error(
+        "X-Priority {value:?} in a header map is not one integer the proxy ranks; set a Priority instead"
+    )]
     PriorityHeaderValue {
         /// The value as found.
         value: String,

@@ -71,6 +71,8 @@ mod retry;
 mod retry_after;
 pub mod sse;
 pub mod stream;
+#[cfg(feature = "tls")]
+mod tls;
 mod transport;
 pub mod types;
 
@@ -82,13 +84,23 @@ pub use error::{
 };
 pub use middleware::{Middleware, Next};
 pub use options::{CallOptions, RetryPolicy, Timeouts};
-pub use priority::{PRIORITY_HEADER, ParsePriorityError, Priority};
+pub use priority::{
+    CustomPriority, PRIORITY_HEADER, ParsePriorityError, Priority, PriorityOutOfRange,
+};
 pub use provider::ChatProvider;
 pub use stream::{
     ChatEvent, ChatEvents, ChatStream, CompletionEvent, CompletionStream, EventAssembler,
     ProxyEvent, ProxyStatus, StreamEvent,
 };
 pub use types::*;
+
+/// The attribute that implements [`ChatProvider`] (and [`Middleware`]): re-exported so
+/// an implementation needs no dependency of its own.
+pub use async_trait::async_trait;
+/// The `http` crate this one speaks (headers of errors, [`StatusCode`]).
+pub use http;
+/// HTTP status codes, as [`RetryPolicy::with_statuses`] and [`ApiError`] take them.
+pub use http::StatusCode;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -220,8 +220,8 @@ impl CallOptions {
     /// Adds a header for this call; it replaces a client default header of the same
     /// name. Default: none. An invalid name or value fails the call with
     /// [`InvalidArgument`] (the setter itself never fails). An `X-Priority` header
-    /// given here is read as this call's priority (`10`, `0`, `-10`) unless
-    /// [`CallOptions::priority`] is also set.
+    /// given here is read as this call's priority (an integer, as
+    /// [`Priority::custom`] takes it) unless [`CallOptions::priority`] is also set.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> CallOptions {
         self.headers.push((name.into(), value.into()));
         self

@@ -1,5 +1,7 @@
 //! The provider trait an agent framework holds.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::client::Client;
@@ -16,7 +18,12 @@ use crate::types::{ChatRequest, ChatResponse, EmbeddingsRequest, EmbeddingsRespo
 /// proxy; a downstream crate can implement it too: an in-process fake (build the
 /// stream with [`ChatStream::from_events`] or [`ChatStream::from_chunks`]), a
 /// logging decorator, or a fallback between two providers. Every [`Error`] variant
-/// can be constructed outside this crate.
+/// can be constructed outside this crate ([`Error::other`] is the general one).
+///
+/// The trait is implemented for `&P`, `Box<P>` and `Arc<P>` of any provider,
+/// `dyn ChatProvider` included, so a decorator generic over `P: ChatProvider` wraps an
+/// `Arc<dyn ChatProvider>` as it is. Implementations use [`async_trait`] (re-exported
+/// by this crate, so no extra dependency): trait objects need its boxed futures.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -115,3 +122,42 @@ impl ChatProvider for Client {
         Client::models(self, options).await
     }
 }
+
+/// Forwards every call to the provider behind a pointer, so `&P`, `Box<P>` and
+/// `Arc<P>` (including `Arc<dyn ChatProvider>`) are providers themselves.
+macro_rules! forward_provider {
+    ($($pointer:ty),+) => {$(
+        #[async_trait]
+        impl<P: ChatProvider + ?Sized> ChatProvider for $pointer {
+            async fn chat(
+                &self,
+                request: &ChatRequest,
+                options: &CallOptions,
+            ) -> Result<ChatResponse, Error> {
+                (**self).chat(request, options).await
+            }
+
+            async fn chat_stream(
+                &self,
+                request: &ChatRequest,
+                options: &CallOptions,
+            ) -> Result<ChatStream, Error> {
+                (**self).chat_stream(request, options).await
+            }
+
+            async fn embeddings(
+                &self,
+                request: &EmbeddingsRequest,
+                options: &CallOptions,
+            ) -> Result<EmbeddingsResponse, Error> {
+                (**self).embeddings(request, options).await
+            }
+
+            async fn models(&self, options: &CallOptions) -> Result<ModelList, Error> {
+                (**self).models(options).await
+            }
+        }
+    )+};
+}
+
+forward_provider!(&P, Box<P>, Arc<P>);

@@ -220,7 +220,7 @@ async fn bad_per_call_header_is_an_invalid_argument_and_nothing_is_sent() {
     let err = client
         .chat(
             &chat_request(),
-            &CallOptions::new().header("x-priority", "7"),
+            &CallOptions::new().header("x-priority", "seven"),
         )
         .await
         .unwrap_err();

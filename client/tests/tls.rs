@@ -6,6 +6,7 @@
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::process::Stdio;
 use std::sync::Arc;
 
 use llama_swap_client::{
@@ -26,6 +27,30 @@ struct TestPki {
     ca_pem: String,
     server_cert: rustls::pki_types::CertificateDer<'static>,
     server_key: Vec<u8>,
+}
+
+/// A self-signed certificate for `names` made as `openssl req -x509` makes it
+/// (basicConstraints CA:TRUE): it is its own CA and the server's certificate at once.
+fn self_signed_ca_for(names: &[&str]) -> TestPki {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "self-signed test server");
+    params.subject_alt_names = names
+        .iter()
+        .map(|name| match name.parse::<IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => SanType::DnsName((*name).try_into().unwrap()),
+        })
+        .collect();
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    TestPki {
+        ca_pem: cert.pem(),
+        server_cert: cert.der().clone(),
+        server_key: key.serialize_der(),
+    }
 }
 
 fn test_pki() -> TestPki {
@@ -156,4 +181,101 @@ async fn a_certificate_from_an_unknown_ca_is_a_connect_error() {
         .unwrap()
         .unwrap_err();
     assert!(matches!(err, Error::Connect(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_trusted_self_signed_ca_certificate_presented_as_is_is_accepted() {
+    let pki = self_signed_ca_for(&["127.0.0.1", "localhost"]);
+    let mut server = tls_server(&pki).await;
+    let client = Client::builder()
+        .base_url(&server.base_url)
+        .add_root_certificate_pem(pki.ca_pem.as_bytes().to_vec())
+        .build()
+        .unwrap();
+    let resp = tokio::time::timeout(
+        LIMIT,
+        client.chat(&chat_request(), &CallOptions::with_priority(Priority::Low)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(resp.text(), "Hello");
+    let head = server.heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(head.contains("\r\nx-priority: -10\r\n"), "{head}");
+}
+
+#[tokio::test]
+async fn a_trusted_self_signed_ca_certificate_for_another_name_is_a_connect_error() {
+    let pki = self_signed_ca_for(&["gpu.example"]);
+    let server = tls_server(&pki).await;
+    let client = Client::builder()
+        .base_url(&server.base_url)
+        .add_root_certificate_pem(pki.ca_pem.as_bytes().to_vec())
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    let err = tokio::time::timeout(LIMIT, client.chat(&chat_request(), &CallOptions::new()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::Connect(_)), "{err:?}");
+}
+
+/// Set by the parent of [`ssl_cert_file_child`]: the base URL to call.
+const CHILD_BASE_URL: &str = "LLAMA_SWAP_CLIENT_TEST_TLS_BASE_URL";
+
+#[tokio::test]
+async fn a_self_signed_ca_certificate_trusted_through_ssl_cert_file_is_accepted() {
+    // SSL_CERT_FILE is read from the environment, which a test cannot change for
+    // itself (other tests share the process): the call runs in a child process of
+    // this test binary with the variable set.
+    let pki = self_signed_ca_for(&["127.0.0.1", "localhost"]);
+    let mut server = tls_server(&pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("trusted.pem");
+    std::fs::write(&bundle, &pki.ca_pem).unwrap();
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "ssl_cert_file_child", "--ignored", "--nocapture"])
+        .env("SSL_CERT_FILE", &bundle)
+        .env_remove("SSL_CERT_DIR")
+        .env(CHILD_BASE_URL, &server.base_url)
+        .stdin(Stdio::null())
+        .output();
+    let output = tokio::time::timeout(LIMIT, child).await.unwrap().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{log}");
+    assert!(
+        log.contains("1 passed"),
+        "the child test did not run: {log}"
+    );
+    let head = server.heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(head.contains("\r\nx-priority: 10\r\n"), "{head}");
+}
+
+/// The child of the test above: calls the server trusting only what the
+/// environment names. Ignored unless run by its parent.
+#[tokio::test]
+#[ignore = "run by a_self_signed_ca_certificate_trusted_through_ssl_cert_file_is_accepted"]
+async fn ssl_cert_file_child() {
+    let base_url = std::env::var(CHILD_BASE_URL).expect("run by its parent test");
+    let client = Client::builder()
+        .base_url(base_url)
+        .retry_policy(RetryPolicy::none())
+        .build()
+        .unwrap();
+    let resp = tokio::time::timeout(
+        LIMIT,
+        client.chat(
+            &chat_request(),
+            &CallOptions::with_priority(Priority::Elevated),
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(resp.text(), "Hello");
 }

@@ -85,3 +85,25 @@ impl WaitError {
         )
     }
 }
+
+/// Expectations that are not met, as [`MockSwap::check`](crate::MockSwap::check) and
+/// [`ExpectGuard::check`](crate::ExpectGuard::check) return them: `Display` is the
+/// report `verify()` panics with (each unmet expectation, the nearest requests and
+/// why each did not match, then the request table).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{report}")]
+pub struct Unmet {
+    pub(crate) report: String,
+}
+
+impl Unmet {
+    /// The report, as text.
+    pub fn report(&self) -> &str {
+        &self.report
+    }
+
+    /// The report, owned.
+    pub fn into_report(self) -> String {
+        self.report
+    }
+}

@@ -66,6 +66,28 @@ impl Fault {
         }
     }
 
+    /// Adds a response header to a [`Fault::Status`], e.g. `Retry-After`:
+    /// `Fault::status(StatusCode::SERVICE_UNAVAILABLE).header("retry-after", "2")`.
+    /// The other faults send no response of their own; on them it does nothing.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Self::Status { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    /// Sets the body of a [`Fault::Status`]: a JSON value (sent as
+    /// `application/json`) or a JSON string (sent as text). The other faults send no
+    /// response of their own; on them it does nothing.
+    #[must_use]
+    pub fn body(mut self, value: Value) -> Self {
+        if let Self::Status { body, .. } = &mut self {
+            *body = Some(value);
+        }
+        self
+    }
+
     /// A 429 with `Retry-After: <secs>` and the `concurrency_limit` envelope.
     pub fn too_many_requests(retry_after_secs: u64) -> Self {
         Self::Status {

@@ -17,7 +17,8 @@
 //! | [`StreamShape`], [`Chunking`], [`LineEnding`] | stream shaping |
 //! | [`Fixture`], [`SpecError`] | the JSON forms of replies, faults and fixture files |
 //! | [`ApiError`] | the error envelope shared with the server |
-//! | [`StartError`], [`WaitError`] | what starting and waiting can fail with |
+//! | [`StartError`], [`WaitError`], [`Unmet`] | what starting, waiting and checking expectations can fail with |
+//! | [`StatusCode`] | HTTP status codes (the `http` crate's), for replies and faults |
 
 // Layers, each file importing only from the ones below it (no import circles):
 //
@@ -50,7 +51,7 @@ mod stream;
 mod wire;
 
 pub use envelope::ApiError;
-pub use error::{StartError, WaitError};
+pub use error::{StartError, Unmet, WaitError};
 pub use expect::{Expect, Times};
 pub use fault::{Fault, FaultRule};
 pub use journal::RecordedRequest;
@@ -63,3 +64,7 @@ pub use report::requests_table;
 pub use server::Crash;
 pub use spec::{Fixture, SpecError};
 pub use stream::{Chunking, LineEnding, StreamShape};
+
+/// HTTP status codes, as [`Reply::error`], [`Reply::status`] and [`Fault::status`]
+/// take them.
+pub use http::StatusCode;

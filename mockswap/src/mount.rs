@@ -8,7 +8,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::WaitError;
+use crate::error::{Unmet, WaitError};
 use crate::expect::Expect;
 use crate::journal::RecordedRequest;
 use crate::mock::MockSwap;
@@ -71,9 +71,17 @@ impl ExpectGuard {
     /// When it is unmet, with the report (nearest requests and the request table).
     #[track_caller]
     pub fn verify(&self) {
-        if let Some(report) = self.unmet() {
-            panic!("{report}");
+        if let Err(unmet) = self.check() {
+            panic!("{unmet}");
         }
+    }
+
+    /// Checks the expectation now without panicking.
+    ///
+    /// # Errors
+    /// [`Unmet`] with the report [`ExpectGuard::verify`] would panic with.
+    pub fn check(&self) -> Result<(), Unmet> {
+        self.unmet().map_or(Ok(()), |report| Err(Unmet { report }))
     }
 
     /// Waits until the expectation is met (for calls made by a task the test does not
@@ -143,9 +151,18 @@ impl MockSwap {
     /// did not match (bodies truncated); then the table of every request received.
     #[track_caller]
     pub fn verify(&self) {
-        let (mounted, requests) = self.state.snapshot(None);
-        if let Some(report) = unmet_report(&mounted, &requests) {
-            panic!("{report}");
+        if let Err(unmet) = self.check() {
+            panic!("{unmet}");
         }
+    }
+
+    /// Checks every mounted expectation now, as [`MockSwap::verify`] does, without
+    /// panicking: for a test that reports failures its own way, or retries a stage.
+    ///
+    /// # Errors
+    /// [`Unmet`] with the report `verify()` would panic with.
+    pub fn check(&self) -> Result<(), Unmet> {
+        let (mounted, requests) = self.state.snapshot(None);
+        unmet_report(&mounted, &requests).map_or(Ok(()), |report| Err(Unmet { report }))
     }
 }

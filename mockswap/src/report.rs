@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use crate::expect::Times;
 use crate::journal::RecordedRequest;
-use crate::matcher::truncated;
 use crate::state::{Checked, Mounted};
 
 /// How many near misses a failure shows.
@@ -75,8 +74,60 @@ fn body_line(r: &RecordedRequest) -> String {
     if text.is_empty() {
         "(empty)".to_owned()
     } else {
-        truncated(&text, BODY_LIMIT)
+        body_end(r, &text)
     }
+}
+
+/// What a report shows of a body: all of a short one; of a long one, its end, since
+/// the turns of an agent conversation share their beginning and differ at the end.
+/// A chat body shows how many messages it holds and the last ones whole (up to the
+/// limit); anything else its last characters.
+fn body_end(r: &RecordedRequest, text: &str) -> String {
+    if text.chars().count() <= BODY_LIMIT {
+        return text.to_owned();
+    }
+    let messages = r
+        .json
+        .as_ref()
+        .and_then(|body| body.get("messages"))
+        .and_then(Value::as_array);
+    if let Some(messages) = messages {
+        let mut shown: Vec<String> = Vec::new();
+        let mut used = 0;
+        for message in messages.iter().rev() {
+            let one = message.to_string();
+            let len = one.chars().count();
+            if !shown.is_empty() && used + len > BODY_LIMIT {
+                break;
+            }
+            used += len;
+            shown.push(one);
+        }
+        shown.reverse();
+        let last = shown.join(", ");
+        let last = if last.chars().count() > BODY_LIMIT {
+            tail(&last, BODY_LIMIT)
+        } else {
+            last
+        };
+        return format!(
+            "{} messages, the last {}: [{last}] ({} bytes)",
+            messages.len(),
+            shown.len(),
+            text.len()
+        );
+    }
+    format!("{} ({} bytes)", tail(text, BODY_LIMIT), text.len())
+}
+
+/// The last `limit` characters of `text`, after an ellipsis.
+fn tail(text: &str, limit: usize) -> String {
+    let count = text.chars().count();
+    let start = text
+        .char_indices()
+        .nth(count.saturating_sub(limit))
+        .map_or(0, |(i, _)| i);
+    format!("...{}", &text[start..])
 }
 
 /// The report of one expectation that is not met.
@@ -163,7 +214,7 @@ fn request_json(r: &RecordedRequest) -> Value {
         "model": r.model,
         "stream": r.stream,
         "priority": r.priority.to_string(),
-        "body": truncated(&r.body_text(), BODY_LIMIT),
+        "body": body_end(r, &r.body_text()),
     })
 }
 
@@ -201,4 +252,52 @@ pub(crate) fn failure_json(checked: &Checked<'_>) -> Value {
     value["matching"] = checked.matching.iter().map(|r| request_json(r)).collect();
     value["report"] = Value::String(failure(checked));
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_body(body: &str) -> RecordedRequest {
+        RecordedRequest {
+            body: bytes::Bytes::from(body.to_owned()),
+            json: serde_json::from_str(body).ok(),
+            ..RecordedRequest::for_tests()
+        }
+    }
+
+    #[test]
+    fn a_long_chat_body_shows_how_many_messages_and_the_last_ones() {
+        let history = "the same long system prompt every turn shares ".repeat(10);
+        let body = json!({"model": "qwen", "messages": [
+            {"role": "system", "content": history},
+            {"role": "user", "content": "What time is it?"},
+            {"role": "assistant", "tool_calls": [{"id": "c1"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "12:00 UTC"},
+        ]})
+        .to_string();
+        let shown = body_line(&with_body(&body));
+        assert!(shown.starts_with("4 messages, the last 3: ["), "{shown}");
+        assert!(shown.contains(r#""content":"12:00 UTC""#), "{shown}");
+        assert!(shown.contains("What time is it?"), "{shown}");
+        assert!(!shown.contains("every turn shares"), "{shown}");
+    }
+
+    #[test]
+    fn a_long_plain_body_shows_its_end_and_a_short_one_all_of_it() {
+        let body = format!("{}THE END", "x".repeat(500));
+        let shown = body_line(&with_body(&body));
+        assert!(shown.starts_with("...x"), "{shown}");
+        assert!(shown.ends_with("THE END (507 bytes)"), "{shown}");
+        assert_eq!(body_line(&with_body("short")), "short");
+        assert_eq!(body_line(&with_body("")), "(empty)");
+    }
+
+    #[test]
+    fn one_huge_last_message_is_cut_from_its_start() {
+        let body = json!({"messages": [{"role": "user", "content": "y".repeat(400)}]}).to_string();
+        let shown = body_line(&with_body(&body));
+        assert!(shown.starts_with("1 messages, the last 1: [..."), "{shown}");
+        assert!(shown.contains(r#"yyy","role":"user"}]"#), "{shown}");
+    }
 }

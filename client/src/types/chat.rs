@@ -98,10 +98,32 @@ impl ChatRequest {
         self
     }
 
+    /// Sets nucleus sampling: only the tokens making up the top `value` of probability
+    /// mass are considered.
+    #[must_use]
+    pub fn top_p(mut self, value: f64) -> ChatRequest {
+        self.top_p = Some(value);
+        self
+    }
+
     /// Sets the token limit.
     #[must_use]
     pub fn max_tokens(mut self, value: u32) -> ChatRequest {
         self.max_tokens = Some(value);
+        self
+    }
+
+    /// Sets the sequences that stop generation (replacing any set before).
+    #[must_use]
+    pub fn stop<S: Into<String>>(mut self, sequences: impl IntoIterator<Item = S>) -> ChatRequest {
+        self.stop = Some(sequences.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets the sampling seed, for reproducible answers where the server supports it.
+    #[must_use]
+    pub fn seed(mut self, seed: i64) -> ChatRequest {
+        self.seed = Some(seed);
         self
     }
 
@@ -421,6 +443,18 @@ mod tests {
                 "top_k": 40
             })
         );
+    }
+
+    #[test]
+    fn sampling_setters_write_top_p_stop_and_seed() {
+        let req = ChatRequest::new("m", vec![ChatMessage::user("hi")])
+            .top_p(0.9)
+            .stop(["\n\n", "END"])
+            .seed(42);
+        let json = serde_json::to_value(&req).unwrap();
+        assert_eq!(json["top_p"], 0.9);
+        assert_eq!(json["stop"], json!(["\n\n", "END"]));
+        assert_eq!(json["seed"], 42);
     }
 
     #[test]

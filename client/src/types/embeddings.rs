@@ -22,9 +22,39 @@ impl From<&str> for EmbeddingInput {
     }
 }
 
+impl From<String> for EmbeddingInput {
+    fn from(text: String) -> Self {
+        EmbeddingInput::Text(text)
+    }
+}
+
+impl From<&String> for EmbeddingInput {
+    fn from(text: &String) -> Self {
+        EmbeddingInput::Text(text.clone())
+    }
+}
+
 impl From<Vec<String>> for EmbeddingInput {
     fn from(texts: Vec<String>) -> Self {
         EmbeddingInput::Batch(texts)
+    }
+}
+
+impl From<Vec<&str>> for EmbeddingInput {
+    fn from(texts: Vec<&str>) -> Self {
+        EmbeddingInput::Batch(texts.into_iter().map(str::to_owned).collect())
+    }
+}
+
+impl From<&[&str]> for EmbeddingInput {
+    fn from(texts: &[&str]) -> Self {
+        EmbeddingInput::Batch(texts.iter().map(|t| (*t).to_owned()).collect())
+    }
+}
+
+impl<const N: usize> From<[&str; N]> for EmbeddingInput {
+    fn from(texts: [&str; N]) -> Self {
+        EmbeddingInput::Batch(texts.into_iter().map(str::to_owned).collect())
     }
 }
 
@@ -108,6 +138,19 @@ pub struct Embedding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedding_input_comes_from_owned_and_borrowed_texts() {
+        let one = EmbeddingInput::Text("a".to_owned());
+        assert_eq!(EmbeddingInput::from("a".to_owned()), one);
+        assert_eq!(EmbeddingInput::from(&"a".to_owned()), one);
+        let batch = EmbeddingInput::Batch(vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(EmbeddingInput::from(vec!["a", "b"]), batch);
+        assert_eq!(EmbeddingInput::from(&["a", "b"][..]), batch);
+        assert_eq!(EmbeddingInput::from(["a", "b"]), batch);
+        let request = EmbeddingsRequest::new("e", vec!["a", "b"]);
+        assert_eq!(request.input, batch);
+    }
 
     #[test]
     fn embeddings_response_parses_vectors_and_ignores_unknown_fields() {

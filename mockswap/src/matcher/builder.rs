@@ -27,9 +27,12 @@ macro_rules! match_methods {
                 self.matcher = self.matcher.stream(stream);
                 self
             }
-            /// Only requests with exactly one well-formed `X-Priority: <value>`.
-            pub fn priority(mut self, value: i32) -> Self {
-                self.matcher = self.matcher.priority(value);
+            /// Only requests with the priority a caller sends (see
+            /// [`RequestMatch::priority`]): an integer is exactly one well-formed
+            /// `X-Priority: <value>`; llama-swap-client's `Priority` is what it sends
+            /// (`Normal`: no header).
+            pub fn priority(mut self, priority: impl Into<$crate::matcher::PriorityMatch>) -> Self {
+                self.matcher = self.matcher.priority(priority);
                 self
             }
             /// Only requests without an `X-Priority` header.

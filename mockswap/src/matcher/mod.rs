@@ -41,6 +41,22 @@ impl PriorityMatch {
     }
 }
 
+impl From<i32> for PriorityMatch {
+    /// Exactly one well-formed `X-Priority: <value>`.
+    fn from(value: i32) -> Self {
+        Self::Value(value)
+    }
+}
+
+/// What llama-swap-client sends for a priority: its integer, or no header for
+/// `Normal`.
+#[cfg(feature = "client")]
+impl From<llama_swap_client::Priority> for PriorityMatch {
+    fn from(priority: llama_swap_client::Priority) -> Self {
+        priority.header_int().map_or(Self::Absent, Self::Value)
+    }
+}
+
 impl fmt::Display for PriorityMatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -312,9 +328,12 @@ impl RequestMatch {
         self.with(Condition::Stream(stream))
     }
 
-    /// Only requests with exactly one well-formed `X-Priority: <value>`.
-    pub fn priority(self, value: i32) -> Self {
-        self.priority_is(PriorityMatch::Value(value))
+    /// Only requests with this priority: an integer is exactly one well-formed
+    /// `X-Priority: <value>`; with the `client` feature, llama-swap-client's `Priority`
+    /// is the header it sends (`Elevated` is `10`, `Low` is `-10`, `Normal` is no
+    /// header at all); any [`PriorityMatch`] as is.
+    pub fn priority(self, priority: impl Into<PriorityMatch>) -> Self {
+        self.priority_is(priority.into())
     }
 
     /// Only requests without an `X-Priority` header (an explicit `0` does not match).

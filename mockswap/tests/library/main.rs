@@ -12,6 +12,7 @@ mod openai_python;
 mod replies;
 mod streams;
 mod websockets;
+mod with_client;
 
 use std::time::Duration;
 
