@@ -181,6 +181,17 @@ class ModelPage(UiTest):
         self.assertEqual(waiting.result()[0], 200)
         expect(rows).to_have_count(0)
 
+    def test_a_model_page_shows_its_resolved_configuration(self):
+        page = self.open("models/gamma")
+        page.get_by_role("tab", name="Config").click()
+        config = page.locator("#model-config")
+        expect(config.locator("dt", has_text="cmd")).to_be_visible()
+        expect(config).to_contain_text("mockswap")
+        expect(config).to_contain_text("--tokens-per-second")
+        expect(config.locator("dt", has_text="capabilities")).to_be_visible()
+        expect(config).to_contain_text("32768")
+        expect(config.locator("dt", has_text="proxy")).to_be_visible()
+
     def test_an_alias_opens_its_model_and_an_unknown_id_says_so(self):
         page = self.open("models/b")
         expect(page.locator("main h1")).to_have_text("Beta")
