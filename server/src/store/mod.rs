@@ -118,7 +118,9 @@ impl History {
     ///
     /// # Errors
     ///
-    /// See [`Sqlite::open`].
+    /// A [`StoreError`] naming the path when the file cannot be opened or created, is not
+    /// a database of ours (llama-swap's own, another program's, or a newer schema), or its
+    /// migrations fail.
     pub fn open(settings: &StoreSettings) -> Result<Self, StoreError> {
         let db = match &settings.path {
             Some(path) => Some(Arc::new(Sqlite::open(path, settings.retention.clone())?)),
