@@ -3,7 +3,8 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `mod` | [`History`]: where finished rows are kept, and the two queries |
+//! | `mod` | [`History`]: where finished rows are kept (`Activity::page` and `Activity::stats` query it) |
+//! | `row` | [`Finished`]: one finished request, as kept and as the API shows it |
 //! | `query` | [`ActivityQuery`]: llama-swap's parameters, their errors, paging rows in memory |
 //! | `stats` | [`ActivityStats`]: totals and speed histograms |
 //! | `sqlite` | [`Sqlite`]: the database at `store.path`, its writer thread and migrations |
@@ -14,6 +15,7 @@
 //! [`Retention`].
 
 mod query;
+mod row;
 mod sqlite;
 mod stats;
 
@@ -21,10 +23,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use query::{ActivityQuery, Page, QueryError};
+pub use row::Finished;
 pub use sqlite::{MIGRATIONS, Retention, Sqlite};
 pub use stats::{ActivityStats, StatsBuilder};
-
-use crate::activity::{Activity, Finished};
 
 /// Rows a database keeps by default: about 300 MB of history.
 pub const DEFAULT_MAX_ROWS: u64 = 1_000_000;
@@ -142,57 +143,6 @@ impl History {
     /// The first id of this run: one past the last one the database kept.
     pub fn next_id(&self) -> u64 {
         self.db.as_ref().map_or(1, |db| db.next_id())
-    }
-
-    /// One page of rows: from the database when there is one, else from
-    /// `activity`'s ring.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Query`] when the database cannot be read.
-    pub(crate) async fn page(
-        &self,
-        activity: &Activity,
-        query: ActivityQuery,
-    ) -> Result<Page<Finished>, StoreError> {
-        match &self.db {
-            Some(db) => db.page(query).await,
-            None => {
-                let rows = activity.recent(usize::MAX);
-                let page = query.page_of(&rows);
-                Ok(Page {
-                    data: page.data.into_iter().map(|r| (*r).clone()).collect(),
-                    page: page.page,
-                    limit: page.limit,
-                    total: page.total,
-                    total_pages: page.total_pages,
-                })
-            }
-        }
-    }
-
-    /// Totals and histograms of `model` (or every model).
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Query`] when the database cannot be read.
-    pub(crate) async fn stats(
-        &self,
-        activity: &Activity,
-        model: Option<String>,
-    ) -> Result<ActivityStats, StoreError> {
-        match &self.db {
-            Some(db) => db.stats(model).await,
-            None => {
-                let mut builder = StatsBuilder::default();
-                for row in activity.recent(usize::MAX) {
-                    if model.as_deref().is_none_or(|m| *row.model == *m) {
-                        builder.add(&row);
-                    }
-                }
-                Ok(builder.finish())
-            }
-        }
     }
 
     /// Writes what is waiting and stops the database's writer.

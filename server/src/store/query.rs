@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::ops::RangeInclusive;
 
-use crate::activity::Finished;
+use super::Finished;
 use crate::priority::Bands;
 
 /// Rows per page when `limit` is not given.

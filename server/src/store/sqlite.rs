@@ -27,10 +27,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params_from_iter, types::Value};
 use tokio::sync::watch;
 
+use super::Finished;
 use super::query::ActivityQuery;
 use super::stats::{ActivityStats, StatsBuilder};
 use super::{Page, StoreError};
-use crate::activity::Finished;
 
 /// `PRAGMA application_id` of our databases ("LSWH": llama-swap history).
 pub const APPLICATION_ID: i32 = 0x4c53_5748;

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::activity::Finished;
+use super::Finished;
 
 /// Fewest and most bins of a histogram.
 const MIN_BINS: usize = 5;

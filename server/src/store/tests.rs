@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::activity::Activity;
 use crate::priority::Bands;
 use crate::store::query::MAX_LIMIT;
 use crate::store::sqlite::APPLICATION_ID;
@@ -56,13 +57,12 @@ fn settings(path: &Path, max_rows: u64) -> StoreSettings {
 }
 
 async fn all(history: &History) -> Vec<Finished> {
-    let activity = Activity::new(0);
     let query = ActivityQuery {
         limit: MAX_LIMIT,
         ascending: true,
         ..ActivityQuery::default()
     };
-    history.page(&activity, query).await.unwrap().data
+    history.database().unwrap().page(query).await.unwrap().data
 }
 
 #[tokio::test]
@@ -236,7 +236,6 @@ async fn queries_on_the_database_match_queries_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let history = History::open(&settings(&dir.path().join("h.db"), 0)).unwrap();
     let activity = Activity::new(1000);
-    let memory = History::in_memory();
     for id in 1..=120 {
         history.database().unwrap().record(row(id));
     }
@@ -270,7 +269,12 @@ async fn queries_on_the_database_match_queries_in_memory() {
     ];
     for text in queries {
         let query = ActivityQuery::parse(Some(text), &bands).unwrap();
-        let from_db = history.page(&activity, query.clone()).await.unwrap();
+        let from_db = history
+            .database()
+            .unwrap()
+            .page(query.clone())
+            .await
+            .unwrap();
         let in_memory = query.page_of(&rows);
         let ids = |data: &[u64]| data.to_vec();
         let db_ids: Vec<u64> = from_db.data.iter().map(|r| r.id).collect();
@@ -294,7 +298,9 @@ async fn queries_on_the_database_match_queries_in_memory() {
     }
     for model in [None, Some("a"), Some("zzz")] {
         let db = history
-            .stats(&activity, model.map(str::to_owned))
+            .database()
+            .unwrap()
+            .stats(model.map(str::to_owned))
             .await
             .unwrap();
         let mut builder = StatsBuilder::default();
@@ -303,13 +309,9 @@ async fn queries_on_the_database_match_queries_in_memory() {
             .for_each(|r| builder.add(r));
         assert_eq!(db, builder.finish(), "{model:?}");
     }
-    // The in-memory history pages the ring.
+    // Without a database, the activity pages its ring.
     assert_eq!(
-        memory
-            .page(&activity, ActivityQuery::default())
-            .await
-            .unwrap()
-            .total,
+        activity.page(ActivityQuery::default()).await.unwrap().total,
         0
     );
 }

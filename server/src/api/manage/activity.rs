@@ -72,7 +72,7 @@ pub(crate) async fn history(State(state): State<AppState>, RawQuery(query): RawQ
         }
     };
     let activity = &state.inner.activity;
-    match activity.history().page(activity, query).await {
+    match activity.page(query).await {
         Ok(mut page) => {
             activity.overlay_captures(page.data.iter_mut()).await;
             Json(page).into_response()
@@ -92,7 +92,7 @@ pub(crate) async fn stats(State(state): State<AppState>, RawQuery(query): RawQue
         .map(|(_, v)| v.trim().to_owned())
         .filter(|m| !m.is_empty());
     let activity = &state.inner.activity;
-    match activity.history().stats(activity, model).await {
+    match activity.stats(model).await {
         Ok(stats) => Json(stats).into_response(),
         Err(error) => {
             tracing::error!(%error, "activity stats failed");
