@@ -12,7 +12,9 @@
 //!
 //! [`Groups`] (llama-swap's `groups`, the default) answers both pairwise. The
 //! matrix ([`matrix`]) chooses the cheapest combination of its sets, so its
-//! evictions depend on everything that runs.
+//! evictions depend on everything that runs. The memory router ([`memory`])
+//! places models on GPUs by the memory they need; its plans also depend on who
+//! waits and what was used last, so the scheduler asks it with that state.
 //!
 //! Policies are pure: model numbers in, model numbers out; no process, no clock,
 //! no logging. A model is its index in the sorted list of configured model IDs,
@@ -20,6 +22,7 @@
 
 mod groups;
 pub mod matrix;
+pub mod memory;
 
 use std::fmt;
 
