@@ -103,7 +103,10 @@ class Activity(UiTest):
         counts = bars.evaluate_all("els => els.map(e => Number(e.dataset.count))")
         self.assertGreaterEqual(sum(counts), 3)
         # Tokens per request, and the server's generation speeds, drawn with data too.
-        for chart in ("#generated-tokens-histogram", "#gen-histogram"):
+        # Queue wait per band too.
+        waits = band.locator(".h-queue rect.bar").evaluate_all("els => els.map(e => Number(e.dataset.count))")
+        self.assertGreaterEqual(sum(waits), 3)
+        for chart in ("#prompt-tokens-histogram", "#generated-tokens-histogram", "#gen-histogram"):
             drawn = page.locator(f"{chart} rect.bar").evaluate_all("els => els.map(e => Number(e.dataset.count))")
             self.assertGreater(sum(drawn), 0, chart)
         # The charts can be folded away, and stay so.
@@ -155,3 +158,76 @@ class Activity(UiTest):
         expect(rows.first.locator('td[data-column="status"]')).to_have_text(re.compile(r"^500"))
         statuses = rows.locator('td[data-column="status"]').all_text_contents()
         self.assertTrue(all(not s.startswith("200") for s in statuses), statuses)
+
+    def test_hidden_columns_can_be_shown_shown_ones_hidden_and_the_choice_is_kept(self):
+        status, _ = self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": "beta", "messages": [{"role": "user", "content": "columns"}]},
+            headers={"X-Session-ID": "sess-columns"},
+        )
+        self.assertEqual(status, 200)
+        page = self.open("activity")
+        table = page.locator("#activity-table")
+        newest = page.locator("tr.activity-row").first
+        expect(newest).to_have_attribute("data-model", "beta")
+        # The session is hidden at first, the prefill speed shown.
+        expect(table.locator('th[data-column="session"]')).to_have_count(0)
+        expect(table.locator('th[data-column="prefill"]')).to_have_count(1)
+        page.locator("section.history").get_by_role("button", name="Columns").click()
+        shown = page.get_by_role("group", name="Shown columns")
+        shown.get_by_label("Session").check()
+        shown.get_by_label("Prefill").uncheck()
+        page.keyboard.press("Escape")
+        expect(newest.locator('td[data-column="session"]')).to_have_text("sess-columns")
+        expect(table.locator('th[data-column="prefill"]')).to_have_count(0)
+        page.reload()
+        expect(page.locator("tr.activity-row").first.locator('td[data-column="session"]')).to_have_text("sess-columns")
+        expect(page.locator('#activity-table th[data-column="prefill"]')).to_have_count(0)
+
+    def test_the_band_filter_keeps_the_requests_of_that_band(self):
+        for text, priority in [("band low", "-10"), ("band top", "10"), ("band plain", None)]:
+            self.assertEqual(self.server.chat("beta", text, priority)[0], 200)
+        page = self.open("activity")
+        rows = page.locator("tr.activity-row")
+        expect(rows.first.locator('td[data-column="priority"] .badge')).to_have_text("0 normal")
+        page.get_by_role("button", name="Filters").click()
+        page.get_by_label("Priority band").select_option("elevated")
+        expect(page.get_by_role("button", name="Filters (1)")).to_be_visible()
+        expect(rows.first.locator('td[data-column="priority"] .badge')).to_have_text("+10 elevated")
+        bands = rows.locator('td[data-column="priority"] .badge').all_text_contents()
+        self.assertTrue(bands and all(b.endswith(" elevated") for b in bands), bands)
+        # The same rows the server gives for that band.
+        expected = [str(r["id"]) for r in self.server.json("GET", "/api/metrics/activity?band=elevated&limit=25")["data"]]
+        self.assertEqual(rows.evaluate_all("els => els.map(e => e.dataset.id)"), expected)
+
+    def test_the_time_range_keeps_the_requests_between_from_and_to(self):
+        self.assertEqual(self.server.chat("beta", "timed")[0], 200)
+        newest = self.server.json("GET", "/api/metrics/activity?limit=1")["data"][0]
+        page = self.open("activity")
+        rows = page.locator("tr.activity-row")
+        mine = page.locator(f'tr.activity-row[data-id="{newest["id"]}"]')
+        expect(mine).to_have_count(1)
+        # The whole second the request started in, in the browser's own time zone.
+        started = page.evaluate(f"Date.parse('{mine.locator('time').get_attribute('datetime')}')")
+        second = started - started % 1000
+        local = "ms => { const d = new Date(ms), p = (n) => String(n).padStart(2, '0');" \
+            " return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`; }"
+
+        def times():
+            return rows.locator("time").evaluate_all("els => els.map(e => Date.parse(e.getAttribute('datetime')))")
+
+        page.get_by_role("button", name="Filters").click()
+        history = page.locator("section.history")
+        page.get_by_label("From", exact=True).fill(page.evaluate(local, second))
+        expect(page.get_by_role("button", name="Filters (1)")).to_be_visible()
+        expect(history).to_have_attribute("aria-busy", "false")
+        expect(mine).to_have_count(1)
+        self.assertTrue(all(t >= second for t in times()), times())
+        # Up to the second before it: that request is out.
+        page.get_by_label("From", exact=True).fill("")
+        page.get_by_label("To", exact=True).fill(page.evaluate(local, second - 1000))
+        expect(page.get_by_role("button", name="Filters (1)")).to_be_visible()
+        expect(history).to_have_attribute("aria-busy", "false")
+        expect(mine).to_have_count(0)
+        self.assertTrue(all(t < second for t in times()), times())

@@ -91,24 +91,73 @@ class Navigation(UiTest):
         expect(page.get_by_role("tab", name="Images")).to_have_attribute("aria-selected", "true")
 
     def test_every_control_is_a_named_button_link_or_field(self):
-        for view in ("models", "queue", "activity", "logs", "playground/chat", "playground/load-test", "settings", "models/gamma"):
+        views = (
+            "models", "queue", "activity", "logs", "performance", "settings", "models/gamma",
+            *(f"playground/{tab}" for tab in ("chat", "images", "speech", "transcription", "rerank", "load-test")),
+        )
+        for view in views:
             self.open(view)
-            self.page.wait_for_timeout(0)
-            nameless = self.page.evaluate(
-                """() => [...document.querySelectorAll('button, a[href], input, select, textarea, [role=tab]')]
-                    .filter((el) => el.offsetParent !== null)
-                    .filter((el) => {
-                        const label = el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.[0]?.textContent.trim()
-                            || el.getAttribute('aria-labelledby') || el.getAttribute('title') || el.getAttribute('placeholder');
-                        return !label;
-                    })
-                    .map((el) => el.outerHTML.slice(0, 120))"""
-            )
-            self.assertEqual(nameless, [], view)
-            clickable = self.page.evaluate(
-                "() => [...document.querySelectorAll('[onclick], div[tabindex], span[tabindex]')].map((el) => el.outerHTML.slice(0, 80))"
-            )
-            self.assertEqual(clickable, [], f"{view}: click targets that are not buttons")
+            self.assert_controls_named(view)
+        # Inside the Activity's filter drawer, column menu and dialogs too.
+        self.assertEqual(self.server.chat("beta", "named controls")[0], 200)
+        page = self.open("activity")
+        expect(page.locator("tr.activity-row").first).to_be_visible()
+        page.get_by_role("button", name="Filters").click()
+        page.locator("section.history").get_by_role("button", name="Columns").click()
+        self.assert_controls_named("activity with its drawer and column menu")
+        page.keyboard.press("Escape")
+        page.locator("tr.activity-row").first.get_by_role("button", name=re.compile("^View the capture")).click()
+        expect(page.get_by_role("dialog").locator("pre").first).to_be_visible()
+        self.assert_controls_named("the capture dialog")
+        page.get_by_role("dialog").get_by_role("button", name="Close").click()
+        page.get_by_role("button", name="Export").click()
+        expect(page.get_by_role("dialog").locator("#export-markdown")).to_contain_text("| Summary | |")
+        self.assert_controls_named("the export dialog")
+
+    def assert_controls_named(self, where: str):
+        nameless = self.page.evaluate(
+            """() => [...document.querySelectorAll('button, a[href], input, select, textarea, summary, [role=tab]')]
+                .filter((el) => el.getClientRects().length > 0)
+                .filter((el) => {
+                    const label = el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.[0]?.textContent.trim()
+                        || el.getAttribute('aria-labelledby') || el.getAttribute('title') || el.getAttribute('placeholder');
+                    return !label;
+                })
+                .map((el) => el.outerHTML.slice(0, 120))"""
+        )
+        self.assertEqual(nameless, [], where)
+        clickable = self.page.evaluate(
+            "() => [...document.querySelectorAll('[onclick], div[tabindex], span[tabindex], td[tabindex], li[tabindex]')].map((el) => el.outerHTML.slice(0, 80))"
+        )
+        self.assertEqual(clickable, [], f"{where}: click targets that are not buttons")
+
+    def test_the_activity_table_and_its_capture_work_by_keyboard(self):
+        status, _ = self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": "beta", "messages": [{"role": "user", "content": "by keyboard"}]},
+        )
+        self.assertEqual(status, 200)
+        page = self.open("activity")
+        row = page.locator("tr.activity-row").first
+        expect(row).to_have_attribute("data-model", "beta")
+        # Sorting: a header is a button that Enter presses.
+        page.get_by_role("button", name="ID", exact=True).focus()
+        page.keyboard.press("Enter")
+        expect(page.locator('th[data-column="id"]')).to_have_attribute("aria-sort", "ascending")
+        page.get_by_role("button", name="ID", exact=True).focus()
+        page.keyboard.press("Enter")
+        expect(page.locator('th[data-column="id"]')).to_have_attribute("aria-sort", "descending")
+        # The capture opens with Enter, Escape closes it, and the focus returns to its button.
+        view = page.locator("tr.activity-row").first.get_by_role("button", name=re.compile("^View the capture"))
+        view.focus()
+        page.keyboard.press("Enter")
+        dialog = page.get_by_role("dialog")
+        expect(dialog.locator('pre[data-body="request"]')).to_contain_text("by keyboard")
+        self.assertTrue(page.evaluate("document.activeElement.closest('dialog') !== null"), "the focus is in the dialog")
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("dialog")).to_have_count(0)
+        expect(view).to_be_focused()
 
 
 class Phone(UiTest):
@@ -222,6 +271,10 @@ class Settings(UiTest):
         expect(info.locator('[data-key="version"]')).to_have_text(re.compile(r"^\d+\.\d+\.\d+"))
         expect(info.locator('[data-key="event-stream"]')).to_have_text("live")
         expect(info.locator('[data-key="priority-bands"]')).to_contain_text("elevated")
+        # The build: the commit and its date as /api/version gives them.
+        version = self.server.json("GET", "/api/version")
+        expect(info.locator('[data-key="commit"]')).to_have_text((version.get("commit") or "unknown")[:12])
+        expect(info.locator('[data-key="build-date"]')).to_have_text(version.get("build_date") or "unknown")
 
 
 class ApiKey(UiTest):
@@ -242,7 +295,32 @@ class ApiKey(UiTest):
     def server(self) -> Server:
         return self.keyed
 
+    def test_the_key_column_and_filter_name_the_key_a_request_used(self):
+        self.context.add_init_script("localStorage.setItem('llamaswap.apiKey', 'sk-right')")
+        self.assertEqual(self.keyed.chat("gamma", "with the first key")[0], 200)
+        page = self.open("activity")
+        rows = page.locator("tr.activity-row")
+        expect(rows.first).to_have_attribute("data-model", "gamma")
+        history = page.locator("section.history")
+        history.get_by_role("button", name="Columns").click()
+        page.get_by_role("group", name="Shown columns").get_by_label("Key").check()
+        page.keyboard.press("Escape")
+        # Named by position in apiKeys, never by the key itself.
+        expect(rows.first.locator('td[data-column="key"]')).to_have_text("key0")
+        expect(page.locator("main")).not_to_contain_text("sk-right")
+        history.get_by_role("button", name="Filters").click()
+        key = page.get_by_role("region", name="Filters").get_by_label("Key")
+        key.fill("key1")
+        key.press("Tab")
+        expect(rows).to_have_count(0)
+        expect(history).to_contain_text("No requests recorded yet.")
+        key.fill("key0")
+        key.press("Tab")
+        expect(rows.first.locator('td[data-column="key"]')).to_have_text("key0")
+        self.assertEqual(set(rows.locator('td[data-column="key"]').all_text_contents()), {"key0"})
+
     def test_the_page_asks_for_the_key_refuses_a_wrong_one_and_works_with_the_right_one(self):
+        self.keyed.json("POST", "/api/models/unload")
         page = self.page
         page.goto(f"{self.keyed.url}/ui/models")
         dialog = page.get_by_role("dialog")

@@ -264,9 +264,12 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
     lastRefresh = Date.now();
     const q = query();
     onChange(q);
+    // Busy until the rows of this query are shown (assistive technology waits; so do the tests).
+    el.setAttribute("aria-busy", "true");
     try {
       const result = await fetchPage(q);
       if (mine !== generation) return;
+      el.setAttribute("aria-busy", "false");
       error.hidden = true;
       rows = result.data || [];
       total = result.total ?? rows.length;
@@ -280,6 +283,7 @@ export function historyTable({ id, model = null, title = "Requests", onChange = 
       renderPager();
     } catch (e) {
       if (mine !== generation) return;
+      el.setAttribute("aria-busy", "false");
       error.textContent = `The history could not be read: ${e.message}`;
       error.hidden = false;
     }

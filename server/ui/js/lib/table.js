@@ -130,12 +130,18 @@ export function popoverMenu(label, content, { className = "" } = {}) {
   panel.addEventListener("toggle", (event) => {
     button.setAttribute("aria-expanded", event.newState === "open" ? "true" : "false");
     if (event.newState !== "open") return;
-    // Below the button, kept on screen (set through the CSSOM: inline styles are not allowed).
+    // Below the button, or above it when the room below is short, kept on
+    // screen (set through the CSSOM: inline styles are not allowed).
     const rect = button.getBoundingClientRect();
     const width = panel.offsetWidth;
+    const height = panel.offsetHeight;
     const left = Math.max(8, Math.min(rect.left, window.innerWidth - width - 8));
+    let top = rect.bottom + 4;
+    if (top + height > window.innerHeight - 8) {
+      top = rect.top - 4 - height >= 8 ? rect.top - 4 - height : Math.max(8, window.innerHeight - height - 8);
+    }
     panel.style.left = `${left}px`;
-    panel.style.top = `${rect.bottom + 4}px`;
+    panel.style.top = `${top}px`;
   });
   button.setAttribute("aria-expanded", "false");
   return {

@@ -26,6 +26,7 @@ const INTERVALS = [
 export function mount(root, params) {
   const windowSel = select({ id: "perf-window" }, WINDOWS, pref("perf.window", "900"));
   const every = select({ id: "perf-every" }, INTERVALS, pref("perf.every", "5"));
+  const refresh = h("button", { type: "button", class: "secondary small", id: "perf-refresh" }, "Refresh now");
   const status = h("p", { class: "hint", id: "perf-status", "aria-live": "polite" });
   const charts = h("div", { class: "perf-grid", id: "perf-charts" });
   const gpus = h("div", { class: "perf-grid", id: "gpu-charts" });
@@ -37,6 +38,7 @@ export function mount(root, params) {
       h("h1", {}, "Performance"),
       h("div", { class: "field" }, h("label", { for: windowSel.id }, "Window"), windowSel),
       h("div", { class: "field" }, h("label", { for: every.id }, "Refresh"), every),
+      refresh,
     ),
     status,
     h("section", { "aria-labelledby": "host-title" }, h("h2", { id: "host-title" }, "Host"), charts),
@@ -59,8 +61,14 @@ export function mount(root, params) {
         status.textContent = "Sampling is off on this server (performance.disabled).";
         return;
       }
-      sys = after ? sys.concat(body.sys_stats || []) : body.sys_stats || [];
-      gpu = after ? gpu.concat(body.gpu_stats || []) : body.gpu_stats || [];
+      // Two reads may overlap (the timer and Refresh now): keep each sample once.
+      const newer = (list, fresh) => {
+        const last = list.length ? toMs(list[list.length - 1].timestamp) : -Infinity;
+        return list.concat(fresh.filter((x) => toMs(x.timestamp) > last));
+      };
+      const lastGpu = gpu.length ? toMs(gpu[gpu.length - 1].timestamp) : -Infinity;
+      sys = after ? newer(sys, body.sys_stats || []) : body.sys_stats || [];
+      gpu = after ? gpu.concat((body.gpu_stats || []).filter((x) => toMs(x.timestamp) > lastGpu)) : body.gpu_stats || [];
       const keep = Date.now() - 3600_000 - 60_000;
       sys = sys.filter((s) => toMs(s.timestamp) >= keep);
       gpu = gpu.filter((g) => toMs(g.timestamp) >= keep);
@@ -205,6 +213,7 @@ export function mount(root, params) {
     setPref("perf.window", windowSel.value);
     draw();
   });
+  refresh.addEventListener("click", () => read(sys[sys.length - 1]?.timestamp));
   every.addEventListener("change", () => {
     setPref("perf.every", every.value);
     schedule();
