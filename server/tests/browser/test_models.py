@@ -4,8 +4,11 @@ model's own page."""
 from __future__ import annotations
 
 import re
+import subprocess
+import threading
 
-from uitest import MODELS, UiTest, expect
+from harness import TIMEOUT_MS, binary
+from uitest import MODELS, Model, Server, UiTest, expect
 
 
 class Models(UiTest):
@@ -197,3 +200,59 @@ class ModelPage(UiTest):
         expect(page.locator("main h1")).to_have_text("Beta")
         page.goto(f"{self.server.url}/ui/models/no-such-model")
         expect(page.get_by_text("No model “no-such-model” is configured.")).to_be_visible()
+
+
+class Peers(UiTest):
+    """A server of its own with a peer: another server (a mockswap standing in
+    for it) whose models this one forwards to."""
+
+    @classmethod
+    def setUpClass(cls):
+        # Its first stdout line says where it listens, once it does.
+        cls.peer = subprocess.Popen(
+            [str(binary("mockswap", "MOCKSWAP_BIN")), "--listen", "127.0.0.1:0", "--gate-closed"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            first = cls.peer.stdout.readline().strip()
+            if not first.startswith("listening on "):
+                raise RuntimeError(f"the peer's mockswap did not start: {first!r}")
+            cls.peer_url = first.removeprefix("listening on ").rstrip("/")
+            threading.Thread(target=cls.peer.stdout.read, daemon=True).start()
+            peers = f"peers:\n  lab:\n    proxy: {cls.peer_url}\n    models: [remote-7b]\n"
+            cls.own = Server([Model("local", "Local", "Runs here")], extra_yaml=peers).start()
+        except BaseException:
+            cls.peer.kill()
+            cls.peer.wait()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+        cls.peer.kill()
+        cls.peer.wait()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_a_peer_model_is_listed_with_its_peer_its_requests_and_no_load_buttons(self):
+        page = self.open("models")
+        card = page.locator('article.model[data-kind="peer"]')
+        expect(card).to_have_count(1)
+        expect(card).to_contain_text("remote-7b")
+        expect(card).to_contain_text("on peer lab")
+        # Loaded and unloaded on its peer, not from here.
+        expect(card.get_by_role("button", name=re.compile(r"^(Load|Unload) "))).to_have_count(0)
+        expect(self.card("local").get_by_role("button", name="Load local", exact=True)).to_be_visible()
+        # This server's request to it, live while the peer holds it.
+        held = self.server.in_background(self.server.chat, "remote-7b", "to the peer", None)
+        base = self.peer_url
+        self.server.request("GET", f"/__mockswap/gate?wait_held=1&timeout_ms={TIMEOUT_MS}", base=base)
+        expect(card).to_contain_text("1 running")
+        self.server.request("POST", "/__mockswap/gate", body={"open": True}, base=base)
+        status, body = held.result()
+        self.assertEqual(status, 200, body)
+        expect(card).not_to_contain_text("running")
