@@ -3,7 +3,7 @@
 //! record (begin, grant, answer, body end) including the in-flight table and
 //! the finished ring.
 //!
-//! Run: `cargo bench -p llama-swap-server --features bench --bench activity`.
+//! Run: `cargo bench -p llama-swap-server --bench activity`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -14,8 +14,8 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use llama_swap_server::activity::{Activity, MeteredBody, UsageScanner};
 use llama_swap_server::priority::Priority;
+use llama_swap_server::testing::activity::{Activity, MeteredBody, UsageScanner};
 
 /// A chat stream of `tokens` content frames, then the usage frame and `[DONE]`,
 /// one frame per chunk as an upstream sends them.

@@ -63,13 +63,11 @@
 //! | [`priority`] | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 //! | [`names`] | where a requested name leads (profile pin, selector, local model, peer model): the one resolution, used by the config's checks and the request path; pure |
 
-#[cfg(not(feature = "bench"))]
-pub(crate) mod activity;
-// Public only for `benches/activity.rs`; not part of the library's surface.
-#[cfg(feature = "bench")]
-#[doc(hidden)]
-#[allow(missing_docs)]
-pub mod activity;
+// Every `pub` item is reachable from the crate's root or `pub(crate)`: what a user can
+// name is what lib.rs exports. (Into [workspace.lints] once client and mockswap follow.)
+#![warn(unreachable_pub)]
+
+mod activity;
 pub mod api;
 pub(crate) mod capture;
 pub mod config;
@@ -95,3 +93,6 @@ pub mod version;
 pub use api::HttpOptions;
 pub use serve::{ServeError, ServeOptions, serve, serve_reloading, serve_with};
 pub use store::{History, Retention, StoreError, StoreSettings};
+
+#[doc(hidden)]
+pub mod testing;

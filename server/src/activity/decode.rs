@@ -18,7 +18,7 @@ const SLICE: usize = 4096;
 
 /// The encodings a body can be decoded from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// `gzip` (or `x-gzip`).
     Gzip,
     /// `deflate`: zlib-wrapped as the HTTP specification says, or raw
@@ -34,7 +34,7 @@ impl Encoding {
     /// The encoding a response's headers announce; `None` for an identity
     /// body, and `Err` naming an encoding (or a chain of them) that cannot be
     /// decoded.
-    pub fn of(headers: &HeaderMap) -> Result<Option<Self>, String> {
+    pub(crate) fn of(headers: &HeaderMap) -> Result<Option<Self>, String> {
         let Some(value) = headers.get(http::header::CONTENT_ENCODING) else {
             return Ok(None);
         };
@@ -73,7 +73,7 @@ enum Inner {
 }
 
 /// Decodes one body chunk by chunk.
-pub struct Decoder {
+pub(crate) struct Decoder {
     inner: Option<Inner>,
     failed: Option<String>,
 }
@@ -88,7 +88,7 @@ impl std::fmt::Debug for Decoder {
 
 impl Decoder {
     /// A decoder for `encoding`.
-    pub fn new(encoding: Encoding) -> Self {
+    pub(crate) fn new(encoding: Encoding) -> Self {
         let inner = match encoding {
             Encoding::Gzip => Ok(Inner::Gzip(flate2::write::MultiGzDecoder::new(Vec::new()))),
             Encoding::Deflate => Ok(Inner::Undecided(Vec::new())),
@@ -112,7 +112,7 @@ impl Decoder {
     }
 
     /// Decodes `chunk`, handing each piece of output to `sink`.
-    pub fn feed(&mut self, chunk: &[u8], sink: &mut dyn FnMut(&[u8])) {
+    pub(crate) fn feed(&mut self, chunk: &[u8], sink: &mut dyn FnMut(&[u8])) {
         for slice in chunk.chunks(SLICE) {
             let Some(inner) = self.inner.as_mut() else {
                 return;
@@ -136,7 +136,7 @@ impl Decoder {
     }
 
     /// The body ended: flushes what the decoder still holds.
-    pub fn finish(&mut self, sink: &mut dyn FnMut(&[u8])) {
+    pub(crate) fn finish(&mut self, sink: &mut dyn FnMut(&[u8])) {
         if let Some(Inner::Undecided(head)) = self.inner.as_mut() {
             let head = std::mem::take(head);
             self.inner = Some(Inner::Raw(flate2::write::DeflateDecoder::new(Vec::new())));
@@ -161,7 +161,7 @@ impl Decoder {
     }
 
     /// Why decoding stopped, if it did.
-    pub fn failure(&self) -> Option<&str> {
+    pub(crate) fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
     }
 

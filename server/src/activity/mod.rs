@@ -42,15 +42,15 @@ use crate::priority::Priority;
 use crate::store::{ActivityQuery, ActivityStats, History, Page, StatsBuilder, StoreError};
 
 // The unit tests and the activity bench build a metered body directly.
-#[cfg(any(test, feature = "bench"))]
 pub use meter::MeteredBody;
-pub use tracked::Tracked;
-pub use usage::{Usage, UsageScanner};
+pub(crate) use tracked::Tracked;
+pub(crate) use usage::Usage;
+pub use usage::UsageScanner;
 // The row lives in the store, below this module; most of the crate names it from here.
-pub use crate::store::Finished;
+pub(crate) use crate::store::Finished;
 
 /// Finished requests kept by default (llama-swap's `metricsMaxInMemory`).
-pub const DEFAULT_CAPACITY: usize = 1000;
+pub(crate) const DEFAULT_CAPACITY: usize = 1000;
 
 /// Slots of the finished feed; a subscriber further behind loses rows (and is told).
 const FEED_CAPACITY: usize = 256;

@@ -27,7 +27,7 @@ use memchr::memmem;
 use serde::Deserialize;
 
 /// Longest partial line kept between two chunks.
-pub const MAX_LINE: usize = 256 * 1024;
+pub(crate) const MAX_LINE: usize = 256 * 1024;
 
 const USAGE: &[u8] = b"\"usage\"";
 const TIMINGS: &[u8] = b"\"timings\"";
@@ -125,7 +125,7 @@ struct VllmTimes {
     mean_itl_ms: Option<f64>,
 }
 
-/// Reads [`Usage`] out of a response body fed chunk by chunk.
+/// Reads `Usage` out of a response body fed chunk by chunk.
 #[derive(Debug, Default)]
 pub struct UsageScanner {
     /// The unfinished last line of the previous chunks.

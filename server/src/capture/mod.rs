@@ -35,10 +35,10 @@ use tokio::sync::watch;
 
 #[cfg(test)]
 use recorder::Parts;
-pub use recorder::Recorder;
+pub(crate) use recorder::Recorder;
 
 /// llama-swap's default `captureBuffer`: 5 MB.
-pub const DEFAULT_BUFFER_BYTES: usize = 5 * 1024 * 1024;
+pub(crate) const DEFAULT_BUFFER_BYTES: usize = 5 * 1024 * 1024;
 
 /// Captures waiting to be compressed at most; more are dropped.
 const QUEUE: usize = 4096;

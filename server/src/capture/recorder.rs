@@ -7,7 +7,7 @@ use super::{REDACTED, is_secret_header, put, redact};
 
 /// Which parts of a request and its response a capture keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Parts {
+pub(crate) struct Parts {
     /// The request's headers.
     pub req_headers: bool,
     /// The request's body.
@@ -20,7 +20,7 @@ pub struct Parts {
 
 impl Parts {
     /// Everything.
-    pub const ALL: Self = Self {
+    pub(crate) const ALL: Self = Self {
         req_headers: true,
         req_body: true,
         resp_headers: true,
@@ -29,7 +29,7 @@ impl Parts {
 
     /// What llama-swap keeps for `path`: routes that carry audio or images
     /// leave out those bodies; every other route keeps everything.
-    pub fn for_path(path: &str) -> Self {
+    pub(crate) fn for_path(path: &str) -> Self {
         let (req_headers, req_body, resp_headers, resp_body) = match path {
             "/v1/audio/speech" | "/v1/images/generations" | "/sdapi/v1/txt2img" => {
                 (true, true, true, false)

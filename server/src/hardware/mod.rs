@@ -20,11 +20,11 @@ use serde::Serialize;
 use parse::{cpu_from_cpuinfo, nvidia_accelerators, os_release, rocm_accelerators};
 
 /// The longest an external tool may take to answer.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// llama-swap's hardware snapshot, schema version 1.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Always 1.
     pub schema_version: u32,
     /// When it was detected (RFC 3339, UTC).
@@ -47,7 +47,7 @@ pub struct Snapshot {
 
 /// How the snapshot was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Capture {
+pub(crate) struct Capture {
     /// `inference_host`: the machine that runs the server.
     pub scope: &'static str,
     /// `detected`.
@@ -58,7 +58,7 @@ pub struct Capture {
 
 /// The detecting program.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Detector {
+pub(crate) struct Detector {
     /// `llama-swap-server`.
     pub name: &'static str,
     /// Its version.
@@ -68,7 +68,7 @@ pub struct Detector {
 /// The CPU architecture: one of llama-swap's names, and the raw one when
 /// it differs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Architecture {
+pub(crate) struct Architecture {
     /// `x86_64`, `arm64`, `armv7`, `ppc64le`, `riscv64`, `s390x` or `other`.
     pub name: &'static str,
     /// The raw name when it differs.
@@ -77,7 +77,7 @@ pub struct Architecture {
 
 /// The operating system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OperatingSystem {
+pub(crate) struct OperatingSystem {
     /// `linux`, `macos`, `freebsd` or `other`.
     pub family: &'static str,
     /// The distribution (`/etc/os-release` `ID`).
@@ -90,7 +90,7 @@ pub struct OperatingSystem {
 
 /// Where the server runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Environment {
+pub(crate) struct Environment {
     /// `native`, `container`, `virtual_machine`, `wsl` or `unknown`.
     pub kind: &'static str,
     /// Its name (`Docker`, `Podman`, `WSL`), when known.
@@ -101,7 +101,7 @@ pub struct Environment {
 
 /// The CPU.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Cpu {
+pub(crate) struct Cpu {
     /// `vendor_id`.
     pub vendor: Option<String>,
     /// `model name`.
@@ -116,14 +116,14 @@ pub struct Cpu {
 
 /// System memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Memory {
+pub(crate) struct Memory {
     /// Bytes usable by the server (the cgroup limit when lower than `MemTotal`).
     pub capacity_bytes: u64,
 }
 
 /// One GPU.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Accelerator {
+pub(crate) struct Accelerator {
     /// Report index, from 0.
     pub index: u32,
     /// `gpu`.
@@ -144,7 +144,7 @@ pub struct Accelerator {
 
 /// A GPU's memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AcceleratorMemory {
+pub(crate) struct AcceleratorMemory {
     /// `dedicated` or `unknown`.
     pub kind: &'static str,
     /// Bytes.
@@ -153,7 +153,7 @@ pub struct AcceleratorMemory {
 
 /// A GPU driver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Driver {
+pub(crate) struct Driver {
     /// Its name (`nvidia`, `amdgpu`).
     pub name: Option<String>,
     /// Its version.
@@ -163,13 +163,13 @@ pub struct Driver {
 /// The machine's snapshot, detected on the first call and kept for the life
 /// of the process (as llama-swap detects once, at start); `None` when not
 /// even its memory can be read.
-pub async fn snapshot() -> Option<&'static Snapshot> {
+pub(crate) async fn snapshot() -> Option<&'static Snapshot> {
     static DETECTED: tokio::sync::OnceCell<Option<Snapshot>> = tokio::sync::OnceCell::const_new();
     DETECTED.get_or_init(detect).await.as_ref()
 }
 
 /// Detects the machine; `None` when not even its memory can be read.
-pub async fn detect() -> Option<Snapshot> {
+pub(crate) async fn detect() -> Option<Snapshot> {
     let memory = memory_bytes()?;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .map(|text| cpu_from_cpuinfo(&text))
@@ -336,7 +336,7 @@ async fn run(program: &str, args: &[&str]) -> Option<String> {
 
 /// GPUs named by the DRM sysfs files: the vendor from the PCI id, amdgpu's
 /// VRAM size.
-pub fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
+pub(crate) fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
     let Ok(entries) = std::fs::read_dir(drm) else {
         return Vec::new();
     };

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::{Accelerator, AcceleratorMemory, Cpu, Driver};
 
 /// The CPU of `/proc/cpuinfo`.
-pub fn cpu_from_cpuinfo(text: &str) -> Cpu {
+pub(crate) fn cpu_from_cpuinfo(text: &str) -> Cpu {
     let mut cpu = Cpu::default();
     let mut threads = 0u32;
     let mut sockets = BTreeSet::new();
@@ -42,7 +42,7 @@ pub fn cpu_from_cpuinfo(text: &str) -> Cpu {
 }
 
 /// `ID` and `VERSION_ID` of `/etc/os-release`.
-pub fn os_release(text: &str) -> (Option<String>, Option<String>) {
+pub(crate) fn os_release(text: &str) -> (Option<String>, Option<String>) {
     let value = |key: &str| {
         text.lines().find_map(|line| {
             let v = line.strip_prefix(key)?.strip_prefix('=')?;
@@ -55,7 +55,7 @@ pub fn os_release(text: &str) -> (Option<String>, Option<String>) {
 
 /// `nvidia-smi --query-gpu=index,name,memory.total,driver_version,power.limit
 /// --format=csv,noheader,nounits` (memory in MiB).
-pub fn nvidia_accelerators(text: &str) -> Vec<Accelerator> {
+pub(crate) fn nvidia_accelerators(text: &str) -> Vec<Accelerator> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -90,7 +90,7 @@ pub fn nvidia_accelerators(text: &str) -> Vec<Accelerator> {
 
 /// `rocm-smi --showproductname --showmeminfo vram --json`: one object per
 /// `cardN` with `Card Series` (or `Card model`) and `VRAM Total Memory (B)`.
-pub fn rocm_accelerators(text: &str) -> Vec<Accelerator> {
+pub(crate) fn rocm_accelerators(text: &str) -> Vec<Accelerator> {
     let Ok(serde_json::Value::Object(cards)) = serde_json::from_str::<serde_json::Value>(text)
     else {
         return Vec::new();

@@ -15,9 +15,9 @@ use super::inline::InlineText;
 
 /// Longest message kept in a line of the proxy's log. Messages are the
 /// server's own text; the longest are a refused reload's list of problems.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Longest value of any other field kept in a line (a path, an error, an id).
-pub const MAX_VALUE_BYTES: usize = 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 1024;
 
 /// A writer that passes on the first `left` bytes (cut at a character
 /// boundary) and counts the rest.

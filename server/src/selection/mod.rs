@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, ProfileConfig, SelectorConfig};
 
-pub use selectors::Reservation;
+pub(crate) use selectors::Reservation;
 
 /// Why a selector could not pick a target.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,14 +38,14 @@ pub enum SelectError {
 /// `PUT /api/profiles/active` named a profile that is not configured.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("profile {name:?} is not configured")]
-pub struct UnknownProfile {
+pub(crate) struct UnknownProfile {
     /// The name asked for.
     pub name: String,
 }
 
 /// Profiles (with the active one) and selectors of one loaded configuration.
 #[derive(Debug)]
-pub struct Selection {
+pub(crate) struct Selection {
     profiles: Vec<ProfileConfig>,
     /// Index into `profiles`; also how the UI learns of a switch.
     active: watch::Sender<Option<usize>>,
@@ -55,7 +55,7 @@ pub struct Selection {
 impl Selection {
     /// The profiles and selectors of `config`, with no profile active.
     #[must_use]
-    pub fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config) -> Self {
         Self {
             profiles: config.profiles.clone(),
             active: watch::Sender::new(None),
@@ -70,13 +70,13 @@ impl Selection {
 
     /// Every configured profile, in file order.
     #[must_use]
-    pub fn profiles(&self) -> &[ProfileConfig] {
+    pub(crate) fn profiles(&self) -> &[ProfileConfig] {
         &self.profiles
     }
 
     /// The active profile, if any.
     #[must_use]
-    pub fn active(&self) -> Option<&ProfileConfig> {
+    pub(crate) fn active(&self) -> Option<&ProfileConfig> {
         let index = *self.active.borrow();
         index.and_then(|i| self.profiles.get(i))
     }
@@ -84,14 +84,14 @@ impl Selection {
     /// The active profile's place in [`profiles`](Self::profiles), if any:
     /// what [`NameTable::pinned`](crate::names::NameTable::pinned) takes.
     #[must_use]
-    pub fn active_index(&self) -> Option<usize> {
+    pub(crate) fn active_index(&self) -> Option<usize> {
         *self.active.borrow()
     }
 
     /// Follows switches of the active profile (its index in [`Selection::profiles`],
     /// `None` when off).
     #[must_use]
-    pub fn watch_active(&self) -> watch::Receiver<Option<usize>> {
+    pub(crate) fn watch_active(&self) -> watch::Receiver<Option<usize>> {
         self.active.subscribe()
     }
 
@@ -101,7 +101,7 @@ impl Selection {
     /// # Errors
     ///
     /// [`UnknownProfile`] when no profile has that name (the active one stays).
-    pub fn set_active(&self, name: Option<&str>) -> Result<bool, UnknownProfile> {
+    pub(crate) fn set_active(&self, name: Option<&str>) -> Result<bool, UnknownProfile> {
         let index = match name.filter(|n| !n.is_empty()) {
             None => None,
             Some(name) => Some(
@@ -122,12 +122,12 @@ impl Selection {
 
     /// The selector with this ID.
     #[must_use]
-    pub fn selector(&self, id: &str) -> Option<&SelectorConfig> {
+    pub(crate) fn selector(&self, id: &str) -> Option<&SelectorConfig> {
         self.find(id).map(|s| &s.config)
     }
 
     /// Every selector, in file order.
-    pub fn selectors(&self) -> impl Iterator<Item = &SelectorConfig> {
+    pub(crate) fn selectors(&self) -> impl Iterator<Item = &SelectorConfig> {
         self.selectors.iter().map(|s| &s.config)
     }
 

@@ -36,7 +36,7 @@ impl Selector {
 
 /// The target a selector chose for one request.
 #[derive(Debug)]
-pub struct Pick {
+pub(crate) struct Pick {
     /// The target as the selector lists it (model ID or alias): the name the
     /// request continues with.
     pub target: String,
@@ -49,7 +49,7 @@ pub struct Pick {
 
 /// One request of a spillover selector on one target; dropping it ends it.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     spill: Arc<Mutex<Spill>>,
     target: usize,
 }
@@ -67,7 +67,7 @@ impl Selection {
     /// Whether the selector `id` looks at model states to choose (warm and
     /// spillover do; so the caller fetches them only then).
     #[must_use]
-    pub fn needs_states(&self, id: &str) -> bool {
+    pub(crate) fn needs_states(&self, id: &str) -> bool {
         self.selector(id)
             .is_some_and(|s| s.strategy != SelectorStrategy::Pin)
     }
@@ -86,7 +86,11 @@ impl Selection {
     /// # Errors
     ///
     /// [`SelectError::NoSpilloverTarget`] when every spillover target is being stopped.
-    pub fn choose(&self, id: &str, running: &[RunningModel]) -> Option<Result<Pick, SelectError>> {
+    pub(crate) fn choose(
+        &self,
+        id: &str,
+        running: &[RunningModel],
+    ) -> Option<Result<Pick, SelectError>> {
         let selector = self.find(id)?;
         let config = &selector.config;
         let state = |model: &str| {

@@ -22,13 +22,14 @@ mod stats;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use query::{ActivityQuery, Page, QueryError};
-pub use row::Finished;
-pub use sqlite::{MIGRATIONS, Retention, Sqlite};
-pub use stats::{ActivityStats, StatsBuilder};
+pub(crate) use query::{ActivityQuery, Page, QueryError};
+pub(crate) use row::Finished;
+pub use sqlite::Retention;
+pub(crate) use sqlite::{MIGRATIONS, Sqlite};
+pub(crate) use stats::{ActivityStats, StatsBuilder};
 
 /// Rows a database keeps by default: about 300 MB of history.
-pub const DEFAULT_MAX_ROWS: u64 = 1_000_000;
+pub(crate) const DEFAULT_MAX_ROWS: u64 = 1_000_000;
 
 /// Where the history goes, from the configuration (`store.path`,
 /// `store.maxRows`, `store.maxAge`).

@@ -10,14 +10,14 @@ use super::Finished;
 use crate::priority::Bands;
 
 /// Rows per page when `limit` is not given.
-pub const DEFAULT_LIMIT: usize = 25;
+pub(crate) const DEFAULT_LIMIT: usize = 25;
 /// The largest `limit` (llama-swap's bound: 1 to 999).
-pub const MAX_LIMIT: usize = 999;
+pub(crate) const MAX_LIMIT: usize = 999;
 
 /// A bad parameter: which one, and what is wrong with it (llama-swap's words).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct QueryError {
+pub(crate) struct QueryError {
     /// The query parameter at fault.
     pub param: &'static str,
     /// What is wrong with it.
@@ -36,7 +36,7 @@ impl QueryError {
 /// The columns rows can be sorted by: llama-swap's keys (the UI's column ids)
 /// and this server's `priority` and `queue`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SortKey {
+pub(crate) enum SortKey {
     /// The row id (the order requests finished); the default.
     #[default]
     Id,
@@ -72,7 +72,7 @@ pub enum SortKey {
 
 impl SortKey {
     /// Every key with its name in the query string.
-    pub const ALL: [(&'static str, Self); 15] = [
+    pub(crate) const ALL: [(&'static str, Self); 15] = [
         ("id", Self::Id),
         ("time", Self::Time),
         ("model", Self::Model),
@@ -159,7 +159,7 @@ pub(super) fn ranked_at(row: &Finished) -> i32 {
 
 /// A page of activity rows, as asked for.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ActivityQuery {
+pub(crate) struct ActivityQuery {
     /// Only these models (none: every model).
     pub models: Vec<String>,
     /// Arrived at or after this time (ms since the epoch).
@@ -218,7 +218,7 @@ impl ActivityQuery {
     /// # Errors
     ///
     /// The first bad parameter, named, with llama-swap's message.
-    pub fn parse(query: Option<&str>, bands: &Bands) -> Result<Self, QueryError> {
+    pub(crate) fn parse(query: Option<&str>, bands: &Bands) -> Result<Self, QueryError> {
         let mut out = Self::default();
         let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
             .map(|(k, v)| (k.into_owned(), v.trim().to_owned()))
@@ -295,7 +295,7 @@ impl ActivityQuery {
     }
 
     /// Whether `row` passes the filters.
-    pub fn matches(&self, row: &Finished) -> bool {
+    pub(crate) fn matches(&self, row: &Finished) -> bool {
         (self.models.is_empty() || self.models.iter().any(|m| **m == *row.model))
             && self.start_ms.is_none_or(|s| row.time_ms >= s)
             && self.end_ms.is_none_or(|e| row.time_ms <= e)
@@ -312,12 +312,12 @@ impl ActivityQuery {
     }
 
     /// Rows skipped before the page.
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         self.page.saturating_sub(1).saturating_mul(self.limit)
     }
 
     /// Filters, sorts and cuts `rows` (held in memory) to the page asked for.
-    pub fn page_of<'a, T>(&self, rows: impl IntoIterator<Item = &'a T>) -> Page<T>
+    pub(crate) fn page_of<'a, T>(&self, rows: impl IntoIterator<Item = &'a T>) -> Page<T>
     where
         T: std::ops::Deref<Target = Finished> + Clone + 'a,
     {
@@ -344,7 +344,7 @@ impl ActivityQuery {
 
 /// One page of rows, in llama-swap's shape.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Page<T> {
+pub(crate) struct Page<T> {
     /// The rows.
     pub data: Vec<T>,
     /// The page number.
@@ -359,7 +359,7 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     /// The page of `query` holding `data`, out of `total` matching rows.
-    pub fn new(data: Vec<T>, query: &ActivityQuery, total: usize) -> Self {
+    pub(crate) fn new(data: Vec<T>, query: &ActivityQuery, total: usize) -> Self {
         Self {
             data,
             page: query.page,

@@ -33,11 +33,11 @@ use super::stats::{ActivityStats, StatsBuilder};
 use super::{Page, StoreError};
 
 /// `PRAGMA application_id` of our databases ("LSWH": llama-swap history).
-pub const APPLICATION_ID: i32 = 0x4c53_5748;
+pub(crate) const APPLICATION_ID: i32 = 0x4c53_5748;
 
 /// The schema, one migration per version: migration `i` takes a database at
 /// `user_version` `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &["
+pub(crate) const MIGRATIONS: &[&str] = &["
     CREATE TABLE activity (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         ts_ms INTEGER NOT NULL,
@@ -90,7 +90,7 @@ pub struct Retention {
 
 /// What happened to the rows handed to the writer.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// Handed over.
     pub sent: AtomicU64,
     /// Written.
@@ -109,7 +109,7 @@ enum Message {
 
 /// An open history database.
 #[derive(Debug)]
-pub struct Sqlite {
+pub(crate) struct Sqlite {
     path: PathBuf,
     rows: SyncSender<Message>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -130,7 +130,7 @@ impl Sqlite {
     /// [`StoreError`] naming `path` when it cannot be opened, is not an
     /// SQLite database, belongs to something else, was written by a newer
     /// version, or cannot use WAL.
-    pub fn open(path: &Path, retention: Retention) -> Result<Self, StoreError> {
+    pub(crate) fn open(path: &Path, retention: Retention) -> Result<Self, StoreError> {
         let fail = |source: rusqlite::Error| StoreError::Open {
             path: path.to_owned(),
             source,
@@ -196,19 +196,19 @@ impl Sqlite {
     }
 
     /// The id the next request will get: one past the last one kept.
-    pub fn next_id(&self) -> u64 {
+    pub(crate) fn next_id(&self) -> u64 {
         self.next_id
     }
 
     /// What happened to the rows handed over so far.
     #[cfg(test)]
-    pub fn counters(&self) -> &Counters {
+    pub(crate) fn counters(&self) -> &Counters {
         &self.counters
     }
 
     /// Hands `row` to the writer; never waits. A row the writer has no room
     /// for is dropped and counted.
-    pub fn record(&self, row: Arc<Finished>) {
+    pub(crate) fn record(&self, row: Arc<Finished>) {
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
         match self.rows.try_send(Message::Row(row)) {
             Ok(()) => {}
@@ -241,7 +241,7 @@ impl Sqlite {
     /// # Errors
     ///
     /// [`StoreError::Query`] when the database cannot be read.
-    pub async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
+    pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
         self.caught_up().await;
         let reader = Arc::clone(&self.reader);
         blocking(move || {
@@ -256,7 +256,7 @@ impl Sqlite {
     /// # Errors
     ///
     /// [`StoreError::Query`] when the database cannot be read.
-    pub async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
+    pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
         self.caught_up().await;
         let reader = Arc::clone(&self.reader);
         blocking(move || {
@@ -267,7 +267,7 @@ impl Sqlite {
     }
 
     /// Writes what is waiting and stops the writer. Later rows are dropped.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let handle = self
             .writer
             .lock()

@@ -11,7 +11,7 @@ const MAX_BINS: usize = 20;
 
 /// Totals and speed histograms of the kept requests (of one model, or all).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ActivityStats {
+pub(crate) struct ActivityStats {
     /// Requests kept.
     pub total_requests: u64,
     /// Prompt tokens of those requests.
@@ -30,7 +30,7 @@ pub struct ActivityStats {
 /// value (Sturges' count, from 5 to 20), and percentiles interpolated
 /// linearly between ranks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     /// Values per bin, lowest first.
     pub bins: Vec<u64>,
     /// The lowest value.
@@ -50,7 +50,7 @@ pub struct Histogram {
 
 /// Adds rows up, one at a time.
 #[derive(Debug, Default)]
-pub struct StatsBuilder {
+pub(crate) struct StatsBuilder {
     stats: ActivityStats,
     prompt: Vec<f64>,
     generation: Vec<f64>,
@@ -58,7 +58,7 @@ pub struct StatsBuilder {
 
 impl StatsBuilder {
     /// Counts one row.
-    pub fn add(&mut self, row: &Finished) {
+    pub(crate) fn add(&mut self, row: &Finished) {
         self.add_values(
             row.prompt_tokens.unwrap_or(0),
             row.completion_tokens.unwrap_or(0),
@@ -69,7 +69,7 @@ impl StatsBuilder {
     }
 
     /// Counts one row given by its values.
-    pub fn add_values(
+    pub(crate) fn add_values(
         &mut self,
         input: u64,
         output: u64,
@@ -92,7 +92,7 @@ impl StatsBuilder {
     }
 
     /// The totals and histograms.
-    pub fn finish(mut self) -> ActivityStats {
+    pub(crate) fn finish(mut self) -> ActivityStats {
         self.stats.prompt_histogram = histogram(self.prompt);
         self.stats.gen_histogram = histogram(self.generation);
         self.stats

@@ -23,19 +23,19 @@ use crate::proxy::UpstreamTls;
 use rustls::pki_types::ServerName;
 
 /// Interval before the second probe.
-pub const FIRST_INTERVAL: Duration = Duration::from_millis(5);
+pub(crate) const FIRST_INTERVAL: Duration = Duration::from_millis(5);
 /// Longest interval between probes. With a 250 ms cap the readiness benchmark
 /// measured 119 ms after a 2 s load (half an interval lost on average) and with
 /// 40 ms a swap still cost ~20 ms beyond the load; 20 ms keeps that loss near 10 ms.
-pub const MAX_INTERVAL: Duration = Duration::from_millis(20);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_millis(20);
 /// Longest a single probe may take before it counts as failed; a stuck upstream
 /// must not stall the loop until the overall deadline.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a health URL could not be built from the proxy URL and the check endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum HealthUrlError {
+pub(crate) enum HealthUrlError {
     /// The combined URL does not parse.
     #[error("health check URL {url:?} is not a valid URL")]
     Invalid {
@@ -60,7 +60,7 @@ pub enum HealthUrlError {
 
 /// Where to send health probes.
 #[derive(Debug, Clone)]
-pub struct HealthTarget {
+pub(crate) struct HealthTarget {
     host: String,
     port: u16,
     authority: String,
@@ -78,7 +78,7 @@ impl HealthTarget {
     ///
     /// [`HealthUrlError`] when the result is not a valid `http://` or
     /// `https://` URL.
-    pub fn new(
+    pub(crate) fn new(
         proxy: &str,
         check_endpoint: &str,
         tls: Option<&UpstreamTls>,
@@ -122,14 +122,14 @@ impl HealthTarget {
     }
 
     /// The URL probed, for messages.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}{}", self.authority, self.path)
     }
 
     /// Sends one GET and returns the status, or `None` if no response came (refused,
     /// reset, garbage, or slower than [`PROBE_TIMEOUT`]).
-    pub async fn probe(&self) -> Option<StatusCode> {
+    pub(crate) async fn probe(&self) -> Option<StatusCode> {
         timeout(PROBE_TIMEOUT, self.probe_unbounded())
             .await
             .ok()
@@ -175,7 +175,7 @@ impl HealthTarget {
 
     /// Sends one GET and returns the status with the body when it is at most
     /// `max_body` bytes, or `None` if no whole answer came within [`PROBE_TIMEOUT`].
-    pub async fn fetch(&self, max_body: usize) -> Option<(StatusCode, Bytes)> {
+    pub(crate) async fn fetch(&self, max_body: usize) -> Option<(StatusCode, Bytes)> {
         timeout(PROBE_TIMEOUT, self.fetch_unbounded(max_body))
             .await
             .ok()
@@ -227,7 +227,7 @@ impl HealthTarget {
     }
 
     /// Probes until a 200 arrives (`true`) or `limit` has passed (`false`).
-    pub async fn wait_healthy(&self, limit: Duration) -> bool {
+    pub(crate) async fn wait_healthy(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         let attempt = async {
             let mut interval = FIRST_INTERVAL;

@@ -24,7 +24,7 @@ const X_API_KEY: &str = "x-api-key";
 
 /// The configured API keys. Empty means authentication is off.
 #[derive(Clone, Default)]
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     keys: Vec<Box<[u8]>>,
 }
 
@@ -39,7 +39,7 @@ impl fmt::Debug for ApiKeys {
 
 impl ApiKeys {
     /// Keys from the config's `apiKeys` list.
-    pub fn new<I, S>(keys: I) -> Self
+    pub(crate) fn new<I, S>(keys: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
@@ -53,7 +53,7 @@ impl ApiKeys {
     }
 
     /// True when at least one key is configured, so requests must carry one.
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         !self.keys.is_empty()
     }
 
@@ -63,7 +63,7 @@ impl ApiKeys {
     ///
     /// [`ApiError::Unauthorized`] when keys are configured and none of the
     /// request's credentials matches one of them.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub(crate) fn check(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if !self.is_enabled() {
             return Ok(());
         }
@@ -94,13 +94,13 @@ impl ApiKeys {
 
     /// Whether the request presents any credential header (a request without one
     /// is not a guess and does not count against the client's attempts).
-    pub fn presents_credentials(headers: &HeaderMap) -> bool {
+    pub(crate) fn presents_credentials(headers: &HeaderMap) -> bool {
         headers.contains_key(header::AUTHORIZATION) || headers.contains_key(X_API_KEY)
     }
 
     /// The index of the configured key the request presents, if any (every
     /// key is compared, in constant time, as in [`check`](Self::check)).
-    pub fn matched(&self, headers: &HeaderMap) -> Option<usize> {
+    pub(crate) fn matched(&self, headers: &HeaderMap) -> Option<usize> {
         let mut found = None;
         for candidate in candidates(headers) {
             for (i, key) in self.keys.iter().enumerate() {
@@ -115,7 +115,7 @@ impl ApiKeys {
     /// Removes the headers that carried this server's key, so the key never
     /// reaches an upstream. Does nothing when authentication is off: then those
     /// headers belong to the upstream.
-    pub fn strip_credentials(&self, headers: &mut HeaderMap) {
+    pub(crate) fn strip_credentials(&self, headers: &mut HeaderMap) {
         if self.is_enabled() {
             headers.remove(header::AUTHORIZATION);
             headers.remove(X_API_KEY);

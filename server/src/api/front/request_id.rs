@@ -22,7 +22,7 @@ use http::{HeaderName, HeaderValue};
 
 /// The request and response header that carries the id: a `HeaderName`, so
 /// that looking it up or inserting it neither parses nor copies the name.
-pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Longest client-supplied id kept; longer ones are replaced.
 const MAX_LEN: usize = 128;

@@ -35,14 +35,14 @@ const INITIAL_CAPACITY: usize = 16 * 1024;
 
 /// The bytes of request bodies being read, across requests, and their cap.
 #[derive(Debug)]
-pub struct BodyBudget {
+pub(crate) struct BodyBudget {
     limit: usize,
     used: AtomicUsize,
 }
 
 impl BodyBudget {
     /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self {
             limit,
             used: AtomicUsize::new(0),
@@ -50,13 +50,13 @@ impl BodyBudget {
     }
 
     /// The cap in bytes.
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
     /// Bytes held by bodies being read now.
     #[cfg(test)]
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 

@@ -23,7 +23,7 @@ use crate::api::error::ApiError;
 
 /// The model a request names and where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestModel {
+pub(crate) struct RequestModel {
     /// The model name as the client sent it (ID or alias).
     pub name: String,
     /// True when the client asked for a streamed answer (`"stream": true` in a
@@ -56,7 +56,7 @@ impl RequestModel {
     /// [`ApiError::InvalidJson`] for a JSON body that does not parse;
     /// [`ApiError::DuplicateField`] for a body naming `model` (or, in JSON,
     /// `stream`) twice; [`ApiError::ModelMissing`] when no model is named anywhere.
-    pub fn extract(
+    pub(crate) fn extract(
         content_type: Option<&str>,
         query: Option<&str>,
         body: &[u8],
@@ -127,7 +127,7 @@ impl RequestModel {
     /// JSON bodies get a new JSON string in place of the old one and multipart
     /// bodies a new field value; every other byte is kept. A model named by a
     /// url-encoded form or the query is left as is (llama-swap does the same).
-    pub fn rewrite(&self, body: Bytes, new_name: &str) -> Bytes {
+    pub(crate) fn rewrite(&self, body: Bytes, new_name: &str) -> Bytes {
         let (range, replacement) = match &self.location {
             Location::Json(range) => {
                 let Ok(json) = serde_json::to_string(new_name) else {

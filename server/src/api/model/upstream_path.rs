@@ -9,7 +9,7 @@ use percent_encoding::percent_decode_str;
 
 /// The result of splitting an `/upstream/...` path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamTarget<'a> {
+pub(crate) struct UpstreamTarget<'a> {
     /// The model ID the prefix resolved to.
     pub model: String,
     /// The raw (still-encoded) prefix that named it, as the client wrote it.
@@ -21,7 +21,7 @@ pub struct UpstreamTarget<'a> {
 
 /// Splits `tail`, the part of the path after `/upstream/`, using `resolve` (model
 /// ID or alias → model ID). Returns `None` when no prefix names a model.
-pub fn split_upstream_path<'a>(
+pub(crate) fn split_upstream_path<'a>(
     tail: &'a str,
     resolve: impl Fn(&str) -> Option<String>,
 ) -> Option<UpstreamTarget<'a>> {

@@ -54,9 +54,9 @@ use crate::api::state::AppState;
 use crate::upstream::SharedLine;
 
 /// Shortest time between two snapshots for one subscriber.
-pub const THROTTLE: Duration = Duration::from_millis(50);
+pub(crate) const THROTTLE: Duration = Duration::from_millis(50);
 /// How often an idle stream sends a comment line.
-pub const KEEPALIVE: Duration = Duration::from_secs(15);
+pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Log lines sent at connect (the newest ones).
 const LOG_HISTORY: usize = 1000;
 

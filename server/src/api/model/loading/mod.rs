@@ -50,7 +50,7 @@ const RULE: &str = "━━━━━";
 
 /// What a waiting request is doing, as shown to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     /// In the ranked queue at this 1-based position.
     Queued(usize),
     /// Waiting for the model to start.
@@ -59,7 +59,7 @@ pub enum Progress {
 
 /// Whom a loading stream answers: names its frames.
 #[derive(Debug, Clone)]
-pub struct LoadingTarget {
+pub(crate) struct LoadingTarget {
     /// The model ID the request resolved to.
     pub model: String,
     /// The request's id (`X-Request-Id`); frames carry `llamaswap-<id>` as their `id`.
@@ -74,7 +74,7 @@ type Work = Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send>>;
 /// nothing to report, e.g. admitted or granted); `work` waits for the grant and
 /// forwards the request, resolving to the upstream's response (or the error
 /// to report in-band).
-pub fn loading_response<S, W>(
+pub(crate) fn loading_response<S, W>(
     target: LoadingTarget,
     status: watch::Receiver<S>,
     describe: fn(&S) -> Option<Progress>,
