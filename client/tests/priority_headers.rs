@@ -1,15 +1,29 @@
-//! The `X-Priority` header on the wire, for every endpoint and every tier.
+//! The `X-Priority` header on the wire, for every endpoint and every tier, as
+//! mockswap (the project's double of the proxy) journals it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{priority_values, proxy_double, requests};
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue};
 use llama_swap_client::{
     CallOptions, ChatMessage, ChatRequest, Client, CompletionRequest, EmbeddingsRequest, Priority,
     StreamEvent, UpstreamRequest,
 };
+use mockswap::{MockSwap, PriorityHeader, RecordedRequest};
+
+/// A proxy double serving the model `demo` that journals `/health` too.
+async fn proxy_double() -> MockSwap {
+    MockSwap::builder()
+        .models(["demo"])
+        .journal_health(true)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Every `X-Priority` line of a recorded request, as sent.
+fn priority_values(req: &RecordedRequest) -> Vec<String> {
+    req.header_values("x-priority")
+}
 
 /// Every kind of call the SDK makes.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +64,7 @@ async fn call(client: &Client, kind: Kind, opts: &CallOptions) {
     match kind {
         Kind::Chat => {
             let resp = client.chat(&chat_request(), opts).await.unwrap();
-            assert_eq!(resp.text(), "Hello");
+            assert_eq!(resp.text(), "[demo] hi");
         }
         Kind::ChatStream => {
             let mut stream = client.chat_stream(&chat_request(), opts).await.unwrap();
@@ -60,21 +74,21 @@ async fn call(client: &Client, kind: Kind, opts: &CallOptions) {
                     text.push_str(c.content().unwrap_or_default());
                 }
             }
-            assert_eq!(text, "Hello");
+            assert_eq!(text, "[demo] hi");
         }
         Kind::Completions => {
             let resp = client
                 .completions(&CompletionRequest::new("demo", "hi"), opts)
                 .await
                 .unwrap();
-            assert_eq!(resp.text(), "Hello");
+            assert_eq!(resp.text(), "[demo] hi");
         }
         Kind::Embeddings => {
             let resp = client
                 .embeddings(&EmbeddingsRequest::new("demo", "hi"), opts)
                 .await
                 .unwrap();
-            assert_eq!(resp.data[0].embedding, vec![0.25, 0.5]);
+            assert_eq!(resp.data[0].embedding.len(), 8);
         }
         Kind::Models => {
             let list = client.models(opts).await.unwrap();
@@ -82,7 +96,7 @@ async fn call(client: &Client, kind: Kind, opts: &CallOptions) {
         }
         Kind::Running => {
             let running = client.running(opts).await.unwrap();
-            assert_eq!(running.running[0].model, "demo");
+            assert!(running.running.iter().all(|r| r.model == "demo"));
         }
         Kind::UnloadAll => client.unload_all(opts).await.unwrap(),
         Kind::UnloadModel => client.unload_model("demo", opts).await.unwrap(),
@@ -92,14 +106,10 @@ async fn call(client: &Client, kind: Kind, opts: &CallOptions) {
                 .upstream("demo", UpstreamRequest::get("health"), opts)
                 .await
                 .unwrap();
-            assert_eq!(resp.text().await.unwrap(), "upstream ok");
+            assert_eq!(resp.text().await.unwrap(), r#"{"status":"ok"}"#);
         }
         Kind::UpstreamPost => {
-            let req = UpstreamRequest::post_json(
-                "/v1/chat/completions",
-                &serde_json::json!({"model": "demo"}),
-            )
-            .unwrap();
+            let req = UpstreamRequest::post_json("/v1/chat/completions", &chat_request()).unwrap();
             let resp = client.upstream("demo", req, opts).await.unwrap();
             assert!(resp.status().is_success());
         }
@@ -109,13 +119,13 @@ async fn call(client: &Client, kind: Kind, opts: &CallOptions) {
 /// Runs `kind` with `opts` and returns the `X-Priority` values of the request.
 async fn sent_priority(
     client: &Client,
-    server: &wiremock::MockServer,
+    server: &MockSwap,
     kind: Kind,
     opts: &CallOptions,
 ) -> Vec<String> {
-    let before = requests(server).await.len();
+    let before = server.requests().len();
     call(client, kind, opts).await;
-    let all = requests(server).await;
+    let all = server.requests();
     assert_eq!(all.len(), before + 1, "{kind:?} sent one request");
     priority_values(all.last().unwrap())
 }
@@ -281,16 +291,15 @@ async fn concurrent_calls_with_different_priorities_never_bleed_into_each_other(
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
-    let seen = requests(&server).await;
+    let seen = server.requests();
     assert_eq!(seen.len(), 90);
     for req in &seen {
         let i: usize = req.headers["x-call"].to_str().unwrap().parse().unwrap();
-        let expected: Vec<String> = Priority::ALL[i % 3]
-            .header_value()
-            .map(|v| v.to_str().unwrap().to_owned())
-            .into_iter()
-            .collect();
-        assert_eq!(priority_values(req), expected, "call {i}");
+        let expected = match Priority::ALL[i % 3].header_int() {
+            Some(value) => PriorityHeader::Value(value),
+            None => PriorityHeader::Absent,
+        };
+        assert_eq!(req.priority, expected, "call {i}");
     }
 }
 
@@ -304,12 +313,12 @@ async fn api_key_is_sent_as_bearer_and_accept_matches_the_call() {
         .unwrap();
     call(&client, Kind::Chat, &CallOptions::new()).await;
     call(&client, Kind::ChatStream, &CallOptions::new()).await;
-    let seen = requests(&server).await;
+    let seen = server.requests();
     assert_eq!(seen[0].headers["authorization"], "Bearer sk-test");
     assert_eq!(seen[0].headers["accept"], "application/json");
     assert_eq!(seen[1].headers["accept"], "text/event-stream");
-    let body: serde_json::Value = seen[1].body_json().unwrap();
-    assert_eq!(body["stream"], true);
+    assert!(seen[1].stream);
+    assert_eq!(seen[1].json.as_ref().unwrap()["stream"], true);
 }
 
 #[tokio::test]
@@ -324,9 +333,10 @@ async fn upstream_requests_keep_model_path_and_query() {
         )
         .await
         .unwrap();
-    let seen = requests(&server).await;
-    assert_eq!(seen[0].url.path(), "/upstream/demo/slots");
-    assert_eq!(seen[0].url.query(), Some("fail_on_no_slot=1"));
+    let seen = server.requests();
+    assert_eq!(seen[0].path, "/upstream/demo/slots");
+    assert_eq!(seen[0].query.as_deref(), Some("fail_on_no_slot=1"));
+    assert_eq!(seen[0].model.as_deref(), Some("demo"));
 }
 
 #[tokio::test]
@@ -345,12 +355,7 @@ async fn provider_trait_object_carries_each_calls_priority() {
         .chat_stream(&req, &CallOptions::with_priority(Priority::Low))
         .await
         .unwrap();
-    assert_eq!(stream.collect().await.unwrap().text(), "Hello");
+    assert_eq!(stream.collect().await.unwrap().text(), "[demo] hi");
     provider.chat(&req, &CallOptions::new()).await.unwrap();
-    let seen = requests(&server).await;
-    let sent: Vec<Vec<String>> = seen.iter().map(priority_values).collect();
-    assert_eq!(
-        sent,
-        vec![vec!["10".to_owned()], vec!["-10".to_owned()], vec![]]
-    );
+    server.assert_priorities([Some(10), Some(-10), None]);
 }

@@ -1,19 +1,20 @@
 //! Retry behaviour on the wire: what is retried, how often, with what delay and
-//! headers, and what never is.
+//! headers, and what never is. mockswap plays the proxy: its faults fail the first
+//! attempts, its journal shows what each attempt sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::time::Duration;
 
-use common::{CHAT_SSE, chat_json, fast_builder, priority_values, requests};
+use common::fast_builder;
 use futures_util::StreamExt;
 use llama_swap_client::{
-    CallOptions, ChatMessage, ChatRequest, Client, Error, Priority, RetryPolicy, StreamEvent,
+    CallOptions, ChatMessage, ChatRequest, Client, Error, Priority, RetryPolicy, StatusCode,
+    StreamEvent,
 };
+use mockswap::{Fault, FaultRule, MockSwap, PriorityHeader};
 use serde_json::json;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// Upper bound that turns a hang into a failure; no test comes close to it.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -22,29 +23,27 @@ fn chat_request() -> ChatRequest {
     ChatRequest::new("demo", vec![ChatMessage::user("hi")])
 }
 
-async fn mount_failures(server: &MockServer, template: ResponseTemplate, times: u64) {
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(template)
-        .up_to_n_times(times)
-        .with_priority(1)
-        .mount(server)
-        .await;
+/// A proxy double whose next `times` chat requests fail with `fault`; the ones
+/// after get mockswap's echo.
+async fn failing(fault: Fault, times: u64) -> MockSwap {
+    MockSwap::builder()
+        .fault(
+            FaultRule::new(fault)
+                .path("/v1/chat/completions")
+                .times(times),
+        )
+        .start()
+        .await
+        .unwrap()
 }
 
-async fn mount_success(server: &MockServer) {
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(chat_json()))
-        .mount(server)
-        .await;
+fn status(code: u16) -> Fault {
+    Fault::status(StatusCode::from_u16(code).unwrap())
 }
 
 #[tokio::test]
 async fn retried_call_keeps_its_priority_on_every_attempt() {
-    let server = MockServer::start().await;
-    mount_failures(&server, ResponseTemplate::new(503), 2).await;
-    mount_success(&server).await;
+    let server = failing(status(503), 2).await;
     let client = fast_builder(&server.uri())
         .default_priority(Priority::Elevated)
         .build()
@@ -56,23 +55,13 @@ async fn retried_call_keeps_its_priority_on_every_attempt() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(resp.text(), "Hello");
-    let seen = requests(&server).await;
-    assert_eq!(seen.len(), 3);
-    for req in &seen {
-        assert_eq!(priority_values(req), vec!["-10"]);
-    }
+    assert_eq!(resp.text(), "[demo] hi");
+    server.assert_priorities([Some(-10), Some(-10), Some(-10)]);
 }
 
 #[tokio::test]
 async fn retried_stream_keeps_normal_as_no_header() {
-    let server = MockServer::start().await;
-    mount_failures(&server, ResponseTemplate::new(502), 1).await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(CHAT_SSE, "text/event-stream"))
-        .mount(&server)
-        .await;
+    let server = failing(status(502), 1).await;
     let client = fast_builder(&server.uri())
         .default_priority(Priority::Low)
         .build()
@@ -84,56 +73,53 @@ async fn retried_stream_keeps_normal_as_no_header() {
         )
         .await
         .unwrap();
-    assert_eq!(stream.collect().await.unwrap().text(), "Hello");
-    let seen = requests(&server).await;
+    assert_eq!(stream.collect().await.unwrap().text(), "[demo] hi");
+    let seen = server.requests();
     assert_eq!(seen.len(), 2);
     for req in &seen {
-        assert!(priority_values(req).is_empty());
+        assert!(req.stream);
+        assert_eq!(req.priority, PriorityHeader::Absent);
+        assert!(req.header_values("x-priority").is_empty());
     }
 }
 
 #[tokio::test]
 async fn each_retryable_status_is_retried() {
     for status in [408u16, 429, 502, 503, 504] {
-        let server = MockServer::start().await;
-        mount_failures(&server, ResponseTemplate::new(status), 1).await;
-        mount_success(&server).await;
+        let server = failing(self::status(status), 1).await;
         let client = fast_builder(&server.uri()).build().unwrap();
         client
             .chat(&chat_request(), &CallOptions::new())
             .await
             .unwrap();
-        assert_eq!(requests(&server).await.len(), 2, "status {status}");
+        assert_eq!(server.requests().len(), 2, "status {status}");
     }
 }
 
 #[tokio::test]
 async fn other_statuses_are_not_retried() {
     for status in [400u16, 401, 404, 409, 500] {
-        let server = MockServer::start().await;
-        mount_failures(&server, ResponseTemplate::new(status), 1).await;
-        mount_success(&server).await;
+        let server = failing(self::status(status), 1).await;
         let client = fast_builder(&server.uri()).build().unwrap();
         let err = client
             .chat(&chat_request(), &CallOptions::new())
             .await
             .unwrap_err();
         assert_eq!(err.status().map(|s| s.as_u16()), Some(status));
-        assert_eq!(requests(&server).await.len(), 1, "status {status}");
+        assert_eq!(server.requests().len(), 1, "status {status}");
     }
 }
 
 #[tokio::test]
 async fn retries_stop_after_the_policy_maximum_with_the_last_error() {
-    let server = MockServer::start().await;
-    mount_failures(&server, ResponseTemplate::new(503), 100).await;
+    let server = failing(status(503), 100).await;
     let client = fast_builder(&server.uri()).build().unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
         .await
         .unwrap_err();
     assert_eq!(err.status().map(|s| s.as_u16()), Some(503));
-    assert_eq!(requests(&server).await.len(), 3, "1 attempt + 2 retries");
+    assert_eq!(server.requests().len(), 3, "1 attempt + 2 retries");
 
     let opts = CallOptions::new().retry(
         RetryPolicy::none()
@@ -141,7 +127,7 @@ async fn retries_stop_after_the_policy_maximum_with_the_last_error() {
             .with_backoff(Duration::from_millis(1), Duration::from_millis(1)),
     );
     client.chat(&chat_request(), &opts).await.unwrap_err();
-    assert_eq!(requests(&server).await.len(), 3 + 5, "per-call policy wins");
+    assert_eq!(server.requests().len(), 3 + 5, "per-call policy wins");
 }
 
 /// The backoff is set to ten minutes: the call can only finish quickly if the
@@ -158,52 +144,35 @@ fn client_with_glacial_backoff(base: &str) -> Client {
 
 #[tokio::test]
 async fn retry_after_seconds_replaces_the_backoff() {
-    let server = MockServer::start().await;
-    mount_failures(
-        &server,
-        ResponseTemplate::new(429).insert_header("retry-after", "0"),
-        1,
-    )
-    .await;
-    mount_success(&server).await;
+    let server = failing(status(429).header("retry-after", "0"), 1).await;
     let client = client_with_glacial_backoff(&server.uri());
     tokio::time::timeout(LIMIT, client.chat(&chat_request(), &CallOptions::new()))
         .await
         .expect("Retry-After: 0 was not honoured")
         .unwrap();
-    assert_eq!(requests(&server).await.len(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn retry_after_ms_replaces_the_backoff() {
-    let server = MockServer::start().await;
-    mount_failures(
-        &server,
-        ResponseTemplate::new(503).insert_header("retry-after-ms", "5"),
-        2,
-    )
-    .await;
-    mount_success(&server).await;
+    let server = failing(status(503).header("retry-after-ms", "5"), 2).await;
     let client = client_with_glacial_backoff(&server.uri());
     tokio::time::timeout(LIMIT, client.chat(&chat_request(), &CallOptions::new()))
         .await
         .expect("retry-after-ms was not honoured")
         .unwrap();
-    assert_eq!(requests(&server).await.len(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn retry_after_above_the_cap_fails_at_once_with_the_server_error() {
-    let server = MockServer::start().await;
-    mount_failures(
-        &server,
-        ResponseTemplate::new(429)
-            .insert_header("retry-after", "120")
-            .set_body_json(json!({"error": {"message": "busy", "type": "rate_limit_error", "code": "concurrency_limit"}})),
+    let server = failing(
+        status(429)
+            .header("retry-after", "120")
+            .body(json!({"error": {"message": "busy", "type": "rate_limit_error", "code": "concurrency_limit"}})),
         1,
     )
     .await;
-    mount_success(&server).await;
     let client = fast_builder(&server.uri()).build().unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
@@ -211,14 +180,12 @@ async fn retry_after_above_the_cap_fails_at_once_with_the_server_error() {
         .unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_secs(120)));
     assert_eq!(err.code(), Some("concurrency_limit"));
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn retry_that_would_outlast_the_first_byte_budget_is_not_attempted() {
-    let server = MockServer::start().await;
-    mount_failures(&server, ResponseTemplate::new(503), 1).await;
-    mount_success(&server).await;
+    let server = failing(status(503), 1).await;
     let client = Client::builder()
         .base_url(server.uri())
         .first_byte_timeout(Duration::from_secs(5))
@@ -232,21 +199,13 @@ async fn retry_that_would_outlast_the_first_byte_budget_is_not_attempted() {
         .expect("the call waited for a retry beyond its budget")
         .unwrap_err();
     assert_eq!(err.status().map(|s| s.as_u16()), Some(503));
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn nothing_is_retried_after_a_stream_has_started() {
-    let server = MockServer::start().await;
     // Starts fine, then ends without [DONE] or a finish reason.
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(
-            "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n",
-            "text/event-stream",
-        ))
-        .mount(&server)
-        .await;
+    let server = failing(Fault::TruncateAfter(1), 1).await;
     let client = fast_builder(&server.uri()).build().unwrap();
     let mut stream = client
         .chat_stream(&chat_request(), &CallOptions::new())
@@ -258,17 +217,13 @@ async fn nothing_is_retried_after_a_stream_has_started() {
     }
     assert!(matches!(items[0], Ok(StreamEvent::Chunk(_))));
     assert!(matches!(items[1], Err(Error::Truncated { chunks: 1 })));
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(items.len(), 2);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn a_success_with_an_undecodable_body_is_not_retried() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("<html>oops</html>"))
-        .mount(&server)
-        .await;
+    let server = failing(status(200).body(json!("<html>oops</html>")), 1).await;
     let client = fast_builder(&server.uri()).build().unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
@@ -278,7 +233,7 @@ async fn a_success_with_an_undecodable_body_is_not_retried() {
         Error::Decode { raw, .. } => assert_eq!(raw, "<html>oops</html>"),
         other => panic!("expected Decode, got {other:?}"),
     }
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
@@ -295,39 +250,10 @@ async fn connection_refused_is_retried_then_reported_as_connect_error() {
     assert!(matches!(err, Error::Connect(_)), "{err:?}");
 }
 
-/// Reads one request head (up to the blank line) as text.
-async fn read_head(sock: &mut tokio::net::TcpStream) -> String {
-    use tokio::io::AsyncReadExt;
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = sock.read(&mut buf).await.unwrap();
-        assert!(n > 0, "client closed before sending a request");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8_lossy(&seen).to_lowercase()
-}
-
 #[tokio::test]
 async fn connection_dropped_before_the_response_is_retried_with_the_same_priority() {
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        let (mut first, _) = listener.accept().await.unwrap();
-        let first_head = read_head(&mut first).await;
-        drop(first);
-        let (mut second, _) = listener.accept().await.unwrap();
-        let second_head = read_head(&mut second).await;
-        let body = chat_json().to_string();
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        second.write_all(response.as_bytes()).await.unwrap();
-        (first_head, second_head)
-    });
-    let client = fast_builder(&format!("http://{addr}")).build().unwrap();
+    let server = failing(Fault::ResetBeforeHeaders, 1).await;
+    let client = fast_builder(&server.uri()).build().unwrap();
     let resp = tokio::time::timeout(
         LIMIT,
         client.chat(
@@ -338,10 +264,10 @@ async fn connection_dropped_before_the_response_is_retried_with_the_same_priorit
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(resp.text(), "Hello");
-    let (first, second) = server.await.unwrap();
-    for head in [first, second] {
-        assert_eq!(head.matches("x-priority:").count(), 1, "{head}");
-        assert!(head.contains("x-priority: 10\r\n"), "{head}");
+    assert_eq!(resp.text(), "[demo] hi");
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2);
+    for req in &seen {
+        assert_eq!(req.header_values("x-priority"), ["10"], "{}", req.seq);
     }
 }

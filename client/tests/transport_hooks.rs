@@ -1,6 +1,6 @@
 //! The transport's hooks: middleware around every attempt, the headers and request id
 //! an error keeps, and the provider trait's other calls. (The tracing span has its own
-//! test binary, `call_span.rs`.)
+//! test binary, `call_span.rs`.) mockswap plays the proxy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -11,10 +11,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use llama_swap_client::{
     CallOptions, ChatMessage, ChatProvider, ChatRequest, Client, EmbeddingsRequest, Error,
-    Middleware, Next, Priority,
+    Middleware, Next, Priority, StatusCode,
 };
-use wiremock::matchers::{header, method};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use mockswap::{Fault, FaultRule, MockSwap};
+
+/// A proxy double whose first chat requests fail with `rule`.
+async fn proxy_with(rule: FaultRule) -> MockSwap {
+    MockSwap::builder().fault(rule).start().await.unwrap()
+}
 
 fn chat_request() -> ChatRequest {
     ChatRequest::new("demo", vec![ChatMessage::user("hi")])
@@ -49,16 +53,11 @@ impl Middleware for Tagger {
 
 #[tokio::test]
 async fn middleware_runs_on_every_attempt_and_cannot_change_the_priority() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "0"))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
-        .mount(&server)
-        .await;
+    let server = proxy_with(
+        FaultRule::new(Fault::status(StatusCode::SERVICE_UNAVAILABLE).header("retry-after", "0"))
+            .times(1),
+    )
+    .await;
     let tagger = Arc::new(Tagger::default());
     let client = common::fast_builder(&server.uri())
         .middleware(tagger.clone())
@@ -73,14 +72,14 @@ async fn middleware_runs_on_every_attempt_and_cannot_change_the_priority() {
         *tagger.seen_priority.lock().unwrap(),
         [Priority::Low, Priority::Low]
     );
-    let requests = common::requests(&server).await;
+    let requests = server.requests();
     let attempts: Vec<&str> = requests
         .iter()
         .map(|r| r.headers["x-attempt"].to_str().unwrap())
         .collect();
     assert_eq!(attempts, ["1", "2"]);
     for request in &requests {
-        assert_eq!(common::priority_values(request), ["-10"]);
+        assert_eq!(request.header_values("x-priority"), ["-10"]);
     }
 }
 
@@ -113,15 +112,12 @@ impl Middleware for RefreshOn401 {
 
 #[tokio::test]
 async fn middleware_can_resend_with_a_refreshed_token() {
-    let server = MockServer::start().await;
-    Mock::given(header("authorization", "Bearer fresh"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(401))
-        .mount(&server)
-        .await;
+    let server = proxy_with(
+        FaultRule::new(Fault::status(StatusCode::UNAUTHORIZED))
+            .header("authorization", "Bearer stale")
+            .always(),
+    )
+    .await;
     let refresh = Arc::new(RefreshOn401 {
         refreshed: AtomicU32::new(0),
     });
@@ -138,28 +134,34 @@ async fn middleware_can_resend_with_a_refreshed_token() {
         )
         .await
         .unwrap();
-    assert_eq!(resp.text(), "Hello");
+    assert_eq!(resp.text(), "[demo] hi");
     assert_eq!(refresh.refreshed.load(Ordering::SeqCst), 1);
-    for request in common::requests(&server).await {
-        assert_eq!(common::priority_values(&request), ["10"]);
+    let requests = server.requests();
+    let tokens: Vec<Vec<String>> = requests
+        .iter()
+        .map(|r| r.header_values("authorization"))
+        .collect();
+    assert_eq!(tokens, [["Bearer stale"], ["Bearer fresh"]]);
+    for request in requests {
+        assert_eq!(request.header_values("x-priority"), ["10"]);
     }
 }
 
 #[tokio::test]
 async fn api_errors_keep_response_headers_request_id_and_say_if_retryable() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("x-request-id", "req-42")
-                .insert_header("x-ratelimit-remaining", "0")
-                .insert_header("x-should-retry", "false")
-                .set_body_json(
+    let server = proxy_with(
+        FaultRule::new(
+            Fault::status(StatusCode::TOO_MANY_REQUESTS)
+                .header("x-request-id", "req-42")
+                .header("x-ratelimit-remaining", "0")
+                .header("x-should-retry", "false")
+                .body(
                     serde_json::json!({"error": {"message": "busy", "code": "concurrency_limit"}}),
                 ),
         )
-        .mount(&server)
-        .await;
+        .always(),
+    )
+    .await;
     let client = common::fast_builder(&server.uri()).build().unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
@@ -169,47 +171,37 @@ async fn api_errors_keep_response_headers_request_id_and_say_if_retryable() {
     assert_eq!(err.headers().unwrap()["x-ratelimit-remaining"], "0");
     assert!(!err.is_retryable());
     // x-should-retry: false stopped the SDK's own retries too.
-    assert_eq!(common::requests(&server).await.len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn x_should_retry_true_retries_a_status_the_policy_does_not_list() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500).insert_header("x-should-retry", "true"))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(common::chat_json()))
-        .mount(&server)
-        .await;
+    let server = proxy_with(
+        FaultRule::new(
+            Fault::status(StatusCode::INTERNAL_SERVER_ERROR).header("x-should-retry", "true"),
+        )
+        .times(1),
+    )
+    .await;
     let client = common::fast_builder(&server.uri()).build().unwrap();
     client
         .chat(&chat_request(), &CallOptions::new())
         .await
         .unwrap();
-    assert_eq!(common::requests(&server).await.len(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn client_as_a_provider_serves_embeddings_and_models_with_priority() {
-    let server = common::proxy_double().await;
+    let server = MockSwap::builder().models(["demo"]).start().await.unwrap();
     let provider: Arc<dyn ChatProvider> = Arc::new(Client::new(server.uri()).unwrap());
     let opts = CallOptions::with_priority(Priority::Low);
     let vectors = provider
         .embeddings(&EmbeddingsRequest::new("demo", "text"), &opts)
         .await
         .unwrap();
-    assert_eq!(vectors.data[0].embedding, vec![0.25, 0.5]);
+    assert_eq!(vectors.data[0].embedding.len(), 8);
     let models = provider.models(&opts).await.unwrap();
     assert_eq!(models.data[0].id, "demo");
-    for request in common::requests(&server).await {
-        assert_eq!(
-            common::priority_values(&request),
-            ["-10"],
-            "{}",
-            request.url
-        );
-    }
+    server.assert_priorities([Some(-10), Some(-10)]);
 }

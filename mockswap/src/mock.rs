@@ -61,6 +61,7 @@ impl Default for MockSwapBuilder {
                 crash_mid_stream: false,
                 body_limit: DEFAULT_BODY_LIMIT,
                 journal_limit: None,
+                journal_health: false,
             },
             gate_open: true,
             replies: Vec::new(),
@@ -143,6 +144,14 @@ impl MockSwapBuilder {
     /// long runs such as benchmarks. Default: keep everything.
     pub fn journal_limit(mut self, entries: usize) -> Self {
         self.settings.journal_limit = Some(entries);
+        self
+    }
+
+    /// Journal `GET /health` like any other request, for a test of what a client sends
+    /// to it (its headers, its `X-Priority`). Default: off, since a supervisor polls it
+    /// many times a second.
+    pub fn journal_health(mut self, on: bool) -> Self {
+        self.settings.journal_health = on;
         self
     }
 

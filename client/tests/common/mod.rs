@@ -1,5 +1,6 @@
-//! Shared test helpers: a wiremock proxy double that answers every endpoint, and a
-//! raw TCP server for what wiremock cannot do (pacing a body, seeing a disconnect).
+//! Shared test helpers: canned bodies for the wire tests (which answer with another
+//! server's exact bytes through wiremock; mockswap plays the proxy everywhere else),
+//! and a raw TCP server for pacing a body and seeing a disconnect.
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -9,8 +10,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
-use wiremock::matchers::{body_partial_json, method, path, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{MockServer, Request};
 
 /// A complete, well-formed chat stream.
 pub const CHAT_SSE: &str = concat!(
@@ -25,68 +25,6 @@ pub fn chat_json() -> serde_json::Value {
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
     })
-}
-
-/// A wiremock server that answers every endpoint the SDK calls.
-pub async fn proxy_double() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(body_partial_json(json!({"stream": true})))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(CHAT_SSE, "text/event-stream"))
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(chat_json()))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/completions"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "t1", "object": "text_completion", "model": "demo",
-            "choices": [{"index": 0, "text": "Hello", "finish_reason": "stop"}]
-        })))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/v1/embeddings"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "object": "list", "model": "demo",
-            "data": [{"object": "embedding", "index": 0, "embedding": [0.25, 0.5]}]
-        })))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/v1/models"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "object": "list", "data": [{"id": "demo", "object": "model", "owned_by": "llama-swap"}]
-        })))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/running"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "running": [{"model": "demo", "state": "ready"}]
-        })))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/api/models/unload(/.+)?$"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"msg": "ok"})))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/health"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("OK"))
-        .mount(&server)
-        .await;
-    Mock::given(path_regex("^/upstream/demo/.*$"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("upstream ok"))
-        .mount(&server)
-        .await;
-    server
 }
 
 /// A builder with millisecond backoff so retry tests never wait seconds.

@@ -55,6 +55,13 @@ pub(crate) async fn handle(
         return websocket::handle(&shared, request);
     }
     if path == "/health" {
+        if shared.settings.journal_health {
+            let (parts, body) = match read_body(&shared, request, true).await {
+                Ok(read) => read,
+                Err(err) => return err.into_response(),
+            };
+            record_plain(&shared, &parts, &body);
+        }
         return only(&method, &path, &[Method::GET, Method::HEAD], "GET, HEAD")
             .map_or_else(ApiError::into_response, |()| health(&shared));
     }

@@ -34,6 +34,7 @@ pub(crate) struct Settings {
     pub(crate) crash_mid_stream: bool,
     pub(crate) body_limit: usize,
     pub(crate) journal_limit: Option<usize>,
+    pub(crate) journal_health: bool,
 }
 
 /// Stop signals. `shutdown` ends every wait (gate, hang, stall, pacing) and closes
