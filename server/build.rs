@@ -5,9 +5,11 @@
 //!
 //! Also sets the build's commit and date (`GET /api/version`, `-version`):
 //! `LLAMA_SWAP_SERVER_COMMIT` and `LLAMA_SWAP_SERVER_BUILD_DATE` when given;
-//! else, for a release build, the checkout's commit and its date (so the
-//! same commit builds the same binary); else `unknown` (a debug build does
-//! not rebuild the crate at every commit for it).
+//! else, built from the published package (`cargo install llama-swap-server`),
+//! the commit `cargo package` recorded in `.cargo_vcs_info.json`; else, for a
+//! release build, the checkout's commit and its date (so the same commit builds
+//! the same binary); else `unknown` (a debug build does not rebuild the crate at
+//! every commit for it).
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -94,7 +96,10 @@ fn build_info(manifest: &Path) {
         let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
         (out.status.success() && !text.is_empty()).then_some(text)
     };
-    if release {
+    // A package has no checkout of its own: git would name whatever repository
+    // happens to contain cargo's source directory.
+    let packaged = packaged_commit(manifest);
+    if release && packaged.is_none() {
         // Rebuilt when the checkout moves to another commit.
         for file in ["HEAD", "logs/HEAD"] {
             if let Some(path) = git(&["rev-parse", "--git-path", file]) {
@@ -105,10 +110,12 @@ fn build_info(manifest: &Path) {
             }
         }
     }
+    let from_checkout = release && packaged.is_none();
     let commit = std::env::var("LLAMA_SWAP_SERVER_COMMIT")
         .ok()
+        .or(packaged)
         .or_else(|| {
-            release
+            from_checkout
                 .then(|| git(&["rev-parse", "--short=8", "HEAD"]))
                 .flatten()
         })
@@ -116,11 +123,21 @@ fn build_info(manifest: &Path) {
     let date = std::env::var("LLAMA_SWAP_SERVER_BUILD_DATE")
         .ok()
         .or_else(|| {
-            release
+            from_checkout
                 .then(|| git(&["show", "-s", "--format=%cI", "HEAD"]))
                 .flatten()
         })
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=LLAMA_SWAP_SERVER_COMMIT={commit}");
     println!("cargo:rustc-env=LLAMA_SWAP_SERVER_BUILD_DATE={date}");
+}
+
+/// The commit `cargo package` recorded (`{"git": {"sha1": "<40 hex>"}, ...}`), cut
+/// to the 8 characters a checkout build shows; `None` outside a package.
+fn packaged_commit(manifest: &Path) -> Option<String> {
+    let info = std::fs::read_to_string(manifest.join(".cargo_vcs_info.json")).ok()?;
+    let (_, after) = info.split_once("\"sha1\"")?;
+    let (_, value) = after.split_once('"')?;
+    let sha1: String = value.chars().take_while(char::is_ascii_hexdigit).collect();
+    (sha1.len() >= 8).then(|| sha1[..8].to_owned())
 }

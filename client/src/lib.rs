@@ -67,6 +67,8 @@ pub mod middleware;
 mod options;
 pub mod priority;
 mod provider;
+#[cfg(test)]
+mod readme_tests;
 mod retry;
 mod retry_after;
 pub mod sse;

@@ -42,6 +42,8 @@ mod matcher;
 mod mock;
 mod mount;
 mod priority;
+#[cfg(test)]
+mod readme_tests;
 mod reply;
 mod report;
 mod server;
