@@ -22,7 +22,7 @@ use crate::types::{ChatRequest, ChatResponse, EmbeddingsRequest, EmbeddingsRespo
 ///
 /// The trait is implemented for `&P`, `Box<P>` and `Arc<P>` of any provider,
 /// `dyn ChatProvider` included, so a decorator generic over `P: ChatProvider` wraps an
-/// `Arc<dyn ChatProvider>` as it is. Implementations use [`async_trait`] (re-exported
+/// `Arc<dyn ChatProvider>` as it is. Implementations use [`async_trait`](macro@async_trait) (re-exported
 /// by this crate, so no extra dependency): trait objects need its boxed futures.
 ///
 /// ```
