@@ -41,6 +41,9 @@ pub enum Fault {
     TruncateAfter(usize),
     /// Streams only: send this many frames, then abort the connection mid-body.
     DisconnectAfter(usize),
+    /// Streams only: send this many frames, then nothing more, keeping the
+    /// connection open (until the mock stops): an upstream stalled mid-stream.
+    StallAfter(usize),
     /// Streams only: after this many frames send an error envelope as a `data:` frame,
     /// then `[DONE]`, as the server does after a 200.
     ErrorFrame {
@@ -107,6 +110,7 @@ impl Fault {
             self,
             Self::TruncateAfter(_)
                 | Self::DisconnectAfter(_)
+                | Self::StallAfter(_)
                 | Self::ErrorFrame { .. }
                 | Self::MalformedFrame { .. }
         )

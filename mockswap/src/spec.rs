@@ -94,6 +94,9 @@ enum FaultJson {
     Disconnect {
         after: usize,
     },
+    StallAfter {
+        after: usize,
+    },
     ErrorFrame {
         after: usize,
         #[serde(default)]
@@ -311,6 +314,7 @@ fn fault_rule(json: FaultRuleJson) -> Result<FaultRule, SpecError> {
         FaultJson::Stall => Fault::StallAfterHeaders,
         FaultJson::Truncate { after } => Fault::TruncateAfter(after),
         FaultJson::Disconnect { after } => Fault::DisconnectAfter(after),
+        FaultJson::StallAfter { after } => Fault::StallAfter(after),
         FaultJson::ErrorFrame { after, message } => Fault::ErrorFrame {
             after,
             message: message.unwrap_or_else(|| "mockswap injected an in-stream error".to_owned()),

@@ -302,6 +302,10 @@ fn sse_response(
             events.truncate(n);
             end = StreamEnd::Abort;
         }
+        Some(Fault::StallAfter(n)) => {
+            events.truncate(n);
+            end = StreamEnd::Stall;
+        }
         Some(Fault::ErrorFrame { after, message }) => {
             events.truncate(after);
             let error = envelope(&message, "server_error", "upstream_error");

@@ -706,6 +706,7 @@ fn timed_out_doing(phase: crate::proxy::TimeoutPhase) -> &'static str {
         TimeoutPhase::Connect => "did not accept a connection",
         TimeoutPhase::TlsHandshake => "did not complete the TLS handshake",
         TimeoutPhase::ResponseHeader => "sent no response headers",
+        TimeoutPhase::BodyIdle => "sent nothing more of its response",
     }
 }
 

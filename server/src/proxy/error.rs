@@ -98,4 +98,7 @@ pub enum TimeoutPhase {
     /// `timeouts.responseHeader`: the response headers.
     #[error("timeouts.responseHeader")]
     ResponseHeader,
+    /// `timeouts.bodyIdle`: the next bytes of a response body already started.
+    #[error("timeouts.bodyIdle")]
+    BodyIdle,
 }

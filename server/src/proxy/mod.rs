@@ -37,7 +37,7 @@ pub use connector::TransportTimeout;
 pub use error::{BoxError, ProxyError, RequestBodyError, StreamErrorFrames, TimeoutPhase};
 pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 pub use hops::{HopMark, MAX_HOPS, VIA_HEADER, came_through_here, hops};
-pub use timeouts::{DEFAULT_RESPONSE_HEADER, Timeouts};
+pub use timeouts::{DEFAULT_BODY_IDLE, DEFAULT_RESPONSE_HEADER, Timeouts};
 pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
 pub use upgrade::{is_websocket_upgrade, splice};
 
@@ -408,7 +408,8 @@ impl Proxy {
             );
         }
         let sse = sse.then_some(self.stream_error);
-        let body = LeasedBody::new(incoming, lease, model.to_owned(), sse);
+        let body = LeasedBody::new(incoming, lease, model.to_owned(), sse)
+            .idle_timeout(self.timeouts.body_idle);
         Ok(Response::from_parts(parts, Body::new(body)))
     }
 }

@@ -7,10 +7,17 @@ use std::time::Duration;
 /// never answers frees its request's slot (504) instead of holding it forever.
 pub const DEFAULT_RESPONSE_HEADER: Duration = Duration::from_secs(30 * 60);
 
+/// The `bodyIdle` timeout of a model that sets none: 60 s, nginx's
+/// `proxy_read_timeout`. A generation that streams sends a token at least every
+/// few seconds, so a minute of silence after the headers means a stalled
+/// upstream, not a slow one.
+pub const DEFAULT_BODY_IDLE: Duration = Duration::from_secs(60);
+
 /// The transport timeouts of one upstream. `None` disables a timeout (a `0` in
 /// the config). The defaults are llama-swap's, which are Go's
 /// `http.DefaultTransport`'s, except `responseHeader`
-/// ([`DEFAULT_RESPONSE_HEADER`] where llama-swap has none).
+/// ([`DEFAULT_RESPONSE_HEADER`] where llama-swap has none) and `bodyIdle`
+/// (ours, [`DEFAULT_BODY_IDLE`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Timeouts {
@@ -32,6 +39,12 @@ pub struct Timeouts {
     pub expect_continue: Option<Duration>,
     /// `idleConn` (default 90 s): how long an idle pooled connection is kept.
     pub idle_conn: Option<Duration>,
+    /// `bodyIdle` (default [`DEFAULT_BODY_IDLE`], 60 s; llama-swap has none):
+    /// the longest silence of a response body once its headers arrived. When
+    /// it runs out the response ends (an event stream with an error frame, any
+    /// other body cut off), the upstream connection is closed and the request
+    /// releases its model.
+    pub body_idle: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -43,6 +56,7 @@ impl Default for Timeouts {
             tls_handshake: Some(Duration::from_secs(10)),
             expect_continue: Some(Duration::from_secs(1)),
             idle_conn: Some(Duration::from_secs(90)),
+            body_idle: Some(DEFAULT_BODY_IDLE),
         }
     }
 }
@@ -87,6 +101,13 @@ impl Timeouts {
     #[must_use]
     pub fn idle_conn(mut self, timeout: Option<Duration>) -> Self {
         self.idle_conn = timeout;
+        self
+    }
+
+    /// Sets `bodyIdle`.
+    #[must_use]
+    pub fn body_idle(mut self, timeout: Option<Duration>) -> Self {
+        self.body_idle = timeout;
         self
     }
 }

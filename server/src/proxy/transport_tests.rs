@@ -485,3 +485,99 @@ async fn a_switch_of_protocols_not_asked_for_or_not_to_websocket_is_a_bad_gatewa
     assert_eq!(failed.error, ProxyError::Unreachable { model: "m".into() });
     server.abort();
 }
+
+/// Answers with `head` (status line and headers) and `body`, then sends
+/// nothing more and keeps the connection open.
+fn stalls_after(
+    head: &'static str,
+    body: &'static str,
+) -> impl Fn(TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    move |mut stream| {
+        Box::pin(async move {
+            let _ = read_head(&mut stream).await;
+            stream.write_all(head.as_bytes()).await.unwrap();
+            stream.write_all(body.as_bytes()).await.unwrap();
+            std::future::pending::<()>().await;
+        })
+    }
+}
+
+/// A lease whose drop says so.
+struct Lease(Option<tokio::sync::oneshot::Sender<()>>);
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_body_shorter_than_its_content_length_is_cut_at_body_idle_and_releases_the_lease() {
+    let (base, server) = raw_upstream(stalls_after(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n",
+        "{\"choices\":",
+    ))
+    .await;
+    let proxy = with_timeouts(Timeouts::default().body_idle(Some(Duration::from_secs(1))));
+    let (tx, released) = tokio::sync::oneshot::channel();
+    let body = OutboundBody::Buffered(Bytes::from_static(b"{\"model\":\"m\"}"));
+    let response = proxy
+        .forward(
+            "m",
+            &base,
+            outbound(Method::POST, HeaderMap::new(), body),
+            Lease(Some(tx)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let read = tokio::time::timeout(LIMIT, response.into_body().collect())
+        .await
+        .expect("the body was never cut");
+    let error = read.expect_err("a cut body must fail, not end as if complete");
+    assert!(error.to_string().contains("timeouts.bodyIdle"), "{error}");
+    tokio::time::timeout(LIMIT, released)
+        .await
+        .expect("lease kept")
+        .unwrap();
+    server.abort();
+}
+
+#[tokio::test]
+async fn an_event_stream_stalled_mid_way_ends_with_a_timeout_frame_at_body_idle() {
+    let (base, server) = raw_upstream(stalls_after(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        "f\r\ndata: {\"a\":1}\n\n\r\n",
+    ))
+    .await;
+    let proxy = with_timeouts(Timeouts::default().body_idle(Some(Duration::from_secs(1))));
+    let (tx, released) = tokio::sync::oneshot::channel();
+    let body = OutboundBody::Buffered(Bytes::from_static(b"{\"model\":\"m\",\"stream\":true}"));
+    let response = proxy
+        .forward(
+            "m",
+            &base,
+            outbound(Method::POST, HeaderMap::new(), body),
+            Lease(Some(tx)),
+        )
+        .await
+        .unwrap();
+    let text = tokio::time::timeout(LIMIT, response.into_body().collect())
+        .await
+        .expect("the stream was never ended")
+        .unwrap()
+        .to_bytes();
+    let text = std::str::from_utf8(&text).unwrap();
+    assert!(
+        text.starts_with("data: {\"a\":1}\n\ndata: {\"error\""),
+        "{text}"
+    );
+    assert!(text.contains("upstream_timeout"), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    tokio::time::timeout(LIMIT, released)
+        .await
+        .expect("lease kept")
+        .unwrap();
+    server.abort();
+}

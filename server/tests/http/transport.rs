@@ -96,6 +96,51 @@ async fn a_hung_upstream_hits_the_response_header_timeout() {
 }
 
 #[tokio::test]
+async fn a_stream_stalled_mid_way_ends_at_body_idle_and_frees_its_model_for_a_swap() {
+    let stalled = ModelSpec {
+        id: "stalled",
+        args: "",
+        yaml: "timeouts: {bodyIdle: 1}",
+    };
+    let h = Harness::start(&[stalled, model("other", "")], "").await;
+    assert_eq!(
+        h.chat("stalled", None, false)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let fault = h
+        .http
+        .post(format!("{}/__mockswap/faults", h.upstream("stalled")))
+        .json(&json!({"fault": {"type": "stall_after", "after": 1}, "match": {"path": "/v1/chat/completions"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fault.status(), 200);
+    let response = h.chat("stalled", None, true).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // A request for another model needs the stalled one stopped: it waits for
+    // the stalled stream, which the idle timeout ends.
+    let swap = h.spawn(h.chat("other", Some("100"), false));
+    let text = tokio::time::timeout(crate::support::LIMIT, response.text())
+        .await
+        .expect("the stalled stream was never ended")
+        .unwrap();
+    assert!(text.starts_with("data: {"), "{text}");
+    assert!(text.contains("\"upstream_timeout\""), "{text}");
+    assert!(text.contains("timeouts.bodyIdle"), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let (status, body) = tokio::time::timeout(crate::support::LIMIT, swap)
+        .await
+        .expect("the swap waited past the limit")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_ignored_path_to_a_model_that_is_not_loaded_is_409_and_starts_nothing() {
     let h = Harness::start(&[model("m", "")], "").await;
     let response = h

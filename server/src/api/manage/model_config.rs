@@ -81,6 +81,7 @@ fn describe(c: &crate::config::ModelConfig) -> Value {
             "tlsHandshake": seconds(t.tls_handshake),
             "expectContinue": seconds(t.expect_continue),
             "idleConn": seconds(t.idle_conn),
+            "bodyIdle": seconds(t.body_idle),
         },
         "capabilities": capabilities,
         "metadata": c.metadata,

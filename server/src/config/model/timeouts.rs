@@ -25,6 +25,7 @@ pub(crate) fn read_timeouts(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -
     read("tlsHandshake", &mut timeouts.tls_handshake);
     read("expectContinue", &mut timeouts.expect_continue);
     read("idleConn", &mut timeouts.idle_conn);
+    read("bodyIdle", &mut timeouts.body_idle);
     fields.finish(cx);
     timeouts
 }

@@ -374,13 +374,14 @@ fn write_filters_and_timeouts(
         };
         writeln!(
             f,
-            "    timeouts:    connect {}, keepalive {}, responseHeader {}, tlsHandshake {}, expectContinue {}, idleConn {}",
+            "    timeouts:    connect {}, keepalive {}, responseHeader {}, tlsHandshake {}, expectContinue {}, idleConn {}, bodyIdle {}",
             s(t.connect),
             s(t.keepalive),
             s(t.response_header),
             s(t.tls_handshake),
             s(t.expect_continue),
             s(t.idle_conn),
+            s(t.body_idle),
         )?;
     }
     Ok(())
