@@ -60,6 +60,9 @@ pub enum ApiError {
     /// The mock is stopping.
     #[error("mockswap is shutting down; retry against another instance")]
     ShuttingDown,
+    /// The fake model sleeps (`POST /sleep`): it answers again once woken.
+    #[error("model is sleeping; POST /wake_up first")]
+    Sleeping,
     /// The fake model is still loading (`--load-time`), like llama.cpp answers.
     #[error("model is loading; retry when GET /health answers 200")]
     Loading,
@@ -95,7 +98,7 @@ impl ApiError {
             Self::ModelNotFound { .. } | Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::ShuttingDown | Self::Loading => StatusCode::SERVICE_UNAVAILABLE,
+            Self::ShuttingDown | Self::Loading | Self::Sleeping => StatusCode::SERVICE_UNAVAILABLE,
             Self::WaitTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
         }
     }
@@ -111,7 +114,7 @@ impl ApiError {
             | Self::BodyRead { .. }
             | Self::BadWebsocket => "invalid_request_error",
             Self::ModelNotFound { .. } | Self::NotFound { .. } => "not_found_error",
-            Self::ShuttingDown | Self::Loading => "server_error",
+            Self::ShuttingDown | Self::Loading | Self::Sleeping => "server_error",
             Self::WaitTimeout { .. } => "timeout_error",
         }
     }
@@ -129,6 +132,7 @@ impl ApiError {
             Self::BadWebsocket => "invalid_websocket_upgrade",
             Self::ShuttingDown => "shutting_down",
             Self::Loading => "model_loading",
+            Self::Sleeping => "model_sleeping",
             Self::BadAdminRequest { .. } => "invalid_admin_request",
             Self::WaitTimeout { .. } => "wait_timeout",
         }

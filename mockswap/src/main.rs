@@ -30,6 +30,18 @@ struct Args {
     /// long after start, e.g. `2s`, `500ms`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     load_time: Duration,
+    /// How long POST /sleep (vLLM) or /release_memory_occupation (SGLang) takes, e.g. `200ms`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    sleep_time: Duration,
+    /// How long POST /wake_up (vLLM) or /resume_memory_occupation (SGLang) takes, e.g. `1s`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    wake_time: Duration,
+    /// GPU memory in bytes the fake model reports holding awake (GET /__mockswap/sleep).
+    #[arg(long, default_value_t = 0)]
+    memory: u64,
+    /// GPU memory in bytes it reports holding asleep.
+    #[arg(long, default_value_t = 0)]
+    sleep_memory: u64,
     /// Delay before answering each model request, e.g. `20ms`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
     latency: Duration,
@@ -95,7 +107,10 @@ async fn run(args: Args) -> ExitCode {
         .load_time(args.load_time)
         .latency(args.latency)
         .never_healthy(args.never_healthy)
-        .crash_mid_stream(args.crash_mid_stream);
+        .crash_mid_stream(args.crash_mid_stream)
+        .sleep_time(args.sleep_time)
+        .wake_time(args.wake_time)
+        .memory(args.memory, args.sleep_memory);
     let mut shape = StreamShape::new()
         .time_to_first_token(args.time_to_first_token)
         .loading_state(args.send_loading_state);

@@ -62,6 +62,7 @@ impl Default for MockSwapBuilder {
                 body_limit: DEFAULT_BODY_LIMIT,
                 journal_limit: None,
                 journal_health: false,
+                sleep: crate::server::SleepSettings::default(),
             },
             gate_open: true,
             replies: Vec::new(),
@@ -92,6 +93,28 @@ impl MockSwapBuilder {
     /// this long after start (tokio time). Default: ready at once.
     pub fn load_time(mut self, load_time: Duration) -> Self {
         self.settings.load_time = load_time;
+        self
+    }
+
+    /// How long `POST /sleep` (or `/release_memory_occupation`) takes
+    /// before it answers and the model sleeps. Default: at once.
+    pub fn sleep_time(mut self, time: Duration) -> Self {
+        self.settings.sleep.sleep_time = time;
+        self
+    }
+
+    /// How long `POST /wake_up` (or `/resume_memory_occupation`) takes before
+    /// it answers and the model serves again. Default: at once.
+    pub fn wake_time(mut self, time: Duration) -> Self {
+        self.settings.sleep.wake_time = time;
+        self
+    }
+
+    /// The GPU memory the fake model reports holding awake and asleep, in
+    /// bytes (`GET /__mockswap/sleep`). Default: 0 and 0.
+    pub fn memory(mut self, awake: u64, asleep: u64) -> Self {
+        self.settings.sleep.memory = awake;
+        self.settings.sleep.sleep_memory = asleep;
         self
     }
 

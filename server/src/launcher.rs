@@ -29,10 +29,37 @@ pub trait Launcher: Send + Sync + 'static {
     /// A [`LaunchError`] saying why the model could not be made ready.
     fn ensure_ready(&self, model: &str) -> BoxFuture<'static, Result<(), LaunchError>>;
 
+    /// As [`ensure_ready`](Self::ensure_ready), for a model the memory router
+    /// placed on the GPUs with these ids: a process started now gets them
+    /// (`${GPU}`, `CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES`); one already
+    /// running keeps its own. The default ignores the GPUs.
+    ///
+    /// # Errors
+    ///
+    /// As [`ensure_ready`](Self::ensure_ready).
+    fn ensure_ready_on(
+        &self,
+        model: &str,
+        gpus: &[u32],
+    ) -> BoxFuture<'static, Result<(), LaunchError>> {
+        let _ = gpus;
+        self.ensure_ready(model)
+    }
+
     /// Stops `model`: graceful stop first, forced kill after `grace`, always reaped.
     ///
     /// Resolves once the process is gone. A model that is not running resolves at once.
     fn stop(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()>;
+
+    /// Frees the memory of `model` for a swap: a model with a sleep mode is
+    /// put to sleep (its process kept, woken by the next
+    /// [`ensure_ready`](Self::ensure_ready)); any other is stopped as by
+    /// [`stop`](Self::stop), which is the default.
+    ///
+    /// Resolves once it sleeps or is gone.
+    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
+        self.stop(model, grace)
+    }
 
     /// How many requests the ready upstream of `model` serves at once, if it
     /// says (llama.cpp's `llama-server`: `total_slots` in `GET /props`).

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::extract::{query_param, recorded, upstream_target};
 use super::respond::{health, models, text};
 use super::shared::{ConnControl, Shared};
-use super::{admin, model_request, websocket};
+use super::{admin, model_request, sleep, websocket};
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
 
@@ -42,6 +42,9 @@ pub(crate) async fn handle(
 ) -> Response<MockBody> {
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
+    if let Some(answer) = sleep::status(&shared, &path) {
+        return answer;
+    }
     if path == "/__mockswap" || path.starts_with("/__mockswap/") {
         return match read_body(&shared, request, false).await {
             Ok((parts, body)) => match admin::wait(&shared, &parts).await {
@@ -90,6 +93,9 @@ pub(crate) async fn handle(
         return model_request::handle(&shared, &conn, parts, body, None).await;
     }
     record_plain(&shared, &parts, &body);
+    if let Some(answer) = sleep::handle(&shared, &method, &path, parts.uri.query()).await {
+        return answer;
+    }
     match path.as_str() {
         "/v1/models" | "/models" => only(&method, &path, &[Method::GET], "GET")
             .map_or_else(ApiError::into_response, |()| models(&shared)),

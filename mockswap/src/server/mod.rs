@@ -27,8 +27,10 @@ mod model_request;
 mod respond;
 mod served;
 mod shared;
+mod sleep;
 mod websocket;
 
 pub(crate) use conn::spawn_accept_loop;
 pub use shared::Crash;
 pub(crate) use shared::{Settings, Shared};
+pub(crate) use sleep::SleepSettings;

@@ -66,6 +66,9 @@ pub(crate) async fn handle(
     if !shared.healthy() {
         return ApiError::Loading.into_response();
     }
+    if !shared.sleep.awake_or_count() {
+        return ApiError::Sleeping.into_response();
+    }
 
     let priority = request.priority.effective();
     let served = Served {

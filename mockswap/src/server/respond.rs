@@ -9,6 +9,12 @@ use crate::envelope::json_response;
 use crate::wire;
 
 pub(crate) fn health(shared: &Shared) -> Response<MockBody> {
+    if shared.healthy() && !shared.sleep.awake_or_count() {
+        return json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "sleeping"}),
+        );
+    }
     if shared.healthy() {
         json_response(StatusCode::OK, &json!({"status": "ok"}))
     } else {

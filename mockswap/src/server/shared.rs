@@ -35,6 +35,8 @@ pub(crate) struct Settings {
     pub(crate) body_limit: usize,
     pub(crate) journal_limit: Option<usize>,
     pub(crate) journal_health: bool,
+    /// Sleep and wake (`sleep.rs`).
+    pub(crate) sleep: super::sleep::SleepSettings,
 }
 
 /// Stop signals. `shutdown` ends every wait (gate, hang, stall, pacing) and closes
@@ -114,6 +116,8 @@ pub(crate) struct Shared {
     pub(crate) sockets: Arc<Sockets>,
     /// Owns the tasks that outlive a handler (websocket echoes).
     pub(crate) tracker: TaskTracker,
+    /// Asleep or awake (`sleep.rs`).
+    pub(crate) sleep: super::sleep::Sleep,
 }
 
 impl Shared {
@@ -134,6 +138,7 @@ impl Shared {
             life,
             sockets: Arc::default(),
             tracker: tracker.clone(),
+            sleep: super::sleep::Sleep::default(),
         }
     }
 

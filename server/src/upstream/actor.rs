@@ -17,12 +17,13 @@ use super::logs::LogRing;
 use super::orphans::Marker;
 use super::port;
 use super::process::{Cutoff, Upstream, describe_exit};
+use super::sleep::Slept;
 use super::{ActorConfig, ProcessSpec, ProcessState, ProcessStatus};
 use crate::launcher::{LaunchError, UpstreamEvent};
 use crate::proxy::UpstreamTls;
 
 /// Grace given to a process that failed its health check before it is killed.
-const FAILED_START_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const FAILED_START_GRACE: Duration = Duration::from_secs(5);
 
 /// Lines of output quoted in [`LaunchError::ExitedDuringStart`].
 const LAST_OUTPUT_LINES: usize = 20;
@@ -33,6 +34,12 @@ pub(crate) enum Request {
     EnsureReady(oneshot::Sender<Result<(), LaunchError>>),
     /// Stop the process if there is one; answered when it is reaped.
     Stop {
+        grace: Duration,
+        done: oneshot::Sender<()>,
+    },
+    /// Free the model's memory: put a ready process to sleep when the model
+    /// has a sleep mode (answered once asleep), else as `Stop` (`sleep.rs`).
+    Sleep {
         grace: Duration,
         done: oneshot::Sender<()>,
     },
@@ -92,7 +99,7 @@ impl ModelActor {
                         break;
                     }
                 }
-                Some(Request::Stop { done, .. }) => {
+                Some(Request::Stop { done, .. } | Request::Sleep { done, .. }) => {
                     let _ = done.send(());
                 }
                 Some(Request::Shutdown { done, .. }) => {
@@ -110,7 +117,7 @@ impl ModelActor {
         // The whole lifetime uses one definition: the stop of a process started
         // before a reload is the one it was started with.
         let config = self.config.borrow_and_update().clone();
-        self.spec = config.spec;
+        self.spec = super::gpu::placed(config.spec, config.gpus.as_deref());
         self.tls = config.tls;
         let model = self.spec.model.clone();
         if self.shutdown_at.borrow().is_some() {
@@ -199,7 +206,7 @@ impl ModelActor {
                 }
                 request = self.requests.recv() => match request {
                     Some(Request::EnsureReady(reply)) => waiters.push(reply),
-                    Some(Request::Stop { grace, done }) => {
+                    Some(Request::Stop { grace, done } | Request::Sleep { grace, done }) => {
                         tracing::info!(model, pid, "start aborted by a stop");
                         answer(&mut waiters, &Err(LaunchError::Aborted { model }));
                         self.stop(&mut process, grace).await;
@@ -277,6 +284,19 @@ impl ModelActor {
                         let _ = done.send(());
                         return Flow::Continue;
                     }
+                    Some(Request::Sleep { grace, done }) => {
+                        match self.sleep(&mut process, grace, done).await {
+                            Slept::Woke(mut woken) => {
+                                self.publish(ProcessState::Ready, Some(pid));
+                                answer(&mut woken, &Ok(()));
+                            }
+                            Slept::Gone => return Flow::Continue,
+                            Slept::Restart(waiters) => {
+                                return Box::pin(self.run_process(waiters)).await;
+                            }
+                            Slept::Exit => return Flow::Exit,
+                        }
+                    }
                     Some(Request::Shutdown { grace, done }) => {
                         self.stop(&mut process, grace).await;
                         self.publish(ProcessState::ShutDown, None);
@@ -306,7 +326,7 @@ impl ModelActor {
     }
 
     /// Graceful stop with `grace`, then forced; the process is reaped on return.
-    async fn stop(&mut self, process: &mut Upstream, grace: Duration) {
+    pub(super) async fn stop(&mut self, process: &mut Upstream, grace: Duration) {
         let pid = process.pid();
         self.publish(ProcessState::Stopping, Some(pid));
         let status = process
@@ -326,7 +346,7 @@ impl ModelActor {
     }
 
     /// Immediate SIGKILL to the group, for teardown without a grace period.
-    async fn kill(&mut self, process: &mut Upstream) {
+    pub(super) async fn kill(&mut self, process: &mut Upstream) {
         let _ = process.kill_now().await;
         process.finish().await;
         self.publish(ProcessState::ShutDown, None);
@@ -342,7 +362,7 @@ impl ModelActor {
             .join("\n")
     }
 
-    fn publish(&self, state: ProcessState, pid: Option<u32>) {
+    pub(super) fn publish(&self, state: ProcessState, pid: Option<u32>) {
         self.status.send_replace(ProcessStatus { state, pid });
     }
 }

@@ -121,6 +121,16 @@ impl HealthTarget {
         })
     }
 
+    /// Host, port, authority and path (with query), for a call that is not a probe.
+    pub(crate) fn parts(&self) -> (&str, u16, &str, &str) {
+        (&self.host, self.port, &self.authority, &self.path)
+    }
+
+    /// The TLS client of an `https://` upstream.
+    pub(crate) fn tls(&self) -> Option<&UpstreamTls> {
+        self.tls.as_ref()
+    }
+
     /// The URL probed, for messages.
     pub(crate) fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };

@@ -10,7 +10,9 @@
 //! | `logs` | bounded per-model output history with live subscription |
 //! | `port` | refusing to start a model on a port another process listens on |
 //! | `props` | a ready upstream's slot count (`GET /props` `total_slots`), for `parallel: auto` |
+//! | `sleep` | sleep instead of stop, and waking (vLLM, SGLang, custom calls) |
 //! | `spawn` | the shim and spawner thread that make upstreams die with the server |
+//! | `gpu` | `${GPU}` and `CUDA_VISIBLE_DEVICES` for a model the memory router placed |
 //! | `orphans` | markers, sweeping descendants, reclaiming a killed server's, reaping adopted ones |
 //!
 //! The [`Supervisor`] implements [`Launcher`] for the router: it never decides when
@@ -31,6 +33,7 @@
 //!     proxy: "http://127.0.0.1:5800".into(),
 //!     check_endpoint: Some("/health".into()),
 //!     health_check_timeout: Duration::from_secs(120),
+//!     sleep: None,
 //! };
 //! let (supervisor, _exits) = Supervisor::new(vec![spec], 1000);
 //! supervisor.ensure_ready("qwen").await?;
@@ -42,12 +45,14 @@
 
 mod actor;
 mod command;
+mod gpu;
 mod health;
 mod logs;
 mod orphans;
 mod port;
 mod process;
 mod props;
+mod sleep;
 mod spawn;
 
 use std::collections::BTreeMap;
@@ -66,6 +71,7 @@ pub use logs::{
 };
 pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
 pub use port::ephemeral_ports;
+pub use sleep::{HttpCall, SleepCallError};
 pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};
 
 use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
@@ -116,6 +122,19 @@ pub struct ProcessSpec {
     pub check_endpoint: Option<String>,
     /// How long the upstream has to pass its health check.
     pub health_check_timeout: Duration,
+    /// How it sleeps instead of stopping when a swap frees it (`sleep:`);
+    /// `None`: it is stopped.
+    pub sleep: Option<SleepSpec>,
+}
+
+/// A sleep mode: the calls that put a model's server to sleep (its process
+/// and memory on the host kept, its GPU memory freed) and wake it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SleepSpec {
+    /// Puts it to sleep (vLLM `POST /sleep?level=1`).
+    pub sleep: HttpCall,
+    /// Wakes it (vLLM `POST /wake_up`); it is ready once its health check passes.
+    pub wake: HttpCall,
 }
 
 /// Where a model's process is in its life cycle.
@@ -130,6 +149,9 @@ pub enum ProcessState {
     Ready,
     /// Being stopped; a start asked for now begins once the stop is complete.
     Stopping,
+    /// Asleep (`sleep:`): the process runs, its GPU memory is freed; a start
+    /// wakes it.
+    Sleeping,
     /// The supervisor shut down; the model will not start again.
     ShutDown,
 }
@@ -183,6 +205,9 @@ pub(crate) struct ActorConfig {
     pub(crate) tls: Option<UpstreamTls>,
     /// Configured; a removed model's task ends once it has no process.
     pub(crate) listed: bool,
+    /// The GPU ids the next start is placed on (the memory router), which
+    /// fill `${GPU}` and the `*_VISIBLE_DEVICES` variables.
+    pub(crate) gpus: Option<Vec<u32>>,
 }
 
 /// What [`Supervisor::reconfigure`] did, each list sorted by model ID.
@@ -239,6 +264,7 @@ impl ProcessSpec {
             && self.env == other.env
             && self.proxy == other.proxy
             && self.check_endpoint == other.check_endpoint
+            && self.sleep == other.sleep
     }
 }
 
@@ -353,6 +379,7 @@ impl Supervisor {
             spec: spec.clone(),
             tls: tls.clone(),
             listed: true,
+            gpus: None,
         });
         let actor = ModelActor {
             spec,
@@ -432,10 +459,12 @@ impl Supervisor {
                         leaving.push((model.clone(), address_port(&old.proxy)));
                         arriving.push((model.clone(), address_port(&spec.proxy)));
                     }
+                    let gpus = handle.config.borrow().gpus.clone();
                     handle.config.send_replace(ActorConfig {
                         spec,
                         tls: tls.clone(),
                         listed: true,
+                        gpus,
                     });
                 }
                 None if handle.listed => {
@@ -571,6 +600,39 @@ impl Launcher for Supervisor {
                 .map_err(|_| LaunchError::ShuttingDown)?;
             // The task ended (shut down) before answering.
             answer.await.unwrap_or(Err(LaunchError::ShuttingDown))
+        })
+    }
+
+    fn ensure_ready_on(
+        &self,
+        model: &str,
+        gpus: &[u32],
+    ) -> BoxFuture<'static, Result<(), LaunchError>> {
+        if let Some(handle) = self.read_models().get(model) {
+            // Read by the owner task when it starts the next process; a process
+            // running now keeps the GPUs it was started on.
+            handle.config.send_if_modified(|config| match &config.gpus {
+                Some(old) if old.as_slice() == gpus => false,
+                _ => {
+                    config.gpus = Some(gpus.to_vec());
+                    true
+                }
+            });
+        }
+        self.ensure_ready(model)
+    }
+
+    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
+        let Some(requests) = self.requests(model) else {
+            return Box::pin(async {});
+        };
+        Box::pin(async move {
+            let (done, done_rx) = oneshot::channel();
+            if requests.send(Request::Sleep { grace, done }).await.is_ok() {
+                // Answered once asleep or stopped, or dropped by a task that
+                // ended, which stopped the process on its way out.
+                let _ = done_rx.await;
+            }
         })
     }
 

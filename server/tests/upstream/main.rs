@@ -8,4 +8,5 @@ mod lifecycle;
 mod mockswap;
 mod orphans;
 mod reconfigure;
+mod sleep;
 mod support;

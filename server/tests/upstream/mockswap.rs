@@ -28,6 +28,7 @@ fn mock_spec_on(model: &str, flags: &str, port: u16) -> ProcessSpec {
         proxy: format!("http://127.0.0.1:{port}"),
         check_endpoint: Some("/health".into()),
         health_check_timeout: Duration::from_secs(30),
+        sleep: None,
     }
 }
 

@@ -19,6 +19,7 @@ fn spec(model: &str, cmd: &str) -> ProcessSpec {
         proxy: format!("http://127.0.0.1:{}", free_port()),
         check_endpoint: None,
         health_check_timeout: Duration::from_secs(60),
+        sleep: None,
     }
 }
 

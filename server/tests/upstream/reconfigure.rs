@@ -22,6 +22,7 @@ fn mock_spec(model: &str, port: u16, flags: &str) -> ProcessSpec {
         proxy: format!("http://127.0.0.1:{port}"),
         check_endpoint: Some("/health".into()),
         health_check_timeout: Duration::from_secs(30),
+        sleep: None,
     }
 }
 
