@@ -329,6 +329,42 @@ fn proxy_that_is_not_an_http_url_is_refused() {
 }
 
 #[test]
+fn a_proxy_port_outside_1_to_65535_is_refused_naming_the_model_and_key() {
+    let found = issues("proxy_port_out_of_range.yaml");
+    assert_eq!(
+        found,
+        vec![
+            (
+                "models.a.proxy".into(),
+                Reason::InvalidUrlPort {
+                    got: "http://127.0.0.1:99999".into(),
+                    port: "99999".into(),
+                }
+            ),
+            (
+                "models.b.proxy".into(),
+                Reason::InvalidUrlPort {
+                    got: "http://127.0.0.1:0/v1".into(),
+                    port: "0".into(),
+                }
+            ),
+            (
+                "peers.p.proxy".into(),
+                Reason::InvalidUrlPort {
+                    got: "http://[::1]:65536".into(),
+                    port: "65536".into(),
+                }
+            ),
+        ]
+    );
+    let text = error("proxy_port_out_of_range.yaml").to_string();
+    assert!(
+        text.contains("models.a.proxy") && text.contains("port 99999"),
+        "{text}"
+    );
+}
+
+#[test]
 fn env_entries_need_a_name_and_an_equals_sign() {
     assert_eq!(
         issues("bad_env_entry.yaml"),

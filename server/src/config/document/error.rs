@@ -413,6 +413,14 @@ pub enum Reason {
         /// The value found.
         got: String,
     },
+    /// A proxy URL whose port no connection can be made to.
+    #[error("port {port} of {got:?} is not a TCP port (1 to 65535)")]
+    InvalidUrlPort {
+        /// The value found.
+        got: String,
+        /// Its port, as written.
+        port: String,
+    },
     /// `checkEndpoint` that is neither a path, an http(s) URL nor `none`.
     #[error(
         "must be a path starting with '/', an http:// or https:// URL, or the word none, got {got:?}"

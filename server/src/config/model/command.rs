@@ -91,12 +91,58 @@ pub(crate) fn read_proxy(node: &Node, path: &KeyPath, cx: &mut Diagnostics) -> O
         cx.error(path.clone(), Reason::InvalidUrl { got: text });
         return None;
     }
+    if let Some(port) = unusable_port(&text) {
+        cx.error(path.clone(), Reason::InvalidUrlPort { got: text, port });
+        return None;
+    }
     Some(text)
+}
+
+/// The port of an `http(s)://` URL's authority when it is not a TCP port a
+/// connection can be made to (0, or past 65535): `http::Uri` accepts any
+/// digits there, and such a URL would only fail when a request waits on it.
+fn unusable_port(url: &str) -> Option<String> {
+    let authority = url.parse::<http::Uri>().ok()?.authority()?.clone();
+    let host_port = authority
+        .as_str()
+        .rsplit_once('@')
+        .map_or(authority.as_str(), |(_, after)| after);
+    let port = match host_port.rsplit_once(']') {
+        Some((_, after)) => after.strip_prefix(':')?,
+        None => host_port.rsplit_once(':')?.1,
+    };
+    if port.is_empty() {
+        // `http://host:` is the scheme's default port, as in a browser.
+        return None;
+    }
+    match port.parse::<u16>() {
+        Ok(n) if n > 0 => None,
+        _ => Some(port.to_owned()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ports_outside_1_to_65535_are_unusable_and_others_are_not() {
+        assert_eq!(
+            unusable_port("http://127.0.0.1:99999"),
+            Some("99999".into())
+        );
+        assert_eq!(unusable_port("http://127.0.0.1:0/v1"), Some("0".into()));
+        assert_eq!(unusable_port("https://[::1]:70000"), Some("70000".into()));
+        assert_eq!(
+            unusable_port("http://u:p@host:123456"),
+            Some("123456".into())
+        );
+        assert_eq!(unusable_port("http://127.0.0.1:65535"), None);
+        assert_eq!(unusable_port("http://[::1]:8080/x"), None);
+        assert_eq!(unusable_port("http://[::1]"), None);
+        assert_eq!(unusable_port("https://gpu-box"), None);
+        assert_eq!(unusable_port("http://u:p@host"), None);
+    }
 
     #[test]
     fn comment_lines_are_removed_from_commands() {
