@@ -281,7 +281,18 @@ async fn run(
     log_settings: &LogSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) -> ExitCode {
-    let listener = match listen.bind().await {
+    // `-listen :0`: not a port a model is numbered with (from startPort up).
+    let highest = config.models.iter().filter_map(|m| m.port).max();
+    let start = config.start_port;
+    let proxies: Vec<u16> = config
+        .models
+        .iter()
+        .filter_map(|m| m.proxy.parse::<http::Uri>().ok()?.port_u16())
+        .collect();
+    let reserved = |port: u16| {
+        highest.is_some_and(|top| (start..=top).contains(&port)) || proxies.contains(&port)
+    };
+    let listener = match listen.bind_avoiding(reserved).await {
         Ok(listener) => listener,
         Err(err) => {
             log_settings.release_stdout();

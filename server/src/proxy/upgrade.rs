@@ -15,6 +15,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt as _;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -51,7 +52,9 @@ pub(super) fn switched_to_websocket(status: StatusCode, headers: &HeaderMap) -> 
 /// Turns the upstream's `101` into the client's: the client gets the status
 /// and headers with an empty body, and a task on `tasks` pipes bytes between
 /// the client's connection (`client`, taken from its request) and the
-/// upstream's until either side closes or `cancel` fires. The response's body,
+/// upstream's until either side closes or `cancel` fires, or `retire`'s token
+/// fires and its grace passes (the model's process was changed by a reload:
+/// requests for its new definition wait for this socket). The response's body,
 /// with everything it holds (the lease, the activity record), is kept by that
 /// task and ended when the pipe ends.
 ///
@@ -61,6 +64,7 @@ pub fn splice(
     client: OnUpgrade,
     tasks: &TaskTracker,
     cancel: CancellationToken,
+    retire: Option<(CancellationToken, Duration)>,
     model: &str,
 ) -> Response {
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -76,10 +80,22 @@ pub fn splice(
     };
     let model = model.to_owned();
     tasks.spawn(async move {
+        let retired = async {
+            let Some((token, grace)) = retire else {
+                return std::future::pending().await;
+            };
+            token.cancelled().await;
+            tracing::warn!(%model, ?grace, "a reload changed the model under an open websocket; it is closed after the model's unloadTimeout, so requests for the new definition do not wait on it");
+            tokio::time::sleep(grace).await;
+        };
         let piped = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 tracing::debug!(%model, "websocket closed: the server is draining");
+                true
+            }
+            () = retired => {
+                tracing::info!(%model, "websocket closed: its model was changed by a reload");
                 true
             }
             piped = pipe(client, upstream) => match piped {
@@ -179,7 +195,14 @@ mod tests {
         let tasks = TaskTracker::new();
         let mut response = Response::new(Body::from("nope"));
         *response.status_mut() = StatusCode::NOT_FOUND;
-        let out = splice(response, client, &tasks, CancellationToken::new(), "m");
+        let out = splice(
+            response,
+            client,
+            &tasks,
+            CancellationToken::new(),
+            None,
+            "m",
+        );
         assert_eq!(out.status(), StatusCode::NOT_FOUND);
         assert!(tasks.is_empty());
         let body = out.into_body().collect().await.unwrap().to_bytes();

@@ -109,12 +109,22 @@ impl Instance {
         // decides no start with the old settings for a new definition.
         let supervisor = Arc::clone(&self.supervisor);
         let (specs, upstream_tls) = (config.process_specs(), tls.clone());
+        let (retire, retired) = tokio::sync::oneshot::channel();
         self.router
             .reconfigure_with(settings, move || {
-                supervisor.reconfigure(specs, upstream_tls).restarts()
+                let done = supervisor.reconfigure(specs, upstream_tls);
+                let _ = retire.send([done.changed.clone(), done.removed.clone()].concat());
+                done.restarts()
             })
             .await
             .map_err(ServeError::Reload)?;
+        // Open websockets of a changed or removed model would hold it (and
+        // requests for its new definition) for as long as they stay open.
+        for id in retired.await.unwrap_or_default() {
+            if let Some(entry) = self.state.inner.models.get(&id) {
+                entry.retired.cancel();
+            }
+        }
         self.metrics
             .add_models(config.models.iter().map(|m| m.id.clone()));
         self.metrics.set_bands(config.priority_rules.bands.clone());

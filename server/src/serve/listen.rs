@@ -134,6 +134,44 @@ impl ListenAddr {
     }
 }
 
+impl ListenAddr {
+    /// As [`bind`](Self::bind), but when the port is 0 (the system picks
+    /// one), a port `reserved` says belongs to something else (the models'
+    /// `${PORT}` numbers) is not kept: the system is asked again (holding the
+    /// ports refused until the end, so it offers others), up to 32 times;
+    /// then the last port offered is kept with a warning.
+    ///
+    /// # Errors
+    ///
+    /// As [`bind`](Self::bind).
+    pub async fn bind_avoiding(
+        &self,
+        reserved: impl Fn(u16) -> bool,
+    ) -> Result<TcpListener, ListenError> {
+        const TRIES: usize = 32;
+        let mut refused = Vec::new();
+        loop {
+            let listener = self.bind().await?;
+            let port = listener.local_addr().map_or(0, |a| a.port());
+            if self.port() != 0 || !reserved(port) {
+                return Ok(listener);
+            }
+            if refused.len() + 1 == TRIES {
+                tracing::warn!(
+                    port,
+                    "every port the system offered for the listener is one a model uses; keeping {port}"
+                );
+                return Ok(listener);
+            }
+            tracing::debug!(
+                port,
+                "the system offered a model's port for the listener; asking again"
+            );
+            refused.push(listener);
+        }
+    }
+}
+
 /// The errors a system without IPv6 answers a bind to `[::]` with.
 fn ipv6_unavailable(error: &std::io::Error) -> bool {
     use std::io::ErrorKind;
@@ -146,6 +184,26 @@ fn ipv6_unavailable(error: &std::io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn port_0_does_not_keep_a_port_reserved_for_a_model() {
+        let offered = std::sync::Mutex::new(Vec::new());
+        let addr = parse("127.0.0.1:0");
+        let listener = addr
+            .bind_avoiding(|port| {
+                let mut offered = offered.lock().unwrap();
+                offered.push(port);
+                // The first two ports offered belong to models.
+                offered.len() <= 2
+            })
+            .await
+            .unwrap();
+        let kept = listener.local_addr().unwrap().port();
+        let offered = offered.into_inner().unwrap();
+        assert_eq!(offered.len(), 3, "{offered:?}");
+        assert_eq!(kept, offered[2]);
+        assert!(!offered[..2].contains(&kept), "{offered:?}");
+    }
 
     fn parse(text: &str) -> ListenAddr {
         text.parse().unwrap()

@@ -90,3 +90,34 @@ fn text_values_keep_their_written_text_and_typed_values_their_type() {
     assert_eq!(hex.ttl, Some(Duration::from_secs(16)));
     assert!(hex.unlisted);
 }
+
+#[test]
+fn check_config_prints_a_name_holding_a_newline_escaped_on_one_line() {
+    let yaml = r#"
+models:
+  "a\nb":
+    cmd: srv --port ${PORT}
+    aliases: ["c\rd"]
+groups:
+  g:
+    members: ["a\nb"]
+hooks:
+  on_startup:
+    preload: ["a\nb"]
+"#;
+    let loaded = Config::loader()
+        .yaml("t.yaml", yaml)
+        .env(&|_| None)
+        .load()
+        .unwrap();
+    let text = loaded.config.summary().to_string();
+    assert!(text.contains("  \"a\\nb\"\n"), "{text}");
+    assert!(text.contains("aliases:     \"c\\rd\""), "{text}");
+    assert!(text.contains("members=[\"a\\nb\"]"), "{text}");
+    assert!(text.contains("preload: \"a\\nb\""), "{text}");
+    assert!(!text.contains('\r'), "{text:?}");
+    assert!(
+        !text.lines().any(|line| line == "b"),
+        "the ID's second half is a line of its own: {text}"
+    );
+}

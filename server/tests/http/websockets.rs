@@ -375,3 +375,31 @@ async fn a_reload_keeps_an_open_websocket_of_a_kept_model() {
     close(ws).await;
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_reload_that_changes_a_model_closes_its_open_websocket_after_unload_timeout() {
+    let before = ModelSpec {
+        id: "a",
+        args: "",
+        yaml: "unloadTimeout: 1",
+    };
+    let mut h = Harness::start(&[before], "").await;
+    let mut ws = open(&h, "/upstream/a/ws", &[]).await;
+    echo(&mut ws, Message::text("before the reload")).await;
+    // A new command: the running process (held by the socket) must stop
+    // before the new definition starts.
+    let after = ModelSpec {
+        id: "a",
+        args: "--load-time 1ms",
+        yaml: "unloadTimeout: 1",
+    };
+    h.reload(&[after], "").await;
+    let call = h.spawn(h.chat("a", None, false));
+    wait_closed(&mut ws).await;
+    let (status, body) = tokio::time::timeout(LIMIT, call)
+        .await
+        .expect("a request for the changed model waited on the old socket")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    h.shutdown().await;
+}

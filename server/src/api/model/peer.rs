@@ -302,6 +302,7 @@ pub(super) async fn serve(
                     client,
                     &state.inner.inflight,
                     state.inner.draining.clone(),
+                    None,
                     &name,
                 ),
                 None => response,

@@ -11,8 +11,9 @@
 //! Pipes run on the state's in-flight tracker and end when the server starts
 //! draining for a shutdown (which would otherwise wait for sockets that never
 //! close by themselves). A reload keeps them: the socket's lease keeps its
-//! model running, so a model the reload changed or removed stops once its
-//! last socket closes.
+//! model running. A model the reload changed or removed stops once its last
+//! socket closes, which the reload bounds: its sockets close after its
+//! `unloadTimeout`, as requests for the new definition wait for them.
 
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ pub(super) fn open(
         client,
         &state.inner.inflight,
         state.inner.draining.clone(),
+        Some((model.retired.clone(), model.config.unload_timeout)),
         &model.config.id,
     )
 }

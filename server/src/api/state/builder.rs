@@ -130,9 +130,16 @@ impl<'a> AppStateBuilder<'a> {
             .models
             .iter()
             .map(|m| {
+                let retired = self
+                    .previous
+                    .and_then(|previous| previous.inner.models.get(&m.id))
+                    .map(|entry| entry.retired.clone())
+                    .filter(|token| !token.is_cancelled())
+                    .unwrap_or_default();
                 let entry = ModelEntry {
                     config: m.clone(),
                     client: client_for(&m.timeouts),
+                    retired,
                 };
                 (m.id.clone(), Arc::new(entry))
             })

@@ -112,6 +112,11 @@ pub(crate) struct ModelEntry {
     /// The upstream client with this model's `timeouts` (shared by models
     /// with the same ones).
     pub(crate) client: Proxy,
+    /// Cancelled when a reload changes or removes the model's process: its
+    /// open websockets then close after its `unloadTimeout`, so requests for
+    /// the new definition do not wait on a socket that may never close. Kept
+    /// across reloads that keep the process, so it reaches every socket open.
+    pub(crate) retired: CancellationToken,
 }
 
 /// Shared state of the HTTP handlers. Cheap to clone.

@@ -1,5 +1,6 @@
 //! A human-readable account of a resolved configuration (`--check-config`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -27,6 +28,22 @@ impl Config {
 
 fn seconds(d: Duration) -> String {
     format!("{}s", d.as_secs())
+}
+
+/// A name as written when it prints on one line as itself; else quoted with
+/// its control characters escaped (`"a\nb"`), so a model ID holding a newline
+/// cannot pass for two lines of this account.
+fn shown(name: &str) -> Cow<'_, str> {
+    if name.chars().any(char::is_control) {
+        Cow::Owned(format!("{name:?}"))
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// Names, [`shown`] and joined with `, `.
+fn shown_all<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    names.into_iter().map(shown).collect::<Vec<_>>().join(", ")
 }
 
 fn ttl(ttl: Option<Duration>) -> String {
@@ -76,7 +93,7 @@ impl fmt::Display for Summary<'_> {
                 rules
                     .max_queued
                     .iter()
-                    .map(|(m, n)| format!("{m}={n}"))
+                    .map(|(m, n)| format!("{}={n}", shown(m)))
                     .collect::<Vec<_>>()
                     .join(", ")
             },
@@ -100,11 +117,11 @@ impl fmt::Display for Summary<'_> {
                 writeln!(
                     f,
                     "  {}: swap={} exclusive={} persistent={} members=[{}]",
-                    group.name,
+                    shown(&group.name),
                     group.swap,
                     group.exclusive,
                     group.persistent,
-                    group.members.join(", ")
+                    shown_all(group.members.iter().map(String::as_str))
                 )?;
             }
             let loners: Vec<&str> = config
@@ -117,7 +134,7 @@ impl fmt::Display for Summary<'_> {
                 writeln!(
                     f,
                     "  (default): swap=true exclusive=true persistent=false members=[{}]",
-                    loners.join(", ")
+                    shown_all(loners)
                 )?;
             }
         }
@@ -132,9 +149,9 @@ impl fmt::Display for Summary<'_> {
                 writeln!(
                     f,
                     "  {}: {} [{}]{spillover}{}",
-                    selector.id,
+                    shown(&selector.id),
                     selector.strategy.as_str(),
-                    selector.targets.join(", "),
+                    shown_all(selector.targets.iter().map(String::as_str)),
                     if selector.unlisted { " (unlisted)" } else { "" },
                 )?;
             }
@@ -152,17 +169,23 @@ impl fmt::Display for Summary<'_> {
                     .map(|p| {
                         format!(
                             "{} -> {}",
-                            p.name,
-                            p.target.as_deref().unwrap_or("(disabled)")
+                            shown(&p.name),
+                            p.target
+                                .as_deref()
+                                .map_or(Cow::Borrowed("(disabled)"), shown)
                         )
                     })
                     .collect();
-                writeln!(f, "  {}: {}", profile.name, pins.join(", "))?;
+                writeln!(f, "  {}: {}", shown(&profile.name), pins.join(", "))?;
             }
         }
         write_peers(f, config)?;
         if !config.hooks.preload.is_empty() {
-            writeln!(f, "preload: {}", config.hooks.preload.join(", "))?;
+            writeln!(
+                f,
+                "preload: {}",
+                shown_all(config.hooks.preload.iter().map(String::as_str))
+            )?;
         }
         write_upstream(f, &config.upstream)
     }
@@ -175,7 +198,7 @@ fn write_matrix(f: &mut fmt::Formatter<'_>, matrix: &MatrixSettings) -> fmt::Res
         matrix.sets.len()
     )?;
     for set in &matrix.sets {
-        writeln!(f, "  {}: {}", set.name, set.expr)?;
+        writeln!(f, "  {}: {}", shown(&set.name), shown(&set.expr))?;
     }
     let pairs = |items: Vec<String>| {
         if items.is_empty() {
@@ -191,7 +214,7 @@ fn write_matrix(f: &mut fmt::Formatter<'_>, matrix: &MatrixSettings) -> fmt::Res
             matrix
                 .vars
                 .iter()
-                .map(|(k, v)| format!("{k}={v}"))
+                .map(|(k, v)| format!("{}={}", shown(k), shown(v)))
                 .collect()
         )
     )?;
@@ -202,7 +225,7 @@ fn write_matrix(f: &mut fmt::Formatter<'_>, matrix: &MatrixSettings) -> fmt::Res
             matrix
                 .evict_costs
                 .iter()
-                .map(|(k, c)| format!("{k}={c}"))
+                .map(|(k, c)| format!("{}={c}", shown(k)))
                 .collect()
         )
     )?;
@@ -210,7 +233,7 @@ fn write_matrix(f: &mut fmt::Formatter<'_>, matrix: &MatrixSettings) -> fmt::Res
 }
 
 fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig) -> fmt::Result {
-    writeln!(f, "  {}", model.id)?;
+    writeln!(f, "  {}", shown(&model.id))?;
     let port = model.port.map_or_else(
         || "none (cmd does not use ${PORT})".to_owned(),
         |p| p.to_string(),
@@ -231,7 +254,7 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
     let aliases = if model.aliases.is_empty() {
         "-".to_owned()
     } else {
-        model.aliases.join(", ")
+        shown_all(model.aliases.iter().map(String::as_str))
     };
     writeln!(f, "    aliases:     {aliases}")?;
     match config.scheduler {
@@ -293,7 +316,7 @@ fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
         writeln!(
             f,
             "  {}: {} (apiKey {})",
-            peer.id,
+            shown(&peer.id),
             peer.proxy,
             if peer.api_key.is_some() {
                 "set: sent instead of the caller's"
@@ -311,7 +334,7 @@ fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
                     Some(PeerRoute::Pool { .. }) => " (bare name: a pool)",
                     _ => " (bare name: another peer's)",
                 };
-                format!("{}{bare}", qualified_name(&peer.id, model))
+                format!("{}{bare}", shown(&qualified_name(&peer.id, model)))
             })
             .collect();
         writeln!(f, "    models:      {}", names.join(", "))?;
@@ -331,7 +354,7 @@ fn write_peers(f: &mut fmt::Formatter<'_>, config: &Config) -> fmt::Result {
                 .iter()
                 .filter_map(|&i| peers.get(i).map(|p| p.id.as_str()))
                 .collect();
-            format!("{name} -> [{}]", ids.join(", "))
+            format!("{} -> [{}]", shown(name), shown_all(ids))
         })
         .collect();
     if !pools.is_empty() {
