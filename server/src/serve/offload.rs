@@ -13,6 +13,12 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+/// How many loads past their limit may still be running before [`ConfigLoader`]
+/// refuses to start another: a reload after one that hung (a FIFO put in place
+/// of the file, then replaced by a real file) still works, and threads stuck in
+/// the kernel cannot pile up without bound.
+pub const MAX_STUCK_LOADS: usize = 4;
+
 /// How long [`ConfigLoader`] waits for a configuration by default: far longer
 /// than any real configuration takes, short enough that an operator sees the
 /// failure.
@@ -31,9 +37,13 @@ pub enum LoadStalled {
         /// The limit that was exceeded.
         limit: Duration,
     },
-    /// An earlier load that ran past its limit still has not finished; no other
-    /// is started until it does, so stuck loads do not pile up.
-    #[error("an earlier reload is still reading the configuration; it never finished")]
+    /// [`MAX_STUCK_LOADS`] earlier loads ran past their limit and have still
+    /// not finished; no other is started until one does, so stuck loads do
+    /// not pile up.
+    #[error(
+        "{MAX_STUCK_LOADS} earlier reloads are still reading the configuration and never \
+         finished; no other is started until one does"
+    )]
     StillBusy,
     /// The loading thread could not be started, or it panicked.
     #[error("the configuration loader thread failed: {reason}")]
@@ -46,13 +56,13 @@ pub enum LoadStalled {
 /// Runs configuration loads on a thread of their own, one at a time.
 ///
 /// A load that exceeds its limit cannot be interrupted (the thread is blocked
-/// in the kernel); the loader keeps its handle and refuses new loads until it
-/// ends. Dropping the loader leaves such a thread to end with the process:
-/// there is nothing that could stop it sooner.
+/// in the kernel); the loader keeps its handle, and refuses new loads while
+/// [`MAX_STUCK_LOADS`] such threads run. Dropping the loader leaves them to end
+/// with the process: there is nothing that could stop them sooner.
 #[derive(Debug, Default)]
 pub struct ConfigLoader {
-    /// The load running or last run past its limit, if it may still be running.
-    stuck: Option<JoinHandle<()>>,
+    /// Loads that ran past their limit and may still be running.
+    stuck: Vec<JoinHandle<()>>,
 }
 
 impl ConfigLoader {
@@ -66,20 +76,19 @@ impl ConfigLoader {
     ///
     /// # Errors
     ///
-    /// [`LoadStalled`] when the load ran past `limit`, an earlier stuck load
-    /// is still running, or the thread could not run.
+    /// [`LoadStalled`] when the load ran past `limit`, [`MAX_STUCK_LOADS`]
+    /// earlier stuck loads are still running, or the thread could not run.
     pub async fn load<T, F>(&mut self, limit: Duration, load: F) -> Result<T, LoadStalled>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        if let Some(stuck) = self.stuck.take() {
-            if !stuck.is_finished() {
-                self.stuck = Some(stuck);
-                return Err(LoadStalled::StillBusy);
-            }
-            // Ended on its own; its result went nowhere.
-            drop(stuck.join());
+        // Those that ended on their own: their results went nowhere.
+        for ended in self.stuck.extract_if(.., |thread| thread.is_finished()) {
+            drop(ended.join());
+        }
+        if self.stuck.len() >= MAX_STUCK_LOADS {
+            return Err(LoadStalled::StillBusy);
         }
         let (tx, rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -93,17 +102,17 @@ impl ConfigLoader {
             })?;
         // Kept before waiting, so a caller that gives up on the wait (drops
         // this future) still leaves the thread accounted for.
-        self.stuck = Some(thread);
+        self.stuck.push(thread);
         let outcome = tokio::time::timeout(limit, rx).await;
         match outcome {
             Ok(Ok(value)) => {
-                if let Some(thread) = self.stuck.take() {
+                if let Some(thread) = self.stuck.pop() {
                     drop(thread.join());
                 }
                 Ok(value)
             }
             Ok(Err(_)) => Err(LoadStalled::Failed {
-                reason: self.stuck.take().map_or_else(
+                reason: self.stuck.pop().map_or_else(
                     || "it ended without a result".to_owned(),
                     |t| panic_reason(t.join()),
                 ),
@@ -136,7 +145,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_load_that_never_ends_times_out_and_blocks_further_loads_until_it_ends() {
+    async fn a_load_that_never_ends_times_out_and_later_loads_still_run() {
         let mut loader = ConfigLoader::new();
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         // The load blocks until released, so any limit is exceeded; a short
@@ -145,15 +154,32 @@ mod tests {
         let limit = Duration::from_millis(20);
         let stalled = loader.load(limit, move || blocked.recv().is_ok()).await;
         assert_eq!(stalled, Err(LoadStalled::TimedOut { limit }));
+        assert_eq!(loader.load(DEFAULT_LOAD_LIMIT, || true).await, Ok(true));
+        assert_eq!(loader.load(DEFAULT_LOAD_LIMIT, || 8).await, Ok(8));
+        drop(release);
+    }
+
+    #[tokio::test]
+    async fn loads_are_refused_while_the_most_stuck_ones_run_and_resume_when_one_ends() {
+        let mut loader = ConfigLoader::new();
+        let limit = Duration::from_millis(20);
+        let mut releases = Vec::new();
+        for _ in 0..MAX_STUCK_LOADS {
+            let (release, blocked) = std::sync::mpsc::channel::<()>();
+            releases.push(release);
+            let stalled = loader.load(limit, move || blocked.recv().is_ok()).await;
+            assert_eq!(stalled, Err(LoadStalled::TimedOut { limit }));
+        }
         assert_eq!(
             loader.load(DEFAULT_LOAD_LIMIT, || true).await,
             Err(LoadStalled::StillBusy)
         );
-        // Once the stuck load ends, loading works again.
-        drop(release);
-        let stuck = loader.stuck.take().expect("the stuck load is kept");
-        stuck.join().expect("the stuck load ends");
+        // Once a stuck load ends, loading works again.
+        drop(releases.remove(0));
+        let ended = loader.stuck.remove(0);
+        ended.join().expect("the stuck load ends");
         assert_eq!(loader.load(DEFAULT_LOAD_LIMIT, || true).await, Ok(true));
+        drop(releases);
     }
 
     #[tokio::test]

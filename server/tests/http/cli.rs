@@ -244,6 +244,59 @@ async fn sighup_reloads_a_good_config_and_keeps_running_on_a_bad_one() {
     );
 }
 
+#[tokio::test]
+async fn reloads_after_a_doubling_macro_chain_and_a_bad_file_still_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let (pa, pb) = (free_port(), free_port());
+    let plain = config_yaml(&[(model("a", ""), pa)]);
+    std::fs::write(&file, &plain).unwrap();
+    let mut server = Server::start(&file, &[]).await;
+    assert_eq!(server.chat("a").await, 200);
+
+    // 40 levels of empty macros, each its predecessor twice: 2^40 expansions
+    // if expanded naively. The reload finishes (and the next ones run).
+    let mut chain = String::from("macros:\n  m0: \"\"\n");
+    for level in 1..=40 {
+        let below = level - 1;
+        chain.push_str(&format!("  m{level}: \"${{m{below}}}${{m{below}}}\"\n"));
+    }
+    let chained = format!("{chain}{}", plain.replace("--models a", "--models a${m40}"));
+    std::fs::write(&file, chained).unwrap();
+    server.signal(Signal::SIGHUP);
+    let line = tokio::time::timeout(LIMIT, async {
+        loop {
+            let line = server.wait_log("reload").await;
+            if line.contains("configuration reloaded") || line.contains("reload failed") {
+                return line;
+            }
+        }
+    })
+    .await
+    .expect("the reload with the macro chain never said how it went");
+    assert!(line.contains("configuration reloaded"), "{line}");
+
+    std::fs::write(&file, "models: [this is not a model map").unwrap();
+    server.signal(Signal::SIGHUP);
+    server.wait_log("reload failed").await;
+
+    std::fs::write(
+        &file,
+        config_yaml(&[(model("a", ""), pa), (model("b", ""), pb)]),
+    )
+    .unwrap();
+    server.signal(Signal::SIGHUP);
+    server.wait_log("configuration reloaded").await;
+    assert_eq!(server.model_ids().await, vec!["a", "b"]);
+    assert_eq!(server.chat("b").await, 200);
+
+    server.terminate().await;
+    assert!(
+        mockswaps_on(&[pa, pb]).is_empty(),
+        "orphan upstream after SIGTERM"
+    );
+}
+
 /// Models whose mockswap listens on `${PORT}` from `start_port`.
 fn numbered_yaml(start_port: u16, ids: &[&str]) -> String {
     let bin = crate::support::mockswap_bin();

@@ -841,3 +841,86 @@ async fn a_load_test_needs_the_api_key_and_its_requests_carry_the_keys_cap() {
     assert_eq!(row["capped_priority"], 0, "{row}");
     h.shutdown().await;
 }
+
+/// Connects and asks for `path` with a tiny receive window, then reads nothing.
+async fn stalled_reader(h: &Harness, path: &str) -> tokio::net::TcpStream {
+    let address = h.base.trim_start_matches("http://").to_owned();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address.parse().unwrap()).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// Reads `stream` until `needle` appears; returns how many bytes came.
+async fn read_until_seen(stream: &mut tokio::net::TcpStream, needle: &str) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let found = tokio::time::timeout(LIMIT, async {
+        loop {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the stream ended before {needle:?}");
+            seen.extend_from_slice(&chunk[..n]);
+            // Only the tail can complete the needle; keep the search cheap.
+            let from = seen.len().saturating_sub(n + needle.len());
+            if seen[from..]
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no {needle:?} in {} bytes", seen.len());
+    seen.len()
+}
+
+#[tokio::test]
+async fn log_subscribers_that_never_read_lose_lines_and_are_told_instead_of_queueing_them() {
+    // A model that writes ~10 MB of output at once (100 000 lines of 100
+    // bytes), then waits. Its health check is off: loading it starts it.
+    let port = crate::support::free_port();
+    let yaml = format!(
+        "models:\n  chatty:\n    cmd: sh -c 'yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 | head -n 100000; echo all-written; exec sleep 600'\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
+    );
+    let h = Harness::start_yaml(&yaml).await;
+    let mut logs = stalled_reader(&h, "/logs/stream/chatty?no-history").await;
+    let mut events = stalled_reader(&h, "/api/events").await;
+    // Both subscriptions are made before the output starts: the first bytes
+    // of each response arrived.
+    read_until_seen(&mut logs, "\r\n\r\n").await;
+    read_until_seen(&mut events, "uiConfig").await;
+    let loaded = h
+        .http
+        .post(h.url("/api/models/load/chatty"))
+        .send()
+        .await
+        .unwrap();
+    assert!(loaded.status().is_success(), "{}", loaded.status());
+    h.wait_for(|h| async move {
+        let text = h
+            .http
+            .get(h.url("/logs"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.contains("all-written").then_some(())
+    })
+    .await;
+    // Neither held 10 MB for its reader: each skipped what it could not keep
+    // and says how much, then goes on with the newest lines.
+    let read = read_until_seen(&mut logs, "lines dropped: this reader fell behind").await;
+    assert!(read < 10_000_000, "{read} bytes were queued for the reader");
+    let read = read_until_seen(&mut events, "log lines dropped: this reader fell behind").await;
+    assert!(read < 10_000_000, "{read} bytes were queued for the reader");
+    read_until_seen(&mut logs, "all-written").await;
+    h.shutdown().await;
+}
