@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 /// refuses to start another: a reload after one that hung (a FIFO put in place
 /// of the file, then replaced by a real file) still works, and threads stuck in
 /// the kernel cannot pile up without bound.
-pub const MAX_STUCK_LOADS: usize = 4;
+pub(crate) const MAX_STUCK_LOADS: usize = 4;
 
 /// How long [`ConfigLoader`] waits for a configuration by default: far longer
 /// than any real configuration takes, short enough that an operator sees the
@@ -37,7 +37,7 @@ pub enum LoadStalled {
         /// The limit that was exceeded.
         limit: Duration,
     },
-    /// [`MAX_STUCK_LOADS`] earlier loads ran past their limit and have still
+    /// Four (`MAX_STUCK_LOADS`) earlier loads ran past their limit and have still
     /// not finished; no other is started until one does, so stuck loads do
     /// not pile up.
     #[error(
@@ -57,7 +57,7 @@ pub enum LoadStalled {
 ///
 /// A load that exceeds its limit cannot be interrupted (the thread is blocked
 /// in the kernel); the loader keeps its handle, and refuses new loads while
-/// [`MAX_STUCK_LOADS`] such threads run. Dropping the loader leaves them to end
+/// four such threads run. Dropping the loader leaves them to end
 /// with the process: there is nothing that could stop them sooner.
 #[derive(Debug, Default)]
 pub struct ConfigLoader {
@@ -76,7 +76,7 @@ impl ConfigLoader {
     ///
     /// # Errors
     ///
-    /// [`LoadStalled`] when the load ran past `limit`, [`MAX_STUCK_LOADS`]
+    /// [`LoadStalled`] when the load ran past `limit`, four
     /// earlier stuck loads are still running, or the thread could not run.
     pub async fn load<T, F>(&mut self, limit: Duration, load: F) -> Result<T, LoadStalled>
     where
