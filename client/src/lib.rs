@@ -85,7 +85,7 @@ pub use error::{
     StreamErrorFrame, TimeoutPhase,
 };
 pub use middleware::{Middleware, Next};
-pub use options::{CallOptions, RetryPolicy, Timeouts};
+pub use options::{CallOptions, QUEUE_TIMEOUT_HEADER, RetryPolicy, Timeouts};
 pub use priority::{
     CustomPriority, PRIORITY_HEADER, ParsePriorityError, Priority, PriorityOutOfRange,
 };

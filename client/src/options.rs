@@ -171,6 +171,7 @@ impl RetryPolicy {
 #[must_use]
 pub struct CallOptions {
     pub(crate) priority: Option<Priority>,
+    pub(crate) queue_timeout: Option<Duration>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) header_map: HeaderMap,
     pub(crate) first_byte_timeout: Option<Duration>,
@@ -190,6 +191,7 @@ impl fmt::Debug for CallOptions {
             .collect();
         f.debug_struct("CallOptions")
             .field("priority", &self.priority)
+            .field("queue_timeout", &self.queue_timeout)
             .field("header_names", &names)
             .field("first_byte_timeout", &self.first_byte_timeout)
             .field("idle_timeout", &self.idle_timeout)
@@ -215,6 +217,24 @@ impl CallOptions {
     pub fn priority(mut self, priority: Priority) -> CallOptions {
         self.priority = Some(priority);
         self
+    }
+
+    /// How long this call is willing to wait at the proxy for its turn (in the
+    /// queue and for its model to start), sent as `X-Queue-Timeout` in seconds
+    /// (millisecond precision, rounded up). The proxy caps it by its
+    /// `maxQueueWait`; a call still waiting then gets a 503 `queue_timeout`
+    /// [`Error::Api`](crate::Error::Api) with `Retry-After`, which the SDK does
+    /// not retry by itself (the proxy says `x-should-retry: false`). It does
+    /// not change the call's rank. Default: none (the proxy's `maxQueueWait`,
+    /// if any, applies).
+    pub fn queue_timeout(mut self, timeout: Duration) -> CallOptions {
+        self.queue_timeout = Some(timeout);
+        self
+    }
+
+    /// The queue timeout set on this call, if any.
+    pub fn queue_timeout_override(&self) -> Option<Duration> {
+        self.queue_timeout
     }
 
     /// Adds a header for this call; it replaces a client default header of the same
@@ -403,5 +423,36 @@ mod tests {
         let map = opts.header_map().unwrap();
         let values: Vec<_> = map.get_all("x-a").iter().collect();
         assert_eq!(values, vec![&HeaderValue::from_static("2")]);
+    }
+}
+
+/// The request header that bounds a call's wait at the proxy.
+pub const QUEUE_TIMEOUT_HEADER: HeaderName = HeaderName::from_static("x-queue-timeout");
+
+/// The `X-Queue-Timeout` value for `timeout`: whole seconds, or seconds with
+/// up to three decimals, rounded up to the millisecond.
+pub(crate) fn queue_timeout_value(timeout: Duration) -> HeaderValue {
+    let millis = timeout.as_micros().div_ceil(1000);
+    let (secs, frac) = (millis / 1000, millis % 1000);
+    let text = if frac == 0 {
+        secs.to_string()
+    } else {
+        format!("{secs}.{frac:03}").trim_end_matches('0').to_owned()
+    };
+    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("0"))
+}
+
+#[cfg(test)]
+mod queue_timeout_tests {
+    use super::*;
+
+    #[test]
+    fn queue_timeout_is_sent_in_seconds_rounded_up_to_the_millisecond() {
+        let value = |d| queue_timeout_value(d).to_str().unwrap().to_owned();
+        assert_eq!(value(Duration::from_secs(30)), "30");
+        assert_eq!(value(Duration::from_millis(1500)), "1.5");
+        assert_eq!(value(Duration::from_millis(2050)), "2.05");
+        assert_eq!(value(Duration::from_micros(1)), "0.001");
+        assert_eq!(value(Duration::ZERO), "0");
     }
 }

@@ -158,6 +158,12 @@ impl Client {
             headers.insert(ACCEPT, HeaderValue::from_static(v));
         }
         apply_priority(&mut headers, priority);
+        if let Some(timeout) = opts.queue_timeout {
+            headers.insert(
+                crate::options::QUEUE_TIMEOUT_HEADER,
+                crate::options::queue_timeout_value(timeout),
+            );
+        }
         Ok((headers, priority))
     }
 

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::priority::{PriorityHeader, PriorityJson};
+use crate::queue_timeout::QueueTimeoutHeader;
 
 /// One request as the mock received it.
 #[derive(Debug, Clone)]
@@ -46,6 +47,8 @@ pub struct RecordedRequest {
     pub stream: bool,
     /// The `X-Priority` header, as sent.
     pub priority: PriorityHeader,
+    /// The `X-Queue-Timeout` header, as sent.
+    pub queue_timeout: QueueTimeoutHeader,
     /// The position (0-based) of this request in the dispatch order, once it passed the
     /// gate; `None` while it is held or when it never reached dispatch (rejected early).
     pub dispatched: Option<usize>,
@@ -70,6 +73,7 @@ impl RecordedRequest {
             model: None,
             stream: false,
             priority: PriorityHeader::Absent,
+            queue_timeout: QueueTimeoutHeader::Absent,
             dispatched: None,
             websocket: false,
         }
@@ -124,6 +128,7 @@ impl RecordedRequest {
             "stream": self.stream,
             "headers": headers,
             "priority": PriorityJson::from_headers(&self.headers),
+            "queue_timeout": self.queue_timeout.to_json(&self.headers),
             "body": self.body_text(),
             "json": self.json,
             "dispatched": self.dispatched,

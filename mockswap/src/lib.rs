@@ -42,6 +42,7 @@ mod matcher;
 mod mock;
 mod mount;
 mod priority;
+mod queue_timeout;
 #[cfg(test)]
 mod readme_tests;
 mod reply;
@@ -61,6 +62,7 @@ pub use matcher::{PriorityMatch, RequestMatch};
 pub use mock::{DEFAULT_BODY_LIMIT, MockSwap, MockSwapBuilder};
 pub use mount::ExpectGuard;
 pub use priority::{PRIORITY_HEADER, PriorityHeader};
+pub use queue_timeout::{QUEUE_TIMEOUT_HEADER, QueueTimeoutHeader};
 pub use reply::{Reply, ReplyRule, ToolCall};
 pub use report::requests_table;
 pub use server::Crash;

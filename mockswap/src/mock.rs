@@ -359,6 +359,36 @@ impl MockSwap {
         }
     }
 
+    /// Asserts the `X-Queue-Timeout` of every request received, in arrival
+    /// order: `Some(d)` is exactly one well-formed value of `d`, `None` no header.
+    ///
+    /// # Panics
+    /// On any difference, with a table of every request received.
+    #[track_caller]
+    pub fn assert_queue_timeouts<I>(&self, expected: I)
+    where
+        I: IntoIterator<Item = Option<std::time::Duration>>,
+    {
+        let expected: Vec<Option<std::time::Duration>> = expected.into_iter().collect();
+        let requests = self.requests();
+        let same = expected.len() == requests.len()
+            && requests.iter().zip(&expected).all(|(r, e)| match e {
+                Some(d) => r.queue_timeout.value() == Some(*d),
+                None => r.queue_timeout == crate::QueueTimeoutHeader::Absent,
+            });
+        if !same {
+            let shown: Vec<String> = expected
+                .iter()
+                .map(|e| e.map_or_else(|| "-".to_owned(), |d| format!("{}s", d.as_secs_f64())))
+                .collect();
+            panic!(
+                "mockswap: queue timeouts differ; expected [{}]\n{}",
+                shown.join(", "),
+                requests_table(&requests)
+            );
+        }
+    }
+
     /// Closes the gate: model requests arriving from now on are held.
     pub fn close_gate(&self) {
         self.state.gate.set_open(false);

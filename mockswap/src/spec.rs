@@ -47,6 +47,12 @@ pub enum SpecError {
         /// The value given.
         value: String,
     },
+    /// A `queue_timeout` match that is not a number of seconds or `absent`.
+    #[error("invalid queue_timeout match {value:?}: use a number of seconds or \"absent\"")]
+    QueueTimeout {
+        /// The value given.
+        value: String,
+    },
     /// A rule with more than one of `times`, `always` and `probability`.
     #[error("a rule takes at most one of \"times\", \"always\" and \"probability\"")]
     AmbiguousSchedule,
@@ -122,6 +128,9 @@ pub(crate) struct MatchJson {
     stream: Option<bool>,
     #[serde(default)]
     priority: Option<PriorityJsonMatch>,
+    /// Seconds, or `"absent"`.
+    #[serde(default)]
+    queue_timeout: Option<QueueTimeoutJsonMatch>,
     /// Name → value, or `null` for "absent".
     #[serde(default)]
     header: BTreeMap<String, Option<String>>,
@@ -137,6 +146,13 @@ pub(crate) struct MatchJson {
     last_message_role: Option<String>,
     #[serde(default)]
     has_tools: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum QueueTimeoutJsonMatch {
+    Seconds(f64),
+    State(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,6 +186,23 @@ impl MatchJson {
                     "duplicated" => PriorityMatch::Duplicated,
                     _ => return Err(SpecError::Priority { value: state }),
                 });
+            }
+            None => {}
+        }
+        match self.queue_timeout {
+            Some(QueueTimeoutJsonMatch::Seconds(s)) => {
+                let d = std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+                    SpecError::QueueTimeout {
+                        value: s.to_string(),
+                    }
+                })?;
+                m = m.queue_timeout(d);
+            }
+            Some(QueueTimeoutJsonMatch::State(state)) if state == "absent" => {
+                m = m.queue_timeout_absent();
+            }
+            Some(QueueTimeoutJsonMatch::State(state)) => {
+                return Err(SpecError::QueueTimeout { value: state });
             }
             None => {}
         }

@@ -50,6 +50,17 @@ macro_rules! match_methods {
                 self.matcher = self.matcher.priority_duplicated();
                 self
             }
+            /// Only requests whose one `X-Queue-Timeout` is this long (see
+            /// [`RequestMatch::queue_timeout`]).
+            pub fn queue_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.matcher = self.matcher.queue_timeout(timeout);
+                self
+            }
+            /// Only requests without an `X-Queue-Timeout` header.
+            pub fn queue_timeout_absent(mut self) -> Self {
+                self.matcher = self.matcher.queue_timeout_absent();
+                self
+            }
             /// Only requests with a line of this header whose value is exactly `value`.
             pub fn header(mut self, name: impl AsRef<str>, value: impl Into<String>) -> Self {
                 self.matcher = self.matcher.header(name, value);

@@ -77,6 +77,8 @@ enum Condition {
     Model(String),
     Stream(bool),
     Priority(PriorityMatch),
+    /// `None`: no `X-Queue-Timeout` header.
+    QueueTimeout(Option<std::time::Duration>),
     /// `value: None` means the header must be absent.
     Header {
         name: String,
@@ -176,6 +178,8 @@ impl Condition {
             Self::Stream(true) => "streaming".to_owned(),
             Self::Stream(false) => "not streaming".to_owned(),
             Self::Priority(p) => p.to_string(),
+            Self::QueueTimeout(Some(d)) => format!("X-Queue-Timeout {}s", d.as_secs_f64()),
+            Self::QueueTimeout(None) => "no X-Queue-Timeout".to_owned(),
             Self::Header {
                 name,
                 value: Some(v),
@@ -214,6 +218,17 @@ impl Condition {
                 };
                 format!("X-Priority: wanted {}, got {got}", priority_word(*p))
             }),
+            Self::QueueTimeout(wanted) => {
+                let same = match wanted {
+                    Some(d) => r.queue_timeout.value() == Some(*d),
+                    None => r.queue_timeout == crate::QueueTimeoutHeader::Absent,
+                };
+                (!same).then(|| {
+                    let wanted = wanted
+                        .map_or_else(|| "absent".to_owned(), |d| format!("{}s", d.as_secs_f64()));
+                    format!("X-Queue-Timeout: wanted {wanted}, got {}", r.queue_timeout)
+                })
+            }
             Self::Header { name, value } => {
                 let got = r.header_values(name);
                 match value {
@@ -354,6 +369,17 @@ impl RequestMatch {
     /// Only requests whose `X-Priority` is in this state.
     pub fn priority_is(self, priority: PriorityMatch) -> Self {
         self.with(Condition::Priority(priority))
+    }
+
+    /// Only requests whose one `X-Queue-Timeout` is this long (what
+    /// llama-swap-client's `CallOptions::queue_timeout` sends).
+    pub fn queue_timeout(self, timeout: std::time::Duration) -> Self {
+        self.with(Condition::QueueTimeout(Some(timeout)))
+    }
+
+    /// Only requests without an `X-Queue-Timeout` header.
+    pub fn queue_timeout_absent(self) -> Self {
+        self.with(Condition::QueueTimeout(None))
     }
 
     /// Only requests with a line of this header (name case-insensitive) whose value is

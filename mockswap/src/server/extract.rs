@@ -144,6 +144,7 @@ pub(crate) fn recorded(
         model,
         stream,
         priority: PriorityHeader::from_headers(&parts.headers),
+        queue_timeout: crate::queue_timeout::QueueTimeoutHeader::from_headers(&parts.headers),
         dispatched: None,
         websocket: false,
     }

@@ -48,6 +48,32 @@ async fn expect_takes_the_clients_priority_and_normal_means_no_header() {
 }
 
 #[tokio::test]
+async fn queue_timeout_option_is_sent_beside_the_priority_and_only_on_its_call() {
+    let mock = MockSwap::start().await;
+    let client = Client::new(mock.uri()).unwrap();
+    let _bounded = Expect::chat()
+        .priority(Priority::Elevated)
+        .queue_timeout(Duration::from_millis(1500))
+        .times(1)
+        .mount_as_scoped(&mock);
+    let _unbounded = Expect::chat()
+        .queue_timeout_absent()
+        .times(1)
+        .mount_as_scoped(&mock);
+    let bounded =
+        CallOptions::with_priority(Priority::Elevated).queue_timeout(Duration::from_millis(1500));
+    client.chat(&request("hi"), &bounded).await.unwrap();
+    client
+        .chat(&request("hi"), &CallOptions::new())
+        .await
+        .unwrap();
+    mock.assert_queue_timeouts([Some(Duration::from_millis(1500)), None]);
+    mock.assert_priorities([Some(10), None]);
+    let journal = mock.requests();
+    assert_eq!(journal[0].header_values("x-queue-timeout"), ["1.5"]);
+}
+
+#[tokio::test]
 async fn check_returns_the_unmet_report_as_a_value_without_panicking() {
     let mock = MockSwap::start().await;
     let client = Client::new(mock.uri()).unwrap();

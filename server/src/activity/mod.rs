@@ -106,6 +106,8 @@ pub struct Activity {
     history: Arc<History>,
     /// Where captures of finished requests are kept (`None`: captures off).
     captures: Option<Arc<Captures>>,
+    /// Where each API key's finished requests and tokens are counted (`None`: nowhere).
+    key_totals: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// The finished rows, oldest first, and the id of the next one.
@@ -194,7 +196,16 @@ impl Activity {
             models: RwLock::new(HashSet::new()),
             history,
             captures: None,
+            key_totals: None,
         }
+    }
+
+    /// Counts each finished request of an API key, and its tokens, by the
+    /// key's name in `metrics` (`llamaswap_key_requests_total`, `llamaswap_key_tokens_total`).
+    #[must_use]
+    pub fn with_key_totals(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.key_totals = Some(metrics);
+        self
     }
 
     /// Where finished rows are kept (and queried).
@@ -342,6 +353,10 @@ impl Activity {
     }
 
     fn finish(&self, mut row: Finished, capture: Option<Box<Recorder>>) {
+        if let (Some(metrics), Some(key)) = (&self.key_totals, &row.api_key) {
+            let ok = row.error.is_none() && row.status < 400;
+            metrics.key_finished(key, ok, row.prompt_tokens, row.completion_tokens);
+        }
         let capture = capture.and_then(|c| Some((self.captures.as_ref()?, c)));
         let db = self.history.database();
         let mut ring = lock(&self.finished);

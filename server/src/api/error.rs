@@ -266,6 +266,48 @@ pub enum ApiError {
         /// When to retry, estimated from measured serve times.
         retry_after: Duration,
     },
+    /// The API key already has as many requests admitted as its `maxConcurrent`.
+    #[error(
+        "API key '{name}' already has {limit} requests in progress, the most its maxConcurrent allows; retry after 1 s"
+    )]
+    KeyBusy {
+        /// The key's name (never the key).
+        name: String,
+        /// Its `maxConcurrent`.
+        limit: usize,
+    },
+    /// An endpoint only admin keys may use (with `admin: true` on some key).
+    #[error(
+        "this endpoint needs an API key with admin: true; this key may use the model endpoints, /v1/models and /metrics"
+    )]
+    AdminKeyRequired,
+    /// The request's `X-Queue-Timeout` header is not one number of seconds.
+    #[error(
+        "X-Queue-Timeout must be one number of seconds between 0 and 31536000 (fractions allowed), not {value:?}"
+    )]
+    InvalidQueueTimeout {
+        /// The value as sent.
+        value: String,
+    },
+    /// The request waited for its turn as long as its `X-Queue-Timeout` or
+    /// the model's `maxQueueWait` allows, and left the queue.
+    #[error(
+        "request for model '{model}' waited {:.1} s for its turn, its limit (X-Queue-Timeout, capped by maxQueueWait), and left the queue; retry after {} s or allow a longer wait",
+        waited.as_secs_f64(),
+        retry_after_secs(*.retry_after)
+    )]
+    QueueTimeout {
+        /// The model ID.
+        model: String,
+        /// How long it waited.
+        waited: Duration,
+        /// When to retry.
+        retry_after: Duration,
+        /// The bound came from the request's own `X-Queue-Timeout`: the
+        /// answer says `x-should-retry: false`, so a client library does not
+        /// wait again on its own behalf.
+        asked: bool,
+    },
     /// The upstream refused the connection, reset it or sent garbage.
     #[error(
         "the upstream server of model '{model}' could not be reached or failed mid-response; retry, and check GET /logs/stream/{model} if it persists"
@@ -480,6 +522,20 @@ impl ApiError {
                 "rate_limit_error",
                 "queue_full",
             ),
+            Self::KeyBusy { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "key_busy",
+            ),
+            Self::AdminKeyRequired => (
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "admin_key_required",
+            ),
+            Self::InvalidQueueTimeout { .. } => {
+                (StatusCode::BAD_REQUEST, INVALID, "invalid_queue_timeout")
+            }
+            Self::QueueTimeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "queue_timeout"),
             Self::UpstreamUnreachable { .. } => {
                 (StatusCode::BAD_GATEWAY, UPSTREAM, "upstream_unreachable")
             }
@@ -568,11 +624,25 @@ impl IntoResponse for ApiError {
                     HeaderValue::from(retry_after_secs(*retry_after)),
                 );
             }
+            Self::QueueTimeout {
+                retry_after, asked, ..
+            } => {
+                headers.insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(retry_after_secs(*retry_after)),
+                );
+                if *asked {
+                    headers.insert(
+                        http::HeaderName::from_static("x-should-retry"),
+                        HeaderValue::from_static("false"),
+                    );
+                }
+            }
             Self::BodyTimeout { .. } => {
                 // The rest of the body may still be on its way: do not read it.
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            Self::BodiesOverCapacity { .. } | Self::PeerBusy { .. } => {
+            Self::BodiesOverCapacity { .. } | Self::PeerBusy { .. } | Self::KeyBusy { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(1u32));
             }
             Self::MethodNotAllowed { allow, .. } => {

@@ -49,6 +49,17 @@ const MODEL_POST: &[&str] = &[
 /// GET endpoints whose model is in `?model=`.
 const MODEL_GET: &[&str] = &["/sdapi/v1/loras", "/props"];
 
+/// Whether `path` is a model endpoint: one of [`MODEL_POST`] or
+/// [`MODEL_GET`], `/v1/audio/voices`, `/upstream/...` or `/comfyui...`.
+pub(crate) fn is_model_path(path: &str) -> bool {
+    MODEL_POST.contains(&path)
+        || MODEL_GET.contains(&path)
+        || path == "/v1/audio/voices"
+        || path.starts_with("/upstream/")
+        || path == "/comfyui"
+        || path.starts_with("/comfyui/")
+}
+
 /// The application as a connection serves it: the model endpoints of
 /// [`MODEL_POST`] called directly behind [`front::front_with`], everything
 /// else through the axum router of [`app`].

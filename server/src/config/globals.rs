@@ -27,6 +27,7 @@ pub(crate) struct Globals {
     pub(crate) log_time_format: Option<LogTimeFormat>,
     pub(crate) log_requests: bool,
     pub(crate) global_ttl: Option<Duration>,
+    pub(crate) max_queue_wait: Option<Duration>,
     pub(crate) request_body_timeout: Option<Duration>,
     pub(crate) unload_timeout: Duration,
     pub(crate) start_port: u16,
@@ -48,6 +49,7 @@ impl Default for Globals {
             log_time_format: None,
             log_requests: false,
             global_ttl: None,
+            max_queue_wait: None,
             request_body_timeout: Some(DEFAULT_REQUEST_BODY_TIMEOUT),
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             start_port: DEFAULT_START_PORT,
@@ -165,6 +167,12 @@ pub(crate) fn log_requests(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut
 /// `globalTTL` (0 = never).
 pub(crate) fn global_ttl(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnostics) {
     g.global_ttl = cx.seconds(node, &path).filter(|s| *s > 0).map(secs);
+}
+
+/// `maxQueueWait` (this server's extension; 0 = no bound): how long a request
+/// may wait for its turn, the default and the cap of `X-Queue-Timeout`.
+pub(crate) fn max_queue_wait(node: &Node, path: KeyPath, g: &mut Globals, cx: &mut Diagnostics) {
+    g.max_queue_wait = cx.seconds(node, &path).filter(|s| *s > 0).map(secs);
 }
 
 /// `requestBodyTimeout` (this server's extension; 0 = none).

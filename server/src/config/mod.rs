@@ -85,6 +85,7 @@ mod document;
 mod extras;
 mod globals;
 mod hooks;
+mod keys;
 mod loader;
 mod matrix;
 mod model;
@@ -107,6 +108,7 @@ pub use document::sources::source_files;
 pub use loader::{Loaded, Loader};
 pub use resolved::api_key::ApiKey;
 pub(crate) use resolved::api_key::constant_time_eq;
+pub use resolved::key_scope::KeyScope;
 pub use resolved::loops::SelfProxy;
 pub use resolved::model::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, Capabilities, ModelConfig};
 pub use resolved::names::{

@@ -12,6 +12,7 @@ use super::document::node::Node;
 use super::document::ports::KeptPorts;
 use super::globals::{self, GlobalReader, Globals};
 use super::hooks::read_hooks;
+use super::keys::read_keys;
 use super::model::parallel::check_parallel;
 use super::model::{ModelDefaults, ParsedModel, read_models};
 use super::peers::{check_peer_names, read_peers};
@@ -62,6 +63,7 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Global("logTimeFormat", globals::log_time_format),
     Step::Global("logRequests", globals::log_requests),
     Step::Global("globalTTL", globals::global_ttl),
+    Step::Global("maxQueueWait", globals::max_queue_wait),
     Step::Global("requestBodyTimeout", globals::request_body_timeout),
     Step::Global("unloadTimeout", globals::unload_timeout),
     Step::Global("startPort", globals::start_port),
@@ -87,6 +89,19 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Named("priority", |node, named, cx| {
         if let Some((node, path)) = node {
             named.priority = read_priority(node, path, named.api_keys, &named.names, cx);
+        }
+    }),
+    // After `priority`: a key's maxPriority joins its per-key caps.
+    Step::Named("keys", |node, named, cx| {
+        if let Some((node, path)) = node {
+            named.keys = read_keys(
+                node,
+                &path,
+                named.api_keys,
+                &named.names,
+                &mut named.priority,
+                cx,
+            );
         }
     }),
     Step::Named("hooks", |node, named, cx| {
@@ -139,6 +154,7 @@ pub(crate) struct Named<'a> {
     pub(crate) profiles: Vec<ProfileConfig>,
     pub(crate) priority: PriorityConfig,
     pub(crate) hooks: Hooks,
+    pub(crate) keys: Vec<super::resolved::key_scope::KeyScope>,
 }
 
 fn read_routing_section<'a>(
@@ -278,6 +294,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
                     env,
                     global_macros: &global_macros,
                     global_ttl: globals.global_ttl,
+                    max_queue_wait: globals.max_queue_wait,
                     unload_timeout: globals.unload_timeout,
                     send_loading_state: globals.send_loading_state,
                     start_port: globals.start_port,
@@ -315,6 +332,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
         profiles: Vec::new(),
         priority: PriorityConfig::default(),
         hooks: Hooks::default(),
+        keys: Vec::new(),
     };
     for step in steps {
         match *step {
@@ -339,6 +357,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
         profiles,
         priority,
         hooks,
+        keys,
         ..
     } = named;
     Some(Config {
@@ -352,11 +371,13 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
         health_check_timeout: globals.health_check_timeout,
         request_body_timeout: globals.request_body_timeout,
         global_ttl: globals.global_ttl,
+        max_queue_wait: globals.max_queue_wait,
         unload_timeout: globals.unload_timeout,
         start_port: globals.start_port,
         send_loading_state: globals.send_loading_state,
         include_aliases_in_list: globals.include_aliases_in_list,
         api_keys: globals.api_keys,
+        keys,
         hooks,
         log_level: globals.log_level,
         log_to_stdout: globals.log_to_stdout,

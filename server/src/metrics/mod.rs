@@ -13,7 +13,10 @@
 //! | `llamaswap_queue_oldest_wait_seconds` | gauge | `band` |
 //! | `llamaswap_queue_wait_seconds` | histogram | `band` |
 //! | `llamaswap_model_queue_wait_seconds` | histogram | `model`, `band` |
+//! | `llamaswap_queue_timeouts_total` | counter | `model`, `band` (requests that left the queue at their `X-Queue-Timeout` or `maxQueueWait`) |
 //! | `llamaswap_requests_in_progress` | gauge | |
+//! | `llamaswap_key_requests_total` | counter | `key` (the names of `keys`, `key<N>` for others), `outcome` (ok, error) |
+//! | `llamaswap_key_tokens_total` | counter | `key`, `kind` (input, output) |
 //! | `llamaswap_swaps_total` | counter | `model`, `result` (ok, failed) |
 //! | `llamaswap_swap_duration_seconds` | histogram | `model` |
 //! | `llamaswap_drain_fence_holds_total` | counter | |
@@ -215,6 +218,9 @@ pub struct Metrics {
     queue_wait: Family<L1, Histogram, fn() -> Histogram>,
     model_queue_wait: Family<L2, Histogram, fn() -> Histogram>,
     in_progress: Gauge<i64, AtomicI64>,
+    queue_timeouts: Family<L2, Counter>,
+    key_requests: Family<L2, Counter>,
+    key_tokens: Family<L2, Counter>,
     swaps: Family<L2, Counter>,
     swap_duration: Family<L1, Histogram, fn() -> Histogram>,
     fence_holds: Counter,
@@ -278,6 +284,24 @@ impl Metrics {
             "requests_in_progress",
             "Model requests admitted and not yet finished",
             in_progress.clone(),
+        );
+        let queue_timeouts = Family::<L2, Counter>::default();
+        registry.register(
+            "queue_timeouts",
+            "Requests that left the queue at their X-Queue-Timeout or maxQueueWait, by model",
+            queue_timeouts.clone(),
+        );
+        let key_requests = Family::<L2, Counter>::default();
+        registry.register(
+            "key_requests",
+            "Finished model requests by API key name (never the key) and outcome",
+            key_requests.clone(),
+        );
+        let key_tokens = Family::<L2, Counter>::default();
+        registry.register(
+            "key_tokens",
+            "Prompt (input) and generated (output) tokens the upstreams reported, by API key name",
+            key_tokens.clone(),
         );
         let swaps = Family::<L2, Counter>::default();
         registry.register(
@@ -351,6 +375,9 @@ impl Metrics {
             queue_wait,
             model_queue_wait,
             in_progress,
+            queue_timeouts,
+            key_requests,
+            key_tokens,
             swaps,
             swap_duration,
             fence_holds,
@@ -497,6 +524,38 @@ impl Metrics {
         self.model_queue_wait
             .get_or_create(&[("model", self.model_label_of(model)), ("band", band)])
             .observe(secs);
+    }
+
+    /// Records a request for `model` (an ID) at effective `priority` that
+    /// left the queue at its queue timeout.
+    pub fn queue_timeout(&self, model: &str, priority: i32) {
+        let band = self.band_label(priority);
+        self.queue_timeouts
+            .get_or_create(&[("model", self.model_label_of(model)), ("band", band)])
+            .inc();
+    }
+
+    /// Records a finished request of the API key named `key` (a configured
+    /// name, so the label set stays bounded) and the tokens it used.
+    pub fn key_finished(
+        &self,
+        key: &std::sync::Arc<str>,
+        ok: bool,
+        input: Option<u64>,
+        output: Option<u64>,
+    ) {
+        let name = Label::Name(std::sync::Arc::clone(key));
+        let outcome = if ok { "ok" } else { "error" };
+        self.key_requests
+            .get_or_create(&[("key", name.clone()), ("outcome", outcome.into())])
+            .inc();
+        for (kind, tokens) in [("input", input), ("output", output)] {
+            if let Some(tokens) = tokens {
+                self.key_tokens
+                    .get_or_create(&[("key", name.clone()), ("kind", kind.into())])
+                    .inc_by(tokens);
+            }
+        }
     }
 
     /// Records one swap to `model` that took `took`.

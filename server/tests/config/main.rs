@@ -14,6 +14,7 @@ mod mapping;
 mod matrix;
 mod messages;
 mod names;
+mod operations;
 mod parallel;
 mod peers;
 mod ports;

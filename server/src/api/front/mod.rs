@@ -10,6 +10,7 @@
 pub(crate) mod auth;
 pub mod auth_limit;
 pub(crate) mod request_id;
+pub(crate) mod scopes;
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -156,8 +157,14 @@ fn authenticate(state: &AppState, request: &mut Request) -> Result<(), ApiError>
         }
         return Err(error);
     }
-    if let Some(index) = state.inner.keys.matched(request.headers()) {
-        request.extensions_mut().insert(KeyIndex(index));
+    let key = state.inner.keys.matched(request.headers()).map(KeyIndex);
+    if let Some(key) = key {
+        request.extensions_mut().insert(key);
+    }
+    if !state.inner.key_rules.may_manage(key) && scopes::needs_admin(request.uri().path()) {
+        // Not a failed guess: the key is valid, the endpoint is not its.
+        state.inner.keys.strip_credentials(request.headers_mut());
+        return Err(ApiError::AdminKeyRequired);
     }
     state.inner.keys.strip_credentials(request.headers_mut());
     Ok(())
@@ -190,7 +197,7 @@ fn refuse_loops(state: &AppState, request: &Request) -> Result<(), ApiError> {
 
 /// Headers a browser may send when the preflight does not name any.
 const DEFAULT_ALLOWED_HEADERS: &str =
-    "Content-Type, Authorization, Accept, X-Requested-With, X-Priority, X-Api-Key";
+    "Content-Type, Authorization, Accept, X-Requested-With, X-Priority, X-Queue-Timeout, X-Api-Key";
 /// Longest `Access-Control-Request-Headers` echoed back.
 const MAX_ECHOED_HEADERS: usize = 1024;
 

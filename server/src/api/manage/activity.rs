@@ -132,6 +132,9 @@ pub(crate) async fn load(
     key: Option<axum::Extension<KeyIndex>>,
     headers: HeaderMap,
 ) -> Response {
+    if !super::info::may_use(&state, key.as_ref().map(|k| k.0), &model) {
+        return ApiError::ModelNotFound { model }.into_response();
+    }
     let Some(id) = state.inner.router.resolve(&model) else {
         if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
             return ApiError::PeerModel { model }.into_response();

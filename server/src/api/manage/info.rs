@@ -61,7 +61,12 @@ fn found(location: &'static str) -> Response {
 /// `aliases`, or for an alias row `type: alias` and its `modelID`). A request
 /// with an `Origin` gets it back in `Access-Control-Allow-Origin`, so browser
 /// pages on other origins can read the listing.
-pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn models(
+    State(state): State<AppState>,
+    key: Option<axum::Extension<crate::priority::KeyIndex>>,
+    headers: HeaderMap,
+) -> Response {
+    let key = key.map(|k| k.0);
     let running = state.inner.router.running().await;
     let loaded: BTreeSet<&str> = running.iter().map(|m| m.model.as_str()).collect();
     let created = SystemTime::now()
@@ -98,6 +103,12 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
     }
     rows.extend(super::profiles::listing_rows(&state, &running, created));
     rows.extend(peer_rows(&state, created));
+    // A key with `models` sees only what it may use.
+    rows.retain(|row| {
+        row["id"]
+            .as_str()
+            .is_some_and(|id| may_use(&state, key, id))
+    });
     rows.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let mut response = Json(json!({"object": "list", "data": rows})).into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -229,11 +240,46 @@ pub(crate) async fn unload_all_text(State(state): State<AppState>) -> Response {
     }
 }
 
+/// Whether a request with `key` may use the model, alias or peer model
+/// `name`; selectors and profile pins only with access to every model.
+pub(crate) fn may_use(
+    state: &AppState,
+    key: Option<crate::priority::KeyIndex>,
+    name: &str,
+) -> bool {
+    let rules = &state.inner.key_rules;
+    let names = &state.inner.names;
+    match names.target(name) {
+        Some(crate::names::Lead::Model { id, .. }) => state
+            .inner
+            .models
+            .get(id)
+            .is_some_and(|m| rules.allows_model(key, &m.config)),
+        Some(crate::names::Lead::Peer(crate::names::PeerRoute::Peer { peer, model })) => names
+            .peers()
+            .peer_id(peer)
+            .is_some_and(|p| rules.allows_peer_model(key, p, model)),
+        Some(crate::names::Lead::Peer(crate::names::PeerRoute::Pool { model, peers })) => {
+            peers.iter().any(|&peer| {
+                names
+                    .peers()
+                    .peer_id(peer)
+                    .is_some_and(|p| rules.allows_peer_model(key, p, model))
+            })
+        }
+        Some(crate::names::Lead::Selector { .. }) | None => rules.allows_everything(key),
+    }
+}
+
 /// `POST /api/models/unload/<model>`: stops one model (ID or alias).
 pub(crate) async fn unload_one(
     State(state): State<AppState>,
+    key: Option<axum::Extension<crate::priority::KeyIndex>>,
     PathParam(model): PathParam,
 ) -> Response {
+    if !may_use(&state, key.map(|k| k.0), &model) {
+        return ApiError::ModelNotFound { model }.into_response();
+    }
     let Some(id) = state.inner.router.resolve(&model) else {
         if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
             return ApiError::PeerModel { model }.into_response();

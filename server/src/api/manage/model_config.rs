@@ -16,8 +16,12 @@ use crate::scheduler::Parallel;
 /// The resolved configuration of a model (by ID or alias).
 pub(crate) async fn model_config(
     State(state): State<AppState>,
+    key: Option<axum::Extension<crate::priority::KeyIndex>>,
     PathParam(model): PathParam,
 ) -> Response {
+    if !super::info::may_use(&state, key.map(|k| k.0), &model) {
+        return ApiError::ModelNotFound { model }.into_response();
+    }
     let Some(id) = state.inner.router.resolve(&model) else {
         if let Some(crate::names::Lead::Peer(_)) = state.inner.names.target(&model) {
             return ApiError::PeerModel { model }.into_response();
@@ -64,6 +68,7 @@ fn describe(c: &crate::config::ModelConfig) -> Value {
         "checkEndpoint": c.check_endpoint.as_deref().unwrap_or("none"),
         "ttl": seconds(c.ttl),
         "unloadTimeout": c.unload_timeout.as_secs_f64(),
+        "maxQueueWait": seconds(c.max_queue_wait),
         "unlisted": c.unlisted,
         "useModelName": c.use_model_name,
         "concurrencyLimit": c.concurrency_limit,

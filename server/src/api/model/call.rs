@@ -14,6 +14,7 @@ use super::loading::{LoadingTarget, Progress, loading_response};
 use super::names::hold_until_body_ends;
 use super::peer;
 use super::prepare::{Forward, Prepared};
+use super::queue_wait::{self, InvalidQueueTimeout, QUEUE_TIMEOUT_HEADER};
 use super::websockets;
 use crate::activity::Tracked;
 use crate::api::error::ApiError;
@@ -31,6 +32,8 @@ pub(super) struct Call {
     outcome: RequestOutcome,
     /// The API key the request came with, by its index in `apiKeys`.
     key: Option<KeyIndex>,
+    /// Its `X-Queue-Timeout` (checked before it is scheduled).
+    queue_timeout: Result<Option<Duration>, InvalidQueueTimeout>,
 }
 
 impl Call {
@@ -47,6 +50,7 @@ impl Call {
             priority: state.inner.trust.cap(header.value(), key),
             outcome: state.inner.metrics.request(header.value()),
             key,
+            queue_timeout: queue_wait::requested(request.headers()),
         }
     }
 
@@ -57,8 +61,35 @@ impl Call {
         state: AppState,
         prepared: Result<Prepared, ApiError>,
     ) -> Response {
+        // The key's `maxConcurrent`: counted until the response body ends.
+        let permit = match &prepared {
+            Ok(Prepared::Forward(_) | Prepared::Peer(_)) => {
+                match state.inner.key_rules.admit(self.key) {
+                    Ok(permit) => permit,
+                    Err(error) => {
+                        self.outcome.rejected(error.kind().code);
+                        return error.into_response();
+                    }
+                }
+            }
+            _ => None,
+        };
+        let response = self.dispatch(state, prepared).await;
+        hold_until_body_ends(response, permit)
+    }
+
+    async fn dispatch(self, state: AppState, prepared: Result<Prepared, ApiError>) -> Response {
         match prepared {
             Ok(Prepared::Forward(mut forward)) => {
+                // A hint for this proxy's queue, not for the model server.
+                forward.outbound.headers.remove(QUEUE_TIMEOUT_HEADER);
+                if let Err(InvalidQueueTimeout { value }) = &self.queue_timeout {
+                    let error = ApiError::InvalidQueueTimeout {
+                        value: value.clone(),
+                    };
+                    self.outcome.rejected(error.kind().code);
+                    return error.into_response();
+                }
                 let hold = forward.hold.take();
                 let upgrade = forward.upgrade.take();
                 let model = Arc::clone(&forward.model);
@@ -89,7 +120,8 @@ impl Call {
             }
             Ok(Prepared::Peer(mut forward)) => {
                 let hold = forward.hold.take();
-                match Box::pin(peer::serve(&state, self.priority, self.outcome, *forward)).await {
+                let served = peer::serve(&state, self.priority, self.key, self.outcome, *forward);
+                match Box::pin(served).await {
                     Ok(response) => hold_until_body_ends(response, hold),
                     Err(error) => error.into_response(),
                 }
@@ -116,6 +148,7 @@ impl Call {
             priority,
             outcome,
             key,
+            queue_timeout,
         } = self;
         // Unboxed here, so the box is freed before the wait.
         let Forward {
@@ -132,13 +165,21 @@ impl Call {
         if let Some(selector) = selector {
             tracked.selector(selector);
         }
+        let asked = matches!(queue_timeout, Ok(Some(_)));
+        let wait = queue_wait::bound(queue_timeout.ok().flatten(), model.config.max_queue_wait);
+        let deadline = wait.map(|wait| Deadline {
+            at: tokio::time::Instant::now() + wait,
+            wait,
+            asked,
+        });
         let mut pending = Box::new(Pending {
             outbound,
             tracked,
             outcome,
             token,
+            deadline,
         });
-        if let Err(error) = wait_for_gate(&state).await {
+        if let Err(error) = wait_for_gate(&state, &model.config.id, deadline).await {
             return Err(pending.refused(error));
         }
         if priority.is_capped() {
@@ -232,6 +273,19 @@ struct Pending {
     outcome: RequestOutcome,
     /// Counted until the response body ends, so a drain can wait for it.
     token: TaskTrackerToken,
+    /// When it stops waiting for its turn, if it set a bound.
+    deadline: Option<Deadline>,
+}
+
+/// The end of a bounded wait.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    /// When the request leaves the queue.
+    at: tokio::time::Instant,
+    /// The bound it was given (the Retry-After of its 503).
+    wait: Duration,
+    /// The request asked for a bound itself (`X-Queue-Timeout`).
+    asked: bool,
 }
 
 impl Pending {
@@ -308,7 +362,7 @@ pub(super) fn describe_request(
     outbound: &Outbound,
     key: Option<KeyIndex>,
 ) {
-    if let Some(name) = key.and_then(|KeyIndex(i)| state.inner.key_names.get(i)) {
+    if let Some(name) = key.and_then(|key| state.inner.key_rules.name(key)) {
         tracked.api_key(Arc::clone(name));
     }
     if let Some(session) = state
@@ -342,7 +396,7 @@ async fn grant_and_forward(
     turn: Turn,
 ) -> Result<Response, ApiError> {
     let lease = match turn {
-        Turn::Waiting(ticket) => wait_for_grant(state, ticket).await,
+        Turn::Waiting(ticket) => wait_for_grant(state, ticket, pending.deadline).await,
         Turn::Granted(lease) => {
             let metrics = &state.inner.metrics;
             metrics.granted(&model.config.id, lease.effective_priority(), Duration::ZERO);
@@ -354,6 +408,7 @@ async fn grant_and_forward(
         mut tracked,
         outcome,
         token,
+        deadline: _,
     } = *pending;
     let result = match lease {
         Ok(lease) => {
@@ -404,7 +459,9 @@ async fn forward_granted(
             ..
         }) => {
             tracing::info!(model = %model.config.id, "the upstream refused the request before it reached it; handing it back to the router");
-            let lease = wait_for_grant(state, lease.refused()).await?;
+            // Its turn came already: waiting for the restart is not bounded
+            // by its queue timeout.
+            let lease = wait_for_grant(state, lease.refused(), None).await?;
             let latest = state.latest_model(&model.config.id);
             let model = latest.as_deref().unwrap_or(model);
             Ok(model
@@ -421,29 +478,70 @@ async fn forward_granted(
     }
 }
 
-/// After a reload, waits until the previous configuration's upstreams are gone.
-async fn wait_for_gate(state: &AppState) -> Result<(), ApiError> {
+/// After a reload, waits until the previous configuration's upstreams are
+/// gone; the wait counts towards the request's queue timeout.
+async fn wait_for_gate(
+    state: &AppState,
+    model: &str,
+    deadline: Option<Deadline>,
+) -> Result<(), ApiError> {
     let Some(gate) = &state.inner.gate else {
         return Ok(());
     };
     let mut gate = gate.clone();
+    let started = tokio::time::Instant::now();
     tokio::select! {
         biased;
         () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
         opened = gate.wait_for(|open| *open) => opened.map(drop).map_err(|_| ApiError::ShuttingDown),
+        () = until(deadline) => Err(queue_timeout(model, started, deadline)),
     }
 }
 
-/// Waits for the grant; a server that starts draining answers 503 instead.
+/// Resolves at the deadline; never without one.
+async fn until(deadline: Option<Deadline>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The answer of a request whose wait ran out.
+fn queue_timeout(
+    model: &str,
+    started: tokio::time::Instant,
+    deadline: Option<Deadline>,
+) -> ApiError {
+    ApiError::QueueTimeout {
+        model: model.to_owned(),
+        waited: started.elapsed(),
+        retry_after: deadline.map_or(Duration::ZERO, |d| d.wait),
+        asked: deadline.is_some_and(|d| d.asked),
+    }
+}
+
+/// Waits for the grant; a server that starts draining answers 503 instead,
+/// and so does a request still waiting at its `deadline` (`queue_timeout`).
 /// Dropping this future (the client went away) drops the ticket, which
-/// withdraws the request before it can cause a model load.
-async fn wait_for_grant(state: &AppState, ticket: Ticket) -> Result<Lease, ApiError> {
+/// withdraws the request before it can cause a model load; the deadline
+/// withdraws it the same way.
+async fn wait_for_grant(
+    state: &AppState,
+    ticket: Ticket,
+    deadline: Option<Deadline>,
+) -> Result<Lease, ApiError> {
     let admitted = tokio::time::Instant::now();
     let (model, priority) = (ticket.model().to_owned(), ticket.effective_priority());
+    // A grant that is already there wins over a deadline that passed.
     let lease = tokio::select! {
         biased;
         () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
         granted = ticket.granted() => granted.map_err(ApiError::from),
+        () = until(deadline) => {
+            state.inner.metrics.queue_timeout(&model, priority);
+            tracing::info!(model = %model, "request left the queue at its queue timeout");
+            Err(queue_timeout(&model, admitted, deadline))
+        }
     }?;
     state
         .inner

@@ -43,6 +43,13 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, ApiErro
         .inner
         .models
         .get(COMFYUI_MODEL_ID)
+        .filter(|entry| {
+            let key = request
+                .extensions()
+                .get::<crate::priority::KeyIndex>()
+                .copied();
+            state.inner.key_rules.allows_model(key, &entry.config)
+        })
         .cloned()
         .ok_or_else(|| ApiError::ModelNotFound {
             model: COMFYUI_MODEL_ID.to_owned(),

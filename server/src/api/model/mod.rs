@@ -20,6 +20,7 @@ pub(super) mod loading;
 pub(super) mod names;
 pub(super) mod peer;
 pub(super) mod prepare;
+pub(super) mod queue_wait;
 pub(super) mod upstream_path;
 pub(super) mod websockets;
 

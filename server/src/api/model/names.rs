@@ -101,7 +101,10 @@ pub(crate) fn rename_upstream<'a>(
 }
 
 /// Makes `response`'s body hold `hold` until it ends or is dropped.
-pub(crate) fn hold_until_body_ends(response: Response, hold: Option<Reservation>) -> Response {
+pub(crate) fn hold_until_body_ends<H: Send + 'static>(
+    response: Response,
+    hold: Option<H>,
+) -> Response {
     let Some(hold) = hold else {
         return response;
     };

@@ -250,6 +250,7 @@ fn rename_in_query(query: &str, asked: &str, model: &str) -> String {
 pub(super) async fn serve(
     state: &AppState,
     priority: Priority,
+    key: Option<crate::priority::KeyIndex>,
     mut outcome: RequestOutcome,
     forward: PeerForward,
 ) -> Result<Response, ApiError> {
@@ -273,7 +274,7 @@ pub(super) async fn serve(
             .inner
             .activity
             .begin(&name, &outbound.path_and_query, request_id, priority);
-    super::call::describe_request(state, &mut tracked, &outbound, None);
+    super::call::describe_request(state, &mut tracked, &outbound, key);
     if priority.is_capped() {
         state.inner.metrics.capped();
     }

@@ -23,6 +23,7 @@ use crate::api::error::{ApiError, NotLoadedReason};
 use crate::api::front::client_ip;
 use crate::api::state::{AppState, ModelEntry};
 use crate::names::{Lead, PeerRoute};
+use crate::priority::KeyIndex;
 use crate::proxy::{Outbound, OutboundBody};
 use crate::selection::Reservation;
 
@@ -73,7 +74,8 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
     let upgrade = take_websocket(&mut parts);
     let renamed = rename(state, &found.name).await?;
-    let model = match local_or_peer(state, &renamed.name)? {
+    let key = parts.extensions.get::<KeyIndex>().copied();
+    let model = match local_or_peer(state, &renamed.name, key)? {
         Ok(model) => model,
         Err(route) => {
             let path = forward_path(parts.uri.path()).to_owned();
@@ -166,7 +168,8 @@ pub(super) async fn by_path(state: &AppState, request: Request) -> Result<Prepar
                 &parts.method,
             )));
         }
-        let model = match local_or_peer(state, &target.model)? {
+        let key = parts.extensions.get::<KeyIndex>().copied();
+        let model = match local_or_peer(state, &target.model, key)? {
             Ok(model) => model,
             Err(route) => {
                 let rest = target.rest.to_owned();
@@ -249,23 +252,44 @@ pub(super) fn refuse_when_draining(state: &AppState) -> Result<(), ApiError> {
 ///
 /// # Errors
 ///
-/// 404 when it names neither.
+/// 404 when it names neither, or a model the request's API `key` may not
+/// use (answered the same, so its existence is not revealed).
 fn local_or_peer<'s>(
     state: &'s AppState,
     name: &str,
+    key: Option<KeyIndex>,
 ) -> Result<Result<Arc<ModelEntry>, PeerRoute<'s>>, ApiError> {
     let not_found = || ApiError::ModelNotFound {
         model: name.to_owned(),
     };
+    let rules = &state.inner.key_rules;
     match state.inner.names.target(name) {
         Some(Lead::Model { id, .. }) => state
             .inner
             .models
             .get(id)
+            .filter(|entry| rules.allows_model(key, &entry.config))
             .cloned()
             .map(Ok)
             .ok_or_else(not_found),
-        Some(Lead::Peer(route)) => Ok(Err(route)),
+        Some(Lead::Peer(route)) => {
+            let peers = state.inner.names.peers();
+            let allowed = match route {
+                PeerRoute::Peer { peer, model } => peers
+                    .peer_id(peer)
+                    .is_some_and(|id| rules.allows_peer_model(key, id, model)),
+                PeerRoute::Pool { model, peers: pool } => pool.iter().any(|&peer| {
+                    peers
+                        .peer_id(peer)
+                        .is_some_and(|id| rules.allows_peer_model(key, id, model))
+                }),
+            };
+            if allowed {
+                Ok(Err(route))
+            } else {
+                Err(not_found())
+            }
+        }
         Some(Lead::Selector { .. }) | None => Err(not_found()),
     }
 }

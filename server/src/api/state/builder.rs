@@ -182,6 +182,7 @@ impl<'a> AppStateBuilder<'a> {
                         ),
                         None => Activity::new(config.activity.max_in_memory),
                     }
+                    .with_key_totals(Arc::clone(&metrics))
                     .with_captures(crate::capture::Captures::new(
                         options
                             .capture_buffer
@@ -206,9 +207,7 @@ impl<'a> AppStateBuilder<'a> {
                 models,
                 include_aliases_in_list: config.include_aliases_in_list,
                 keys: ApiKeys::new(config.api_keys.iter().map(|k| k.expose())),
-                key_names: (0..config.api_keys.len())
-                    .map(|i| Arc::from(format!("key{i}")))
-                    .collect(),
+                key_rules: crate::api::front::scopes::KeyRules::new(config),
                 session_headers: config
                     .activity
                     .session_headers

@@ -134,9 +134,9 @@ pub(crate) struct Inner {
     pub(crate) models: BTreeMap<String, Arc<ModelEntry>>,
     pub(crate) include_aliases_in_list: bool,
     pub(crate) keys: ApiKeys,
-    /// What activity rows call each API key (by its index in `apiKeys`):
-    /// never the key itself.
-    pub(crate) key_names: Vec<Arc<str>>,
+    /// What each API key may do (`keys`): models, `maxConcurrent`, admin,
+    /// and the name activity rows and metrics call it by (never the key).
+    pub(crate) key_rules: crate::api::front::scopes::KeyRules,
     /// `ui.activity.session_id`: the headers that name a client's session.
     pub(crate) session_headers: Vec<http::HeaderName>,
     /// Failed API-key attempts per client address.

@@ -438,6 +438,14 @@ pub enum Reason {
     /// A per-key priority cap names a key that is not in `apiKeys` (the key is not shown).
     #[error("is not one of the keys listed in apiKeys")]
     NotAnApiKey,
+    /// A `keys` entry's `maxPriority` for a key `priority.apiKeys` caps too.
+    #[error("this key's cap is also set in priority.apiKeys; set it in one place")]
+    KeyCapTwice,
+    /// A `keys` entry's `name` is one of the API keys (names are shown everywhere).
+    #[error(
+        "is one of the keys listed in apiKeys; a name is shown in logs and metrics, so it must not be a key"
+    )]
+    KeyAsName,
     /// `priority.bands` is not a valid set of bands.
     #[error("{0}")]
     InvalidBands(#[source] crate::priority::BandsError),

@@ -38,6 +38,7 @@ pub(crate) struct ModelDefaults<'a> {
     pub(crate) env: EnvLookup<'a>,
     pub(crate) global_macros: &'a [(String, Node)],
     pub(crate) global_ttl: Option<Duration>,
+    pub(crate) max_queue_wait: Option<Duration>,
     pub(crate) unload_timeout: Duration,
     pub(crate) send_loading_state: bool,
     pub(crate) start_port: u16,
@@ -233,6 +234,11 @@ fn read_model(
         Some((Node::Int(-1, _), _)) => defaults.global_ttl,
         Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
     };
+    // 0 here lifts the global bound for this model.
+    let max_queue_wait = match fields.take("maxQueueWait") {
+        None => defaults.max_queue_wait,
+        Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
+    };
     let unload_timeout = match fields.take("unloadTimeout") {
         None => defaults.unload_timeout,
         Some((node, p)) => match cx.seconds(node, &p) {
@@ -309,6 +315,7 @@ fn read_model(
             env,
             check_endpoint,
             ttl,
+            max_queue_wait,
             unload_timeout,
             unlisted,
             use_model_name,

@@ -36,6 +36,10 @@ pub struct ModelConfig {
     /// Idle time after which the model is unloaded (`ttl`, else `globalTTL`); `None`
     /// means never.
     pub ttl: Option<Duration>,
+    /// `maxQueueWait` (this server's extension; default: the global one, 0 =
+    /// no bound): the longest a request waits for its turn, the default and
+    /// the cap of its `X-Queue-Timeout` header.
+    pub max_queue_wait: Option<Duration>,
     /// `unloadTimeout` (default: the global one).
     pub unload_timeout: Duration,
     /// `unlisted` (default false): hidden from `/v1/models`, still routable.

@@ -268,6 +268,13 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
         SchedulerConfig::Serial => writeln!(f, "    priority:    none (serial scheduler)")?,
     }
     writeln!(f, "    ttl:         {}", ttl(model.ttl))?;
+    if let Some(wait) = model.max_queue_wait {
+        writeln!(
+            f,
+            "    queue wait:  at most {} (maxQueueWait; X-Queue-Timeout may lower it)",
+            seconds(wait)
+        )?;
+    }
     writeln!(f, "    concurrency: {}", model.concurrency_limit)?;
     match model.parallel {
         Parallel::Unlimited => {}

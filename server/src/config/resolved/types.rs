@@ -40,6 +40,10 @@ pub struct Config {
     pub request_body_timeout: Option<Duration>,
     /// `globalTTL` (default 0 = never): the `ttl` of models that set none.
     pub global_ttl: Option<Duration>,
+    /// `maxQueueWait` (this server's extension; default 0 = no bound): how
+    /// long a request may wait for its turn when its model sets none; the
+    /// default and the cap of the `X-Queue-Timeout` header.
+    pub max_queue_wait: Option<Duration>,
     /// `unloadTimeout` (default 10 s): grace period for manual, API and TTL unloads.
     pub unload_timeout: Duration,
     /// `startPort` (default 5800): the first port `${PORT}` allocates.
@@ -50,6 +54,9 @@ pub struct Config {
     pub include_aliases_in_list: bool,
     /// `apiKeys`: when non-empty, requests must present one of them.
     pub api_keys: Vec<ApiKey>,
+    /// `keys` (this server's extension): per-key names, models, concurrency
+    /// and admin rights, in the order given (see [`KeyScope`](super::key_scope::KeyScope)).
+    pub keys: Vec<super::key_scope::KeyScope>,
     /// `hooks`.
     pub hooks: Hooks,
     /// `logLevel` (default info).
