@@ -1,4 +1,6 @@
-//! How failures map to error variants.
+//! How failures map to error variants. mockswap plays the proxy (its faults and
+//! echo); the two tests that need another server's exact bytes (a raw envelope kept
+//! byte for byte, the server's in-stream frames) answer through wiremock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -7,8 +9,9 @@ use std::time::Duration;
 
 use common::fast_builder;
 use llama_swap_client::{
-    CallOptions, ChatMessage, ChatRequest, Client, Error, RetryPolicy, TimeoutPhase,
+    CallOptions, ChatMessage, ChatRequest, Client, Error, RetryPolicy, StatusCode, TimeoutPhase,
 };
+use mockswap::{Fault, FaultRule, MockSwap};
 use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -17,6 +20,15 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 fn chat_request() -> ChatRequest {
     ChatRequest::new("demo", vec![ChatMessage::user("hi")])
+}
+
+/// A proxy double whose every chat request meets `fault`.
+async fn proxy_failing_with(fault: Fault) -> MockSwap {
+    MockSwap::builder()
+        .fault(FaultRule::new(fault).path("/v1/chat/completions").always())
+        .start()
+        .await
+        .unwrap()
 }
 
 async fn server_answering(template: ResponseTemplate) -> MockServer {
@@ -52,12 +64,7 @@ async fn error_envelope_keeps_status_type_code_and_raw_body() {
 
 #[tokio::test]
 async fn rate_limit_keeps_retry_after_when_retries_are_off() {
-    let server = server_answering(
-        ResponseTemplate::new(429)
-            .insert_header("retry-after", "1")
-            .set_body_json(json!({"error": {"message": "Too many requests", "type": "rate_limit_error", "code": "concurrency_limit"}})),
-    )
-    .await;
+    let server = proxy_failing_with(Fault::too_many_requests(1)).await;
     let client = Client::builder()
         .base_url(server.uri())
         .retry_policy(RetryPolicy::none())
@@ -74,8 +81,10 @@ async fn rate_limit_keeps_retry_after_when_retries_are_off() {
 
 #[tokio::test]
 async fn error_without_envelope_keeps_the_raw_body() {
-    let server =
-        server_answering(ResponseTemplate::new(500).set_body_string("upstream exploded")).await;
+    let server = proxy_failing_with(
+        Fault::status(StatusCode::INTERNAL_SERVER_ERROR).body(json!("upstream exploded")),
+    )
+    .await;
     let client = Client::new(server.uri()).unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
@@ -88,8 +97,8 @@ async fn error_without_envelope_keeps_the_raw_body() {
 
 #[tokio::test]
 async fn stream_that_fails_to_open_keeps_status_and_body() {
-    let server = server_answering(
-        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad messages", "type": "invalid_request_error", "code": "invalid_json"}})),
+    let server = proxy_failing_with(
+        Fault::status(StatusCode::BAD_REQUEST).body(json!({"error": {"message": "bad messages", "type": "invalid_request_error", "code": "invalid_json"}})),
     )
     .await;
     let client = Client::new(server.uri()).unwrap();
@@ -128,9 +137,7 @@ async fn in_stream_error_frame_maps_to_in_stream_error() {
 
 #[tokio::test]
 async fn truncated_stream_fails_collect() {
-    let body = "data: {\"id\":\"c\",\"choices\":[{\"delta\":{\"content\":\"half an ans\"}}]}\n\n";
-    let server =
-        server_answering(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream")).await;
+    let server = proxy_failing_with(Fault::TruncateAfter(1)).await;
     let client = Client::new(server.uri()).unwrap();
     let err = client
         .chat_stream(&chat_request(), &CallOptions::new())
@@ -144,12 +151,7 @@ async fn truncated_stream_fails_collect() {
 
 #[tokio::test]
 async fn slow_headers_time_out_in_the_first_byte_phase() {
-    let server = server_answering(
-        ResponseTemplate::new(200)
-            .set_body_json(common::chat_json())
-            .set_delay(Duration::from_secs(30)),
-    )
-    .await;
+    let server = proxy_failing_with(Fault::Delay(Duration::from_secs(30))).await;
     // Long enough for the mock to have recorded the request before the client
     // gives up on it, even on a loaded machine (at 50 ms it sometimes had not).
     let client = fast_builder(&server.uri())
@@ -162,17 +164,12 @@ async fn slow_headers_time_out_in_the_first_byte_phase() {
         .unwrap_err();
     assert_eq!(err.timeout_phase(), Some(TimeoutPhase::FirstByte));
     // A first-byte timeout is the call's budget: it is not retried.
-    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn per_call_total_timeout_wins_and_names_the_total_phase() {
-    let server = server_answering(
-        ResponseTemplate::new(200)
-            .set_body_json(common::chat_json())
-            .set_delay(Duration::from_secs(30)),
-    )
-    .await;
+    let server = proxy_failing_with(Fault::Delay(Duration::from_secs(30))).await;
     let client = Client::new(server.uri()).unwrap();
     let opts = CallOptions::new().total_timeout(Duration::from_millis(50));
     let err = tokio::time::timeout(LIMIT, client.chat(&chat_request(), &opts))
@@ -190,8 +187,8 @@ async fn per_call_total_timeout_wins_and_names_the_total_phase() {
 
 #[tokio::test]
 async fn api_key_never_appears_in_error_text() {
-    let server = server_answering(
-        ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "invalid api key", "type": "authentication_error", "code": "invalid_api_key"}})),
+    let server = proxy_failing_with(
+        Fault::status(StatusCode::UNAUTHORIZED).body(json!({"error": {"message": "invalid api key", "type": "authentication_error", "code": "invalid_api_key"}})),
     )
     .await;
     let client = Client::builder()
@@ -214,8 +211,7 @@ async fn api_key_never_appears_in_error_text() {
 
 #[tokio::test]
 async fn bad_per_call_header_is_an_invalid_argument_and_nothing_is_sent() {
-    let server =
-        server_answering(ResponseTemplate::new(200).set_body_json(common::chat_json())).await;
+    let server = MockSwap::start().await;
     let client = Client::new(server.uri()).unwrap();
     let err = client
         .chat(
@@ -238,13 +234,12 @@ async fn bad_per_call_header_is_an_invalid_argument_and_nothing_is_sent() {
         .await
         .unwrap_err();
     assert!(matches!(empty_model, Error::InvalidArgument(_)));
-    assert!(server.received_requests().await.unwrap().is_empty());
+    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]
 async fn oversized_success_body_fails_instead_of_buffering() {
-    let server =
-        server_answering(ResponseTemplate::new(200).set_body_json(common::chat_json())).await;
+    let server = MockSwap::start().await;
     let client = Client::builder()
         .base_url(server.uri())
         .max_body_bytes(16)
@@ -260,7 +255,9 @@ async fn oversized_success_body_fails_instead_of_buffering() {
 #[tokio::test]
 async fn long_error_body_is_kept_up_to_the_error_body_limit() {
     let long = "x".repeat(200_000);
-    let server = server_answering(ResponseTemplate::new(500).set_body_string(long)).await;
+    let server =
+        proxy_failing_with(Fault::status(StatusCode::INTERNAL_SERVER_ERROR).body(json!(long)))
+            .await;
     let client = Client::new(server.uri()).unwrap();
     let err = client
         .chat(&chat_request(), &CallOptions::new())
