@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use super::decide::Queued;
+use super::model::{Model, Queued, Request, RequestState};
 use super::names::ModelNames;
 use super::{
-    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, Parallel, QueueEntry, RequestId,
-    RouteError, RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick,
-    WaitReason, WaitStatus,
+    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
+    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitReason,
+    WaitStatus,
 };
 use crate::launcher::LaunchError;
 use crate::policy::matrix::Matrix;
@@ -65,98 +65,6 @@ pub struct Scheduler {
     pub(super) retiring: usize,
 }
 
-#[derive(Debug)]
-pub(super) struct Model {
-    pub(super) id: String,
-    pub(super) priority: Option<i32>,
-    pub(super) limit: usize,
-    pub(super) max_queued: Option<usize>,
-    pub(super) unload_timeout: Duration,
-    pub(super) ttl: Option<Duration>,
-    /// Admitted, unfinished requests (queued + waiting on a swap + serving).
-    pub(super) reserved: usize,
-    /// Granted requests whose lease is not yet dropped.
-    pub(super) in_flight: usize,
-    /// Of `reserved` and `in_flight`: requests the fast path admitted, absorbed
-    /// when it closed (`fast.rs`); the scheduler knows only their number.
-    pub(super) fast: usize,
-    /// Most requests in flight at once (`parallel`); `None` = no limit.
-    pub(super) parallel: Option<usize>,
-    /// `parallel: auto`: the limit is the upstream's slot count, told after each start.
-    pub(super) auto_parallel: bool,
-    /// Known ready (the last start succeeded and nothing stopped it since).
-    pub(super) ready: bool,
-    /// Stop operations (unload, TTL, shutdown) in progress.
-    pub(super) stopping: usize,
-    /// The swap whose target is this model.
-    pub(super) swap: Option<Swap>,
-    /// Target of the swap that is stopping this model.
-    pub(super) evicted_by: Option<usize>,
-    /// Effective priority → number of queued requests, for the drain fence.
-    pub(super) queued: BTreeMap<i32, usize>,
-    /// Since when the model is ready with no request admitted (for TTL).
-    pub(super) idle_since: Option<Tick>,
-    /// Successful starts so far: which instance of the model a grant was for.
-    pub(super) starts: u64,
-    /// Granted requests its upstream refused, waiting for the exit to be
-    /// processed (`refusal.rs`).
-    pub(super) held: Vec<Held>,
-    /// A reload changed or removed it while it ran: it is stopped once its
-    /// requests in flight end, and grants nothing until then
-    /// (`reconfigure.rs`).
-    pub(super) retire: bool,
-    /// Retired models whose old process may hold the address its new
-    /// definition uses: it does not start while one of them is up
-    /// (`reconfigure.rs`).
-    pub(super) waits_for: Vec<String>,
-}
-
-/// A refused request waiting for its model's exit.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Held {
-    pub(super) id: RequestId,
-    /// The instance that refused it (the model's `starts` at the grant).
-    pub(super) start: u64,
-    /// When it fails if the exit never comes (the upstream refuses but runs).
-    pub(super) until: Tick,
-}
-
-#[derive(Debug)]
-pub(super) struct Swap {
-    pub(super) waiters: Vec<RequestId>,
-    pub(super) evict: Vec<usize>,
-    /// Unloaded or shut down meanwhile: the model is stopped once the start ends.
-    pub(super) cancelled: bool,
-    /// The policy's account of why `evict` was chosen (the matrix's set and cost).
-    pub(super) reason: Option<String>,
-}
-
-#[derive(Debug)]
-pub(super) struct Request {
-    pub(super) model: usize,
-    /// Requested and capped, as the HTTP layer built it.
-    pub(super) priority: Priority,
-    /// `max(floor, capped)`, fixed at admission.
-    pub(super) effective: i32,
-    pub(super) arrived: Tick,
-    pub(super) state: RequestState,
-    /// The drain fence held it back at least once.
-    pub(super) fenced: bool,
-    /// Waited `aging_after`: ranks ahead of everything that has not aged.
-    pub(super) aged: bool,
-    /// The model's `starts` when it was last granted.
-    pub(super) granted_start: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RequestState {
-    Queued,
-    Joined,
-    Serving,
-    /// Refused by its upstream; waiting for the exit (see `refusal.rs`).
-    Held,
-}
-
 impl Scheduler {
     /// Builds a scheduler from validated settings.
     ///
@@ -194,32 +102,7 @@ impl Scheduler {
                     priority,
                 });
             }
-            models.push(Model {
-                id: m.id.clone(),
-                priority: m.priority,
-                limit: m.concurrency_limit,
-                max_queued: m.max_queued,
-                unload_timeout: m.unload_timeout,
-                ttl: m.ttl,
-                reserved: 0,
-                in_flight: 0,
-                fast: 0,
-                parallel: match m.parallel {
-                    Parallel::Limit(n) => Some(n.get()),
-                    Parallel::Unlimited | Parallel::Auto => None,
-                },
-                auto_parallel: m.parallel == Parallel::Auto,
-                ready: false,
-                stopping: 0,
-                swap: None,
-                evicted_by: None,
-                queued: BTreeMap::new(),
-                idle_since: None,
-                starts: 0,
-                held: Vec::new(),
-                retire: false,
-                waits_for: Vec::new(),
-            });
+            models.push(Model::new(m));
         }
         let names = Arc::new(super::names::listing(&sorted, |index| {
             listed(&sorted[index].id)
@@ -313,13 +196,13 @@ impl Scheduler {
             });
         }
         let m = &mut self.models[t];
-        if m.reserved >= m.limit {
+        if m.reserved() >= m.limit {
             return Err(RouteError::ConcurrencyLimit {
                 model: m.id.clone(),
                 retry_after: CONCURRENCY_RETRY_AFTER,
             });
         }
-        let waiting = m.reserved - m.in_flight;
+        let waiting = m.waiting();
         if m.max_queued.is_some_and(|max| waiting >= max) {
             return Err(RouteError::QueueFull {
                 model: m.id.clone(),
@@ -327,8 +210,7 @@ impl Scheduler {
                 retry_after: CONCURRENCY_RETRY_AFTER,
             });
         }
-        m.reserved += 1;
-        m.idle_since = None;
+        m.admit();
         let effective = priority.effective(m.priority);
         let id = self.next_id();
         self.requests.insert(
@@ -393,9 +275,9 @@ impl Scheduler {
             return;
         }
         let t = request.model;
-        self.models[t].in_flight -= 1;
+        self.models[t].release();
         self.finish(now, id);
-        if self.models[t].in_flight == 0 {
+        if self.models[t].in_flight() == 0 {
             self.drain(out);
             self.flush_positions(out);
         } else if self.models[t].parallel.is_some() {
@@ -423,10 +305,10 @@ impl Scheduler {
         };
         for &e in &swap.evict {
             self.models[e].evicted_by = None;
-            self.models[e].ready = false;
+            self.models[e].unready();
         }
         if swap.cancelled {
-            self.models[t].ready = false;
+            self.models[t].unready();
             // The stop that cancelled it (an unload, a TTL) may have reached the
             // model before the start did, and found nothing to stop: a start
             // that succeeded left a process running, which is stopped now
@@ -438,15 +320,11 @@ impl Scheduler {
         } else {
             match result {
                 Ok(()) => {
-                    self.models[t].ready = true;
-                    self.models[t].starts += 1;
-                    if self.models[t].reserved == 0 {
-                        self.models[t].idle_since = Some(now);
-                    }
+                    self.models[t].started(now);
                     self.grant_joined(t, swap.waiters, out);
                 }
                 Err(error) => {
-                    self.models[t].ready = false;
+                    self.models[t].unready();
                     for id in swap.waiters {
                         self.fail(now, id, RouteError::StartFailed(error.clone()), out);
                     }
@@ -493,7 +371,7 @@ impl Scheduler {
                 (state != ModelState::Stopped).then(|| RunningModel {
                     model: self.models[t].id.clone(),
                     state,
-                    in_flight: self.models[t].in_flight,
+                    in_flight: self.models[t].in_flight(),
                     parallel: self.models[t].parallel,
                 })
             })
@@ -507,24 +385,23 @@ impl Scheduler {
 
     /// Requests waiting for `model` (queued, or waiting on its start).
     pub fn waiting(&self, model: &str) -> usize {
-        self.names.index(model).map_or(0, |t| {
-            let m = &self.models[t];
-            m.reserved - m.in_flight
-        })
+        self.names
+            .index(model)
+            .map_or(0, |t| self.models[t].waiting())
     }
 
     /// Admitted, unfinished requests for `model` (queued, waiting on a start, serving).
     pub fn reserved(&self, model: &str) -> usize {
         self.names
             .index(model)
-            .map_or(0, |t| self.models[t].reserved)
+            .map_or(0, |t| self.models[t].reserved())
     }
 
     /// Granted requests for `model` whose lease is still held.
     pub fn in_flight(&self, model: &str) -> usize {
         self.names
             .index(model)
-            .map_or(0, |t| self.models[t].in_flight)
+            .map_or(0, |t| self.models[t].in_flight())
     }
 
     /// Number of requests in the ranked queue.
@@ -573,8 +450,8 @@ impl Scheduler {
         match &m.swap {
             Some(swap) if !swap.cancelled => ModelState::Starting,
             Some(_) => ModelState::Stopping,
-            None if m.stopping > 0 || m.evicted_by.is_some() => ModelState::Stopping,
-            None if m.ready => ModelState::Ready,
+            None if m.is_stopping() || m.evicted_by.is_some() => ModelState::Stopping,
+            None if m.is_ready() => ModelState::Ready,
             None => ModelState::Stopped,
         }
     }
@@ -585,8 +462,8 @@ impl Scheduler {
         };
         request.state = RequestState::Serving;
         let t = request.model;
-        request.granted_start = self.models[t].starts;
-        self.models[t].in_flight += 1;
+        request.granted_start = self.models[t].starts();
+        self.models[t].grant();
         out.push(Effect::Grant {
             id,
             model: self.models[t].id.clone(),
@@ -611,11 +488,7 @@ impl Scheduler {
         let Some(request) = self.requests.remove(&id) else {
             return false;
         };
-        let m = &mut self.models[request.model];
-        m.reserved -= 1;
-        if m.reserved == 0 && m.ready {
-            m.idle_since = Some(now);
-        }
+        self.models[request.model].finish(now);
         true
     }
 

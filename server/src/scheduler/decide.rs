@@ -2,25 +2,9 @@
 
 use std::cmp::Reverse;
 
-use super::core::{RequestState, Scheduler, Swap};
+use super::core::Scheduler;
+use super::model::{Queued, Request, RequestState, Swap};
 use super::{Effect, ModelState, RequestId, SchedulerKind, WaitStatus};
-
-/// One request in the ranked queue.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Queued {
-    pub(super) id: RequestId,
-    pub(super) model: usize,
-    /// Ranking priority: the effective priority (0 for every request under `serial`).
-    pub(super) rank: i32,
-    /// Last position reported to the request (0 = none yet).
-    pub(super) reported: usize,
-}
-
-impl Queued {
-    pub(super) fn key(&self) -> (Reverse<i32>, RequestId) {
-        (Reverse(self.rank), self.id)
-    }
-}
 
 /// What one request should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,11 +21,46 @@ pub(super) enum Decision {
     Wait(Vec<usize>),
 }
 
+/// What the grant check lets one request do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Serve it now.
+    Grant,
+    /// Wait with the start of its model in progress.
+    Join,
+    /// Stop `evict`, then start its model for it.
+    Start(Vec<usize>),
+    /// It could be served or start its model, but the drain fence holds it: a
+    /// waiter of strictly higher rank needs its model stopped.
+    Fenced,
+    /// Wait in the queue, needing these models stopped (none when it waits
+    /// for a slot or for a stop in progress).
+    Queue(Vec<usize>),
+}
+
+/// The one grant check. Every site that grants, starts or lets a request
+/// join (placing a new request, the drain walk, a freed slot's refill, the
+/// waiters of a start that ended, the serial walk, the fast path's cap)
+/// takes the model's [`Decision`] (`Scheduler::decide`), the request's `rank`
+/// and the `fence` level over the model (`None` when the fence is off or
+/// nothing fences it), and does what this returns.
+pub(super) fn verdict(decision: Decision, rank: i32, fence: Option<i32>) -> Verdict {
+    let fenced = fence.is_some_and(|level| level > rank);
+    match decision {
+        Decision::Join => Verdict::Join,
+        Decision::Serve | Decision::Start(_) if fenced => Verdict::Fenced,
+        Decision::Serve => Verdict::Grant,
+        Decision::Start(evict) => Verdict::Start(evict),
+        Decision::Full => Verdict::Queue(Vec::new()),
+        Decision::Wait(evict) => Verdict::Queue(evict),
+    }
+}
+
 impl Scheduler {
     /// Whether an operation (swap or stop) touches model `t`.
     fn is_busy(&self, t: usize) -> bool {
         let m = &self.models[t];
-        m.swap.is_some() || m.stopping > 0 || m.evicted_by.is_some()
+        m.swap.is_some() || m.is_stopping() || m.evicted_by.is_some()
     }
 
     /// Models that are up (ready, starting or stopping), `t` included when it is:
@@ -72,7 +91,7 @@ impl Scheduler {
         }
         if self.retiring > 0
             && !m.waits_for.is_empty()
-            && !m.ready
+            && !m.is_ready()
             && m.swap.is_none()
             && self.waits_for_old(t)
         {
@@ -84,10 +103,10 @@ impl Scheduler {
             Some(_) => return Decision::Wait(Vec::new()),
             None => {}
         }
-        if m.stopping > 0 || m.evicted_by.is_some() {
+        if m.is_stopping() || m.evicted_by.is_some() {
             return Decision::Wait(Vec::new());
         }
-        if m.ready && self.slots_full(t) {
+        if m.is_ready() && m.slots_full() {
             // A waiter for a model whose slots are all busy waits for a slot, even
             // when something it cannot run beside has started meanwhile (a model of
             // a non-exclusive group beside an exclusive one): a swap started now
@@ -95,12 +114,12 @@ impl Scheduler {
             return Decision::Full;
         }
         let evict = self.evict_set(t);
-        if m.ready && evict.is_empty() {
+        if m.is_ready() && evict.is_empty() {
             return Decision::Serve;
         }
         let blocked = evict
             .iter()
-            .any(|&e| self.is_busy(e) || self.models[e].in_flight > 0);
+            .any(|&e| self.is_busy(e) || self.models[e].in_flight() > 0);
         if blocked {
             Decision::Wait(evict)
         } else {
@@ -110,6 +129,16 @@ impl Scheduler {
 
     pub(super) fn fence_enabled(&self) -> bool {
         matches!(self.kind, SchedulerKind::Fifo { drain_fence: true })
+    }
+
+    /// The fence level over model `t` for a request placed now: `None` when
+    /// the fence is off.
+    pub(super) fn fence_over(&self, t: usize) -> Option<i32> {
+        if self.fence_enabled() {
+            self.fence_level(t)
+        } else {
+            None
+        }
     }
 
     /// Highest rank of a queued request whose model cannot run alongside `t`: it
@@ -142,20 +171,17 @@ impl Scheduler {
             return;
         };
         let (t, effective) = (request.model, request.effective);
-        let fenced =
-            |s: &Self| s.fence_enabled() && s.fence_level(t).is_some_and(|level| level > effective);
-        match self.decide(t) {
-            Decision::Join => self.join(id, t, out),
-            Decision::Serve | Decision::Start(_) if fenced(self) => {
+        match verdict(self.decide(t), effective, self.fence_over(t)) {
+            Verdict::Join => self.join(id, t, out),
+            Verdict::Fenced => {
                 self.note_fenced(id);
                 self.enqueue(id);
             }
-            Decision::Serve => self.grant(id, out),
-            Decision::Start(evict) => self.start_swap(t, evict, id, out),
-            Decision::Full => self.enqueue(id),
-            Decision::Wait(evict) => {
+            Verdict::Grant => self.grant(id, out),
+            Verdict::Start(evict) => self.start_swap(t, evict, id, out),
+            Verdict::Queue(needs) => {
                 self.enqueue(id);
-                self.note_needed(&evict, effective);
+                self.note_needed(&needs, effective);
             }
         }
     }
@@ -184,7 +210,7 @@ impl Scheduler {
         let reason = self.policy.explain(t, &self.up());
         for &e in &evict {
             self.models[e].evicted_by = Some(t);
-            self.models[e].ready = false;
+            self.models[e].unready();
         }
         let names = evict.iter().map(|&e| self.models[e].id.clone()).collect();
         self.models[t].swap = Some(Swap {
@@ -266,7 +292,7 @@ impl Scheduler {
 
     /// What a queued request ranks by: 0 under serial, the top for an aged
     /// request, its effective priority otherwise.
-    pub(super) fn rank_of(kind: SchedulerKind, request: &super::core::Request) -> i32 {
+    pub(super) fn rank_of(kind: SchedulerKind, request: &Request) -> i32 {
         match kind {
             SchedulerKind::Serial => 0,
             SchedulerKind::Fifo { .. } if request.aged => i32::MAX,
@@ -349,32 +375,32 @@ impl Scheduler {
                     d
                 }
             };
-            let fenced = fence_on && fence[t].is_some_and(|level| level > q.rank);
-            let leaves = match decision {
-                Decision::Join => {
+            let level = if fence_on { fence[t] } else { None };
+            let leaves = match verdict(decision, q.rank, level) {
+                Verdict::Join => {
                     self.join(q.id, t, out);
                     true
                 }
-                Decision::Serve | Decision::Start(_) if fenced => {
+                Verdict::Fenced => {
                     self.note_fenced(q.id);
                     false
                 }
-                Decision::Serve => {
-                    let first_in_flight = self.models[t].in_flight == 0;
+                Verdict::Grant => {
+                    let first_in_flight = self.models[t].in_flight() == 0;
                     self.grant(q.id, out);
                     if first_in_flight {
                         cache.iter_mut().for_each(|c| *c = None);
-                    } else if self.slots_full(t) {
+                    } else if self.models[t].slots_full() {
                         cache[t] = Some(Decision::Full);
                     }
                     true
                 }
-                Decision::Start(evict) => {
+                Verdict::Start(evict) => {
                     self.start_swap(t, evict, q.id, out);
                     cache.iter_mut().for_each(|c| *c = None);
                     true
                 }
-                Decision::Full | Decision::Wait(_) => false,
+                Verdict::Queue(_) => false,
             };
             if !leaves && !stayed[t] {
                 stayed[t] = true;
@@ -411,25 +437,25 @@ impl Scheduler {
         let busy = self
             .models
             .iter()
-            .any(|m| m.in_flight > 0 || m.swap.is_some() || m.stopping > 0);
+            .any(|m| m.in_flight() > 0 || m.swap.is_some() || m.is_stopping());
         if busy {
             return;
         }
         let Some(&head) = self.queue.first() else {
             return;
         };
-        let decision = self.decide(head.model);
-        match decision {
-            Decision::Serve => {
+        // No fence: one request at a time, in arrival order.
+        match verdict(self.decide(head.model), head.rank, None) {
+            Verdict::Grant => {
                 self.pop_head();
                 self.grant(head.id, out);
             }
-            Decision::Start(evict) => {
+            Verdict::Start(evict) => {
                 self.pop_head();
                 self.start_swap(head.model, evict, head.id, out);
             }
             // No swap runs and nothing is in flight, so a wait can only be a stop in progress.
-            Decision::Join | Decision::Full | Decision::Wait(_) => {}
+            Verdict::Join | Verdict::Fenced | Verdict::Queue(_) => {}
         }
     }
 

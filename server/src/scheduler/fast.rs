@@ -21,8 +21,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::core::{Request, RequestState, Scheduler};
-use super::decide::Decision;
+use super::core::Scheduler;
+use super::decide::{Verdict, verdict};
+use super::model::{Request, RequestState};
 use super::{Effect, RequestId, SchedulerKind, Tick};
 use crate::priority::Priority;
 
@@ -54,17 +55,14 @@ impl Scheduler {
             return None;
         }
         let m = self.models.get(t)?;
-        if !m.ready || self.decide(t) != Decision::Serve {
+        // Nothing waits, so nothing fences: the lowest rank is granted as any.
+        if !m.is_ready() || verdict(self.decide(t), i32::MIN, None) != Verdict::Grant {
             return None;
         }
-        let by_limit = m.limit.saturating_sub(m.reserved);
-        let by_slots = m
-            .parallel
-            .map_or(usize::MAX, |n| n.saturating_sub(m.in_flight));
-        let admits = by_limit.min(by_slots);
+        let admits = m.room();
         (admits > 0).then_some(FastCap {
             admits,
-            start: m.starts,
+            start: m.starts(),
             floor: m.priority,
         })
     }
@@ -83,18 +81,8 @@ impl Scheduler {
     /// ended: they count as admitted and in flight from now on. `last_done`
     /// is when the last fast grant that ended before the close ended (for TTL).
     pub fn absorb_fast(&mut self, t: usize, outstanding: usize, last_done: Option<Tick>) {
-        let Some(m) = self.models.get_mut(t) else {
-            return;
-        };
-        m.fast += outstanding;
-        m.reserved += outstanding;
-        m.in_flight += outstanding;
-        if m.reserved > 0 {
-            m.idle_since = None;
-        } else if let Some(done) = last_done
-            && m.ready
-        {
-            m.idle_since = Some(m.idle_since.map_or(done, |idle| idle.max(done)));
+        if let Some(m) = self.models.get_mut(t) {
+            m.absorb_fast(outstanding, last_done);
         }
     }
 
@@ -103,16 +91,10 @@ impl Scheduler {
         let Some(m) = self.models.get_mut(t) else {
             return;
         };
-        if m.fast == 0 {
+        if !m.fast_done(now) {
             return;
         }
-        m.fast -= 1;
-        m.in_flight -= 1;
-        m.reserved -= 1;
-        if m.reserved == 0 && m.ready {
-            m.idle_since = Some(now);
-        }
-        if m.in_flight == 0 {
+        if m.in_flight() == 0 {
             self.drain(out);
             self.flush_positions(out);
         } else if m.parallel.is_some() {
@@ -139,15 +121,8 @@ impl Scheduler {
         let Some(m) = self.models.get_mut(t) else {
             return;
         };
-        if absorbed {
-            if m.fast == 0 {
-                return;
-            }
-            m.fast -= 1;
-        } else {
-            m.reserved += 1;
-            m.in_flight += 1;
-            m.idle_since = None;
+        if !m.adopt_fast(absorbed) {
+            return;
         }
         let effective = priority.effective(m.priority);
         self.requests.insert(
@@ -168,6 +143,6 @@ impl Scheduler {
 
     /// Fast grants of model `t` the scheduler counts (absorbed, not yet ended).
     pub fn fast_outstanding(&self, t: usize) -> usize {
-        self.models.get(t).map_or(0, |m| m.fast)
+        self.models.get(t).map_or(0, |m| m.fast())
     }
 }

@@ -10,10 +10,7 @@ impl Scheduler {
             return;
         };
         for m in models {
-            let model = &mut self.models[m];
-            model.stopping = model.stopping.saturating_sub(1);
-            model.ready = false;
-            model.idle_since = None;
+            self.models[m].stop_ended();
         }
         self.drain(out);
         self.flush_positions(out);
@@ -29,8 +26,7 @@ impl Scheduler {
         if self.state_of(t) != ModelState::Ready {
             return;
         }
-        self.models[t].ready = false;
-        self.models[t].idle_since = None;
+        self.models[t].exited();
         // The drain re-places the requests this exit refused.
         self.drain(out);
         self.flush_positions(out);
@@ -150,8 +146,8 @@ impl Scheduler {
     fn ttl_deadline(&self, t: usize) -> Option<Tick> {
         let m = &self.models[t];
         let ttl = m.ttl?;
-        let idle = m.idle_since?;
-        (m.reserved == 0 && self.state_of(t) == ModelState::Ready).then_some(idle + ttl)
+        let idle = m.idle_since()?;
+        (m.reserved() == 0 && self.state_of(t) == ModelState::Ready).then_some(idle + ttl)
     }
 
     /// Fails every queued and swap-waiting request of the models `error_for` names,
@@ -184,7 +180,7 @@ impl Scheduler {
             let Some(error) = error else { continue };
             for held in std::mem::take(&mut self.models[t].held) {
                 self.held_total -= 1;
-                self.models[t].in_flight -= 1;
+                self.models[t].release();
                 self.fail(now, held.id, error.clone(), out);
             }
         }
@@ -208,9 +204,7 @@ impl Scheduler {
             let mut effect_batch = Vec::with_capacity(batch.len());
             for t in batch {
                 let m = &mut self.models[t];
-                m.stopping += 1;
-                m.ready = false;
-                m.idle_since = None;
+                m.stop_begun();
                 if let Some(swap) = m.swap.as_mut() {
                     swap.cancelled = true;
                 }

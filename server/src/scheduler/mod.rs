@@ -63,6 +63,27 @@
 //! ready model whose process exits by itself is stopped; the next request for it
 //! starts it again ([`Scheduler::upstream_exited`]).
 //!
+//! # How to add a rule
+//!
+//! A request is let go (granted, started, joined) in one way only: its site asks
+//! `Scheduler::decide` what its model allows (the decision tree of steps 6-10,
+//! in `decide.rs`) and passes that, with the request's rank and the fence level
+//! over the model, to `verdict` (also in `decide.rs`), the one grant check. The
+//! sites that call it are: `place` (a new request), `drain` (the queue walk),
+//! `drain_serial`, `refill` (a freed slot, `slots.rs`), `grant_joined` (the
+//! waiters of a start that ended, `slots.rs`) and `fast_cap` (what the router's
+//! lock-free fast path may grant, `fast.rs`). A rule about *whether a model can
+//! serve or start* goes into `decide`; a rule about *which request may take
+//! what the model allows* goes into `verdict`; neither needs a site changed.
+//! The counters a rule reads (`reserved`, `in_flight`, `fast`, `stopping`,
+//! `idle_since`, readiness) are private to `model.rs` and change only through
+//! `Model`'s methods named for events (`admit`, `grant`, `release`, `finish`,
+//! `absorb_fast`, `stop_begun`, ...): add an event there, never a write
+//! elsewhere. Then state the rule as an invariant in
+//! `server/tests/scheduler/props.rs` (`World::check_step`, run by
+//! `random_scripts_keep_the_scheduler_invariants` and the slot-limited
+//! variant), with a plain `#[test]` script for the case that motivated it.
+//!
 //! # Example
 //!
 //! ```
@@ -89,6 +110,7 @@ mod decide;
 mod error;
 mod fast;
 mod lifecycle;
+mod model;
 mod names;
 mod reconfigure;
 mod refusal;

@@ -27,8 +27,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::core::{Model, Scheduler};
-use super::decide::Queued;
+use super::core::Scheduler;
+use super::model::{Model, Queued};
 use super::{
     Effect, ModelSettings, ModelState, Parallel, RouteError, SchedulerSettings, SettingsError, Tick,
 };
@@ -82,7 +82,7 @@ impl Scheduler {
         // have requests: kept, without names, until they are stopped and idle.
         let stays = |m: &Model, t: usize| {
             !configured.contains(m.id.as_str())
-                && (self.state_of(t) != ModelState::Stopped || m.reserved > 0)
+                && (self.state_of(t) != ModelState::Stopped || m.reserved() > 0)
         };
         let mut all = settings.clone();
         for (t, m) in self.models.iter().enumerate() {
@@ -106,27 +106,21 @@ impl Scheduler {
         for (t, old) in std::mem::take(&mut self.models).into_iter().enumerate() {
             let Some(u) = remap(t) else { continue };
             let new = &mut next.models[u];
-            let up = old.ready || old.swap.is_some() || old.stopping > 0;
+            let up = old.is_ready() || old.swap.is_some() || old.is_stopping();
             new.retire =
                 (old.retire || restart.contains(&old.id) || !configured.contains(old.id.as_str()))
                     && (up || old.evicted_by.is_some());
+            new.keep_counters(&old);
             new.waits_for = old.waits_for;
             if new.auto_parallel && old.auto_parallel {
                 // The slot count its running upstream reported.
                 new.parallel = old.parallel;
             }
-            new.reserved = old.reserved;
-            new.in_flight = old.in_flight;
-            new.fast = old.fast;
-            new.ready = old.ready;
-            new.stopping = old.stopping;
             new.swap = old.swap.map(|mut swap| {
                 swap.evict = swap.evict.iter().filter_map(|&e| remap(e)).collect();
                 swap
             });
             new.evicted_by = old.evicted_by.and_then(remap);
-            new.idle_since = old.idle_since;
-            new.starts = old.starts;
             new.held = old.held;
         }
         for (new, old) in &restarts.waits {
@@ -244,7 +238,7 @@ impl Scheduler {
                     }
                 }
                 ModelState::Ready
-                    if self.models[t].in_flight == 0 && self.models[t].held.is_empty() =>
+                    if self.models[t].in_flight() == 0 && self.models[t].held.is_empty() =>
                 {
                     self.issue_stop(vec![vec![t]], out);
                 }

@@ -24,7 +24,8 @@
 
 use std::time::Duration;
 
-use super::core::{Held, RequestState, Scheduler};
+use super::core::Scheduler;
+use super::model::{Held, RequestState};
 use super::{Effect, ModelState, RequestId, RouteError, Tick};
 
 /// How long a refused request waits for its upstream's exit before it fails.
@@ -45,7 +46,7 @@ impl Scheduler {
         let t = request.model;
         if self.shutting_down {
             // Nothing starts any more: it ends as a waiter would.
-            self.models[t].in_flight -= 1;
+            self.models[t].release();
             self.fail(now, id, RouteError::ShuttingDown, out);
             return;
         }
@@ -64,7 +65,7 @@ impl Scheduler {
 
     /// Whether `held` still waits for the instance that refused it to go away.
     fn still_held(&self, t: usize, held: &Held) -> bool {
-        self.state_of(t) == ModelState::Ready && self.models[t].starts == held.start
+        self.state_of(t) == ModelState::Ready && self.models[t].starts() == held.start
     }
 
     /// Puts back into the queue every held request whose refusing instance is
@@ -83,7 +84,7 @@ impl Scheduler {
             self.models[t].held = keep;
             for h in release {
                 self.held_total -= 1;
-                self.models[t].in_flight -= 1;
+                self.models[t].release();
                 self.enqueue(h.id);
             }
         }
@@ -105,7 +106,7 @@ impl Scheduler {
             self.models[t].held = keep;
             for h in expired {
                 self.held_total -= 1;
-                self.models[t].in_flight -= 1;
+                self.models[t].release();
                 if self.still_held(t, &h) {
                     let model = self.models[t].id.clone();
                     self.fail(now, h.id, RouteError::UpstreamRefused { model }, out);
@@ -135,6 +136,8 @@ impl Scheduler {
         self.models[t].held.retain(|h| h.id != id);
         let removed = before - self.models[t].held.len();
         self.held_total -= removed;
-        self.models[t].in_flight -= removed;
+        for _ in 0..removed {
+            self.models[t].release();
+        }
     }
 }

@@ -12,14 +12,13 @@
 use std::cmp::Reverse;
 
 use super::core::Scheduler;
-use super::decide::Decision;
+use super::decide::{Decision, Verdict, verdict};
 use super::{Effect, RequestId};
 
 impl Scheduler {
     /// Whether model `t` has a slot limit and every slot is taken.
     pub(super) fn slots_full(&self, t: usize) -> bool {
-        let m = &self.models[t];
-        m.parallel.is_some_and(|limit| m.in_flight >= limit)
+        self.models[t].slots_full()
     }
 
     /// A response of model `t` ended while others are still in flight: its
@@ -33,11 +32,9 @@ impl Scheduler {
         // Every conflicting waiter of higher rank is ahead of the entries it
         // holds back, as in the full walk, so the level over the whole queue is
         // the level the walk would build.
-        let fence = if self.fence_enabled() {
-            self.fence_level(t)
-        } else {
-            None
-        };
+        let fence = self.fence_over(t);
+        // Only a model that serves at once can refill; anything else waits
+        // for the full walk.
         if self.decide(t) != Decision::Serve {
             return;
         }
@@ -49,8 +46,8 @@ impl Scheduler {
                 index += 1;
                 continue;
             }
-            if fence.is_some_and(|level| level > q.rank) {
-                // Ranks only go down from here: every later entry is held too.
+            if verdict(Decision::Serve, q.rank, fence) != Verdict::Grant {
+                // Fenced. Ranks only go down from here: every later entry is held too.
                 self.note_fenced(q.id);
                 index += 1;
                 continue;
@@ -78,27 +75,27 @@ impl Scheduler {
         mut waiters: Vec<RequestId>,
         out: &mut Vec<Effect>,
     ) {
-        let Some(limit) = self.models[t].parallel else {
-            for id in waiters {
-                self.grant(id, out);
-            }
-            return;
-        };
         let kind = self.kind;
-        waiters.sort_by_key(|id| {
-            let rank = self
-                .requests
+        let rank = |s: &Self, id: &RequestId| {
+            s.requests
                 .get(id)
-                .map_or(i32::MIN, |r| Self::rank_of(kind, r));
-            (Reverse(rank), *id)
-        });
-        let free = limit.saturating_sub(self.models[t].in_flight);
-        let rest = waiters.split_off(free.min(waiters.len()));
-        for id in waiters {
-            self.grant(id, out);
+                .map_or(i32::MIN, |r| Self::rank_of(kind, r))
+        };
+        if self.models[t].parallel.is_some() {
+            waiters.sort_by_key(|id| (Reverse(rank(self, id)), *id));
         }
-        for id in rest {
-            self.enqueue(id);
+        for id in waiters {
+            // Their swap is done: only the slots can hold them, and the
+            // fence never does (they were let in before it could).
+            let decision = if self.slots_full(t) {
+                Decision::Full
+            } else {
+                Decision::Serve
+            };
+            match verdict(decision, rank(self, &id), None) {
+                Verdict::Grant => self.grant(id, out),
+                _ => self.enqueue(id),
+            }
         }
     }
 
