@@ -88,6 +88,7 @@ mod hooks;
 mod keys;
 mod loader;
 mod matrix;
+mod memory;
 mod model;
 mod peers;
 mod priority;
@@ -110,6 +111,7 @@ pub use resolved::api_key::ApiKey;
 pub(crate) use resolved::api_key::constant_time_eq;
 pub use resolved::key_scope::KeyScope;
 pub use resolved::loops::SelfProxy;
+pub use resolved::memory::{GpuList, MemoryConfig, SleepConfig};
 pub use resolved::model::{COMFYUI_MIN_CONCURRENCY, COMFYUI_MODEL_ID, Capabilities, ModelConfig};
 pub use resolved::names::{
     DEFAULT_PEER_CONCURRENCY_LIMIT, DEFAULT_SPILLOVER, PEER_RESPONSE_HEADER_TIMEOUT, PeerConfig,

@@ -7,6 +7,8 @@ use super::document::error::{KeyPath, Reason, WarningKind};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
 use super::matrix::read_matrix;
+use super::memory::read_memory_settings;
+use super::resolved::memory::MemoryConfig;
 use super::resolved::types::{GroupConfig, SchedulerConfig};
 use crate::names::NameTable;
 use crate::policy::matrix::{Matrix, MatrixSettings};
@@ -23,6 +25,9 @@ pub(crate) struct Routing {
     pub(crate) groups: Vec<GroupConfig>,
     /// The matrix, when the matrix router is selected (then `groups` is empty).
     pub(crate) matrix: Option<(MatrixSettings, Matrix)>,
+    /// The memory router's settings, when it is selected (then `groups` is
+    /// empty and `matrix` `None`).
+    pub(crate) memory: Option<MemoryConfig>,
     pub(crate) scheduler: SchedulerConfig,
 }
 
@@ -78,11 +83,22 @@ pub(crate) fn read_routing(
                 .map(|(node, path)| read_groups(node, &path, names, cx))
                 .unwrap_or_default(),
             matrix: None,
+            memory: None,
             scheduler,
         },
         Router::Matrix(node) => Routing {
             groups: Vec::new(),
             matrix: node.and_then(|(node, path)| read_matrix(node, &path, names, cx)),
+            memory: None,
+            scheduler,
+        },
+        Router::Memory(node) => Routing {
+            groups: Vec::new(),
+            matrix: None,
+            memory: Some(
+                node.map(|(node, path)| read_memory_settings(node, path, names, cx))
+                    .unwrap_or_default(),
+            ),
             scheduler,
         },
     }
@@ -94,6 +110,7 @@ impl Default for Routing {
         Self {
             groups: Vec::new(),
             matrix: None,
+            memory: None,
             scheduler: default_scheduler(),
         }
     }
@@ -110,7 +127,14 @@ fn default_scheduler() -> SchedulerConfig {
 enum Router<'a> {
     Groups(Option<(&'a Node, KeyPath)>),
     Matrix(Option<(&'a Node, KeyPath)>),
+    /// `use: memory` (this server's extension), with `settings.memory`.
+    Memory(Option<(&'a Node, KeyPath)>),
 }
+
+/// The routers `routing.router.use` accepts. `memory` (its settings, the
+/// models' keys and `${GPU}` are read already) joins them once the scheduler
+/// places by memory.
+const ROUTERS: &[&str] = &["group", "matrix"];
 
 /// Reads `routing.router`. Both `settings.groups` and `settings.matrix` may be
 /// present (as in llama-swap); `use` selects one and the other has no effect.
@@ -118,19 +142,40 @@ fn read_router<'a>(node: &'a Node, path: KeyPath, cx: &mut Diagnostics) -> Route
     let Some(mut router) = Fields::new(node, path.clone(), cx) else {
         return Router::Groups(None);
     };
-    let matrix = match router.take("use") {
-        Some((n, p)) => cx.word(n, &p, &["group", "matrix"]) == Some("matrix"),
-        None => false,
+    let choice = match router.take("use") {
+        Some((n, p)) => cx.word(n, &p, ROUTERS),
+        None => None,
     };
-    let (mut groups, mut matrix_node) = (None, None);
+    let matrix = choice == Some("matrix");
+    let (mut groups, mut matrix_node, mut memory_node) = (None, None, None);
     if let Some((settings_node, settings_path)) = router.take("settings")
         && let Some(mut settings) = Fields::new(settings_node, settings_path, cx)
     {
         groups = settings.take("groups");
         matrix_node = settings.take("matrix");
+        memory_node = settings.take("memory");
         settings.finish(cx);
     }
     router.finish(cx);
+    if choice == Some("memory") {
+        for (_, other) in [groups, matrix_node].into_iter().flatten() {
+            cx.warn(
+                other,
+                WarningKind::NoEffect {
+                    because: "routing.router.use is memory",
+                },
+            );
+        }
+        return Router::Memory(memory_node);
+    }
+    if let Some((_, memory_path)) = memory_node {
+        cx.warn(
+            memory_path,
+            WarningKind::NoEffect {
+                because: "routing.router.use is not memory",
+            },
+        );
+    }
     if matrix {
         if let Some((_, groups_path)) = groups {
             cx.warn(

@@ -168,6 +168,12 @@ fn read_routing_section<'a>(
         legacy_matrix: named.legacy_matrix.take(),
     };
     named.routing = read_routing(keys, &named.names, cx);
+    super::memory::check_memory(
+        named.models,
+        named.routing.memory.as_ref(),
+        &KeyPath::from_keys(["routing", "router"]),
+        cx,
+    );
     let set = named
         .models
         .iter()
@@ -364,6 +370,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
         models: models.into_iter().map(|m| m.config).collect(),
         groups: routing.groups,
         matrix: routing.matrix.map(|(settings, _)| settings),
+        memory: routing.memory,
         selectors,
         profiles,
         peers,

@@ -168,6 +168,24 @@ pub(crate) async fn snapshot() -> Option<&'static Snapshot> {
     DETECTED.get_or_init(detect).await.as_ref()
 }
 
+/// The GPUs of the machine whose memory is known (the memory router's
+/// `gpus: auto`): each with its report index as id. Empty when none is found.
+pub(crate) async fn gpus_with_memory() -> Vec<crate::policy::memory::Gpu> {
+    let Some(snapshot) = snapshot().await else {
+        return Vec::new();
+    };
+    snapshot
+        .accelerators
+        .iter()
+        .filter_map(|a| {
+            Some(crate::policy::memory::Gpu {
+                id: a.index,
+                memory: a.memory.capacity_bytes.filter(|&b| b > 0)?,
+            })
+        })
+        .collect()
+}
+
 /// Detects the machine; `None` when not even its memory can be read.
 pub(crate) async fn detect() -> Option<Snapshot> {
     let memory = memory_bytes()?;

@@ -627,7 +627,8 @@ impl Actor {
         let ask_slots = self.scheduler.wants_slots(&model);
         let handle = self.tasks.spawn(async move {
             let work = async {
-                join_all(evict.iter().map(|m| launcher.stop(m, grace))).await;
+                // A model with a sleep mode sleeps instead of stopping.
+                join_all(evict.iter().map(|m| launcher.release(m, grace))).await;
                 launcher.ensure_ready(&target).await?;
                 Ok(if ask_slots {
                     launcher.slots(&target).await

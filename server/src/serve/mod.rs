@@ -140,6 +140,20 @@ pub enum ServeError {
     /// The router did not take the reloaded configuration.
     #[error("the router did not take the new configuration")]
     Reload(#[source] crate::router::ReconfigureError),
+    /// `routing.router.use: memory` with `gpus: auto` found no GPU with a
+    /// known memory size, or a model does not fit on the GPUs found.
+    #[error("routing.router.settings.memory.gpus is auto: {0}")]
+    Gpus(#[source] crate::policy::memory::MemoryError),
+}
+
+/// `config` with `gpus: auto` replaced by this machine's GPUs (read once).
+async fn on_this_machine(config: Config) -> Result<Config, ServeError> {
+    if !config.detects_gpus() {
+        return Ok(config);
+    }
+    let gpus = crate::hardware::gpus_with_memory().await;
+    tracing::info!(?gpus, "GPUs found for the memory router");
+    config.on_detected_gpus(gpus).map_err(ServeError::Gpus)
 }
 
 fn self_proxy_lines(models: &[crate::config::SelfProxy]) -> String {
@@ -203,6 +217,7 @@ pub async fn serve_reloading(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     refuse_self_proxies(&config, &listener)?;
+    let config = on_this_machine(config).await?;
     let mut current = Instance::start(&config, &options)?;
     let (app_tx, app_rx) = latest::channel(App::new(current.state.clone()));
     let stop = CancellationToken::new();
@@ -233,7 +248,10 @@ pub async fn serve_reloading(
             reload = reloads.recv(), if reloads_open => match reload {
                 Some(config) => {
                     let reloaded = match refuse_self_proxies(&config, &listener) {
-                        Ok(()) => current.reload(&config, &options).await,
+                        Ok(()) => match on_this_machine(config).await {
+                            Ok(config) => current.reload(&config, &options).await,
+                            Err(error) => Err(error),
+                        },
                         Err(error) => Err(error),
                     };
                     match reloaded {

@@ -12,6 +12,7 @@ mod llama_swap;
 mod load;
 mod mapping;
 mod matrix;
+mod memory;
 mod messages;
 mod names;
 mod operations;

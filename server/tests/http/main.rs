@@ -31,6 +31,7 @@ mod profiles;
 mod queue_timeout;
 mod reload;
 mod selectors;
+mod sleep;
 mod slow_bodies;
 mod support;
 mod system;

@@ -586,6 +586,16 @@ pub enum Reason {
     /// A matrix that does not compile: bad expression, unknown name, loop, ...
     #[error("{0}")]
     Matrix(#[source] crate::policy::matrix::MatrixError),
+    /// A sleep or wake call that is not `METHOD /path` or `/path`.
+    #[error("must be an HTTP call such as \"POST /sleep?level=1\" or \"/wake_up\", got {got:?}")]
+    InvalidSleepCall {
+        /// The value found.
+        got: String,
+    },
+    /// Memory settings that cannot place every model (a model larger than
+    /// any GPU, more GPUs than there are, ...).
+    #[error("{0}")]
+    Memory(#[source] crate::policy::memory::MemoryError),
     /// A size that is neither a whole number of bytes nor a number with a
     /// unit (`KB`, `MB`, `GB`, `KiB`, `MiB`, `GiB`).
     #[error("must be a number of bytes or a size such as 32MiB or 100MB, got {got:?}")]

@@ -1,6 +1,7 @@
 //! Macro expansion: user macros (global and per model), `${MODEL_ID}`, and the
 //! placeholders resolved later (`${PORT}` once ports are allocated, `${PID}` by
-//! the supervisor when it runs `cmdStop`). `${env.NAME}` has been substituted
+//! the supervisor when it runs `cmdStop`, `${GPU}` by the supervisor when the
+//! memory router has placed the model). `${env.NAME}` has been substituted
 //! before (`env.rs`).
 //!
 //! Expansion works on values and follows llama-swap's order rule: a model's
@@ -344,6 +345,12 @@ impl Scope<'_> {
             _ => {}
         }
         let Some((place, value)) = self.lookup(name) else {
+            // `${GPU}` is the memory router's placement, filled in at each
+            // start; a user macro of that name wins (llama-swap has no such
+            // built-in).
+            if name == "GPU" && self.model_id.is_some() {
+                return Ok(Node::Str(crate::config::memory::GPU_PLACEHOLDER.to_owned()));
+            }
             return Err(Reason::UnknownMacro {
                 name: name.to_owned(),
             });

@@ -8,6 +8,7 @@ pub(crate) mod command;
 pub(crate) mod compat;
 pub(crate) mod filters;
 pub(crate) mod parallel;
+pub(crate) mod placement;
 pub(crate) mod timeouts;
 
 use capabilities::read_capabilities;
@@ -15,6 +16,7 @@ use command::{read_check_endpoint, read_command, read_proxy, strip_comment_lines
 use compat::read_ignore_websockets;
 use filters::{expand_by_id_keys, read_filters};
 use parallel::read_parallel;
+use placement::read_placement;
 use timeouts::read_timeouts;
 
 use crate::config::document::env::EnvLookup;
@@ -52,6 +54,14 @@ pub(crate) struct ParsedModel {
     pub(crate) alias_paths: Vec<KeyPath>,
     /// Where `parallel` was written, when it was.
     pub(crate) parallel_path: Option<KeyPath>,
+    /// The model's own path (`models.<id>`).
+    pub(crate) model_path: KeyPath,
+    /// Where `memory`, `gpus` and `persistent` were written, those present.
+    pub(crate) placement_paths: Vec<KeyPath>,
+    /// Where `memory` was written.
+    pub(crate) memory_path: Option<KeyPath>,
+    /// Where `gpus` was written.
+    pub(crate) gpus_path: Option<KeyPath>,
 }
 
 /// Reads `models`. Models are handled in ID order, which is also the order `${PORT}`
@@ -141,6 +151,7 @@ fn read_model(
         expanded.push(("proxy".to_owned(), Node::Str(DEFAULT_PROXY.to_owned())));
     }
     let mut expanded = Node::Map(expanded);
+    placement::reject_gpu_elsewhere(&expanded, path, cx);
 
     let port = if cmd_uses_port {
         match ports.take(id) {
@@ -302,6 +313,8 @@ fn read_model(
         .take("capabilities")
         .and_then(|(node, p)| read_capabilities(node, &p, cx));
     let ignore_websockets = read_ignore_websockets(id, fields.take("compat"), cx);
+    let placement = read_placement(&mut fields, cx);
+    let sleep = placement::read_sleep(&mut fields, cx);
     fields.finish(cx);
 
     Some(ParsedModel {
@@ -329,9 +342,17 @@ fn read_model(
             timeouts,
             capabilities,
             ignore_websockets,
+            memory: placement.memory,
+            gpus: placement.gpus.unwrap_or(1),
+            persistent: placement.persistent,
+            sleep,
         },
         alias_paths,
         parallel_path,
+        model_path: path.clone(),
+        placement_paths: placement.paths,
+        memory_path: placement.memory_path,
+        gpus_path: placement.gpus_path,
     })
 }
 

@@ -70,7 +70,7 @@ impl Config {
                 proxy: model.proxy.clone(),
                 check_endpoint: model.check_endpoint.clone(),
                 health_check_timeout: self.health_check_timeout,
-                sleep: None,
+                sleep: model.sleep.as_ref().map(|s| s.mode.clone()),
             })
             .collect()
     }

@@ -9,6 +9,7 @@ pub(crate) mod api_key;
 pub(crate) mod key_scope;
 pub(crate) mod loops;
 pub(crate) mod mapping;
+pub(crate) mod memory;
 pub(crate) mod model;
 pub(crate) mod names;
 pub(crate) mod summary;

@@ -73,6 +73,18 @@ pub struct ModelConfig {
     /// the scheduler. They never start the model (409 while it is not ready),
     /// are not counted as in flight, and do not keep it from being stopped.
     pub ignore_websockets: bool,
+    /// `memory` (this server's extension; memory router only): GPU memory in
+    /// bytes the model needs over all its GPUs.
+    pub memory: Option<u64>,
+    /// `gpus` (default 1; memory router only): how many GPUs it spans, the
+    /// memory split evenly over them.
+    pub gpus: usize,
+    /// `persistent` (default false; memory router only): never stopped to
+    /// make room for another model.
+    pub persistent: bool,
+    /// `sleep` (this server's extension): a swap puts the model to sleep
+    /// instead of stopping it, and the next start wakes it.
+    pub sleep: Option<super::memory::SleepConfig>,
 }
 
 /// Keys the rendering owns: a model's `metadata` entries with these names are

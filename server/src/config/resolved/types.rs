@@ -22,6 +22,10 @@ pub struct Config {
     /// or the legacy top-level `matrix`), names as written; `None` under group
     /// routing. When set, `groups` is empty.
     pub matrix: Option<crate::policy::matrix::MatrixSettings>,
+    /// The memory router (`routing.router.use: memory`, this server's
+    /// extension): models are placed on GPUs by the memory they need. When
+    /// set, `groups` is empty and `matrix` is `None`.
+    pub memory: Option<super::memory::MemoryConfig>,
     /// `selectors`, in file order.
     pub selectors: Vec<SelectorConfig>,
     /// `profiles`, in file order. None is active when the server starts.

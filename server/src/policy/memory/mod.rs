@@ -121,6 +121,31 @@ pub struct MemorySettings {
     pub evict_costs: Vec<(String, u64)>,
 }
 
+/// The GPUs the memory router places models on, before the models are
+/// numbered (what the scheduler is configured with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPool {
+    /// The GPUs.
+    pub gpus: Vec<Gpu>,
+    /// Bytes kept free on each GPU.
+    pub reserve: u64,
+    /// `evict_costs`: model ID → how much stopping it hurts (default 1).
+    pub evict_costs: Vec<(String, u64)>,
+}
+
+impl GpuPool {
+    /// The policy's settings for `models`, numbered like the sorted model IDs.
+    #[must_use]
+    pub fn with_models(&self, models: Vec<MemoryModel>) -> MemorySettings {
+        MemorySettings {
+            gpus: self.gpus.clone(),
+            reserve: self.reserve,
+            models,
+            evict_costs: self.evict_costs.clone(),
+        }
+    }
+}
+
 /// Why memory settings cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

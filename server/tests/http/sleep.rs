@@ -1,0 +1,62 @@
+//! Sleep instead of stop over HTTP with real mockswap upstreams: a swap puts a
+//! model with `sleep: vllm` to sleep, keeping its process, and its next request
+//! wakes the same process and is forwarded only once it is awake.
+
+use crate::support::{Harness, ModelSpec, model};
+
+async fn ok(h: &Harness, model: &str) {
+    let response = h.chat(model, None, false).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{model}");
+}
+
+/// mockswap's account of its sleep (`GET /__mockswap/sleep`).
+async fn sleep_status(h: &Harness, model: &str) -> serde_json::Value {
+    h.http
+        .get(format!("{}/__mockswap/sleep", h.upstream(model)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_swap_puts_a_sleeping_model_to_sleep_and_its_next_request_wakes_the_same_process() {
+    let h = Harness::start(
+        &[
+            ModelSpec {
+                args: "--wake-time 100ms",
+                yaml: "sleep: vllm",
+                id: "a",
+            },
+            model("b", ""),
+        ],
+        "",
+    )
+    .await;
+    ok(&h, "a").await;
+    let pid = h.upstream_pid("a").unwrap();
+    // One model at a time (no groups): b's start puts a to sleep.
+    ok(&h, "b").await;
+    assert_eq!(h.running().await, ["b"]);
+    assert_eq!(sleep_status(&h, "a").await["state"], "asleep");
+    assert_eq!(h.upstream_pid("a"), Some(pid), "a's process is kept");
+    // A burst for a while it wakes: none reaches it before it is awake.
+    let burst: Vec<_> = (0..4).map(|_| h.spawn(h.chat("a", None, false))).collect();
+    for handle in burst {
+        let (status, body) = tokio::time::timeout(crate::support::LIMIT, handle)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(h.upstream_pid("a"), Some(pid), "woken, not restarted");
+    let status = sleep_status(&h, "a").await;
+    assert_eq!(status["wakes"], 1);
+    assert_eq!(
+        status["refused_while_asleep"], 0,
+        "forwarded before it woke: {status}"
+    );
+    h.shutdown().await;
+}
