@@ -15,7 +15,7 @@ use llama_swap_client::{
     StreamEvent,
 };
 use llama_swap_server::config::Config;
-use llama_swap_server::scheduler::Parallel;
+use llama_swap_server::testing::scheduler::Parallel;
 use llama_swap_suite::harness::{LIMIT, Stack, finish, models_of};
 use tokio::task::JoinHandle;
 

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use llama_swap_server::priority::Priority;
 use llama_swap_server::testing::activity::{Activity, MeteredBody, UsageScanner};
+use llama_swap_server::testing::priority::Priority;
 
 /// A chat stream of `tokens` content frames, then the usage frame and `[DONE]`,
 /// one frame per chunk as an upstream sends them.

@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use llama_swap_server::priority::Priority;
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::priority::Priority;
+use llama_swap_server::testing::scheduler::{
     Effect, ModelSettings, RequestId, Scheduler, SchedulerSettings, Tick,
 };
 

@@ -2,8 +2,8 @@
 //!
 //! Binds the listener, turns ctrl-c/SIGTERM into a graceful shutdown and
 //! SIGHUP (or, with `--watch-config`, a changed file) into a reload, and hands
-//! everything else to the library ([`llama_swap_server::serve::serve_watching`]
-//! with a [`ConfigWatcher`](llama_swap_server::serve::ConfigWatcher)).
+//! everything else to the library ([`llama_swap_server::serve_watching`]
+//! with a [`ConfigWatcher`](llama_swap_server::ConfigWatcher)).
 //!
 //! Exit codes: 0 success (including a graceful shutdown), 1 the address cannot
 //! be bound or the runtime cannot start, 2 invalid configuration or invalid
@@ -26,10 +26,10 @@ use std::sync::Arc;
 use clap::Parser;
 use llama_swap_server::config::{Config, ConfigError, Loaded, SelfProxy};
 use llama_swap_server::logging::{self, LogSettings};
-use llama_swap_server::serve::{
-    ConfigSources, ConfigWatcher, ListenAddr, TlsFiles, error_chain, serve_watching,
+use llama_swap_server::{
+    ConfigSources, ConfigWatcher, HttpOptions, ListenAddr, ServeOptions, TlsFiles, error_chain,
+    serve_watching,
 };
-use llama_swap_server::{HttpOptions, ServeOptions};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// A priority-aware model-swapping proxy that runs llama-swap configurations.
@@ -136,7 +136,7 @@ const EXIT_FAILED: u8 = 1;
 
 fn main() -> ExitCode {
     // Upstreams are started through this binary acting as a shim (see upstream::spawn).
-    if let Some(code) = llama_swap_server::upstream::run_shim_if_requested() {
+    if let Some(code) = llama_swap_server::testing::upstream::run_shim_if_requested() {
         return code;
     }
     let cli = Cli::parse_from(go_style(std::env::args_os()));
@@ -242,7 +242,7 @@ fn main() -> ExitCode {
         options = options.tls(tls);
     }
     let code = runtime.block_on(async {
-        llama_swap_server::upstream::guard_server_process().await;
+        llama_swap_server::testing::upstream::guard_server_process().await;
         // Registered before the address is printed: a signal sent as soon as it
         // is known must not meet the default action, which ends the process
         // (SIGHUP) or skips the graceful shutdown.

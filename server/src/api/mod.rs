@@ -32,7 +32,7 @@
 //! | `GET /api/queue` | `{"queue":[{"model","requested_priority","capped_priority","effective_priority","aged","position","reason","waited_ms"}]}` in position order; `reason` is `"slots full"` (its model's `parallel` slots are taken) or `"swap"` |
 //! | `POST /api/models/unload[/<model>]`, `GET /unload` | stop all models (or one); answers once stopped |
 //! | `GET /logs`, `/logs/stream[/<model>]` | upstream output as `[model] line` text; streams end when the client leaves or the server drains; `?no-history` skips the backlog |
-//! | `GET /metrics` | OpenMetrics text of [`crate::metrics`]: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
+//! | `GET /metrics` | OpenMetrics text of `metrics`: requests by outcome and band, queue depth and wait by model and band, swaps, fence holds, bad `X-Priority` headers, model states |
 //! | `GET /api/events` | Server-Sent Events: model states, queue, requests in flight, finished requests, log lines (`manage/events/`) |
 //! | `GET /api/activity[?limit=N&model=M]` | the most recent finished requests, newest first (`activity::Finished`) |
 //! | `GET /api/metrics/activity` | llama-swap's paged request history (`model`, `start`/`end`, `min_id`/`max_id`, `limit`, `page`, `sort`, `order`; ours: `band`, `key`): `{"data","page","limit","total","total_pages"}`; a bad parameter is a 400 naming it |
@@ -50,7 +50,7 @@
 //! pins and then selectors (`names`); on `/upstream` only the pins
 //! apply, by longest prefix.
 //!
-//! `X-Priority` is read on both request paths ([`crate::priority`]) and never
+//! `X-Priority` is read on both request paths (`priority`) and never
 //! forwarded. With `apiKeys` configured every endpoint except `/health`,
 //! `/wol-health`, `/`, the UI's static files (`/ui...`, `/favicon.ico`) and
 //! preflights needs a key, which is removed before forwarding; a request carries

@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use llama_swap_server::filters::Filters;
+//! use llama_swap_server::testing::filters::Filters;
 //! use serde_json::json;
 //!
 //! let filters = Filters::new(
@@ -30,7 +30,7 @@
 //! let untouched = Bytes::from_static(br#"{"model":"qwen","top_p":0.9}"#);
 //! let same = filters.apply("qwen", untouched.clone())?;
 //! assert_eq!(same.as_ptr(), untouched.as_ptr()); // nothing applied: the same bytes
-//! # Ok::<(), llama_swap_server::filters::FilterError>(())
+//! # Ok::<(), llama_swap_server::testing::filters::FilterError>(())
 //! ```
 
 mod edit;
@@ -44,7 +44,7 @@ use serde_json::Value;
 use path::ParamPath;
 
 /// The key no filter may strip or set: the proxy routes on it.
-pub const PROTECTED_PARAM: &str = "model";
+pub(crate) const PROTECTED_PARAM: &str = "model";
 
 /// One forced value: its key path and the value, serialised once.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -49,17 +49,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub use outcome::RequestOutcome;
-pub use system::SystemSampler;
+pub(crate) use outcome::RequestOutcome;
+pub(crate) use system::SystemSampler;
 
 use crate::priority::{Bands, HeaderPriority};
 use crate::scheduler::{ModelState, QueueEntry, RunningModel};
 
 /// Content type of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Label value for a model name that is not configured.
-pub const OTHER_MODEL: &str = "other";
+pub(crate) const OTHER_MODEL: &str = "other";
 
 /// Wait-time bucket bounds in seconds (a swap can take minutes).
 const WAIT_BUCKETS: [f64; 12] = [

@@ -29,8 +29,9 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-pub use local::{Ambiguous, LocalModel, LocalNames};
-pub use peers::{PeerRoute, PeerRoutes, qualified_name};
+pub(crate) use local::{Ambiguous, LocalModel, LocalNames};
+pub use peers::PeerRoute;
+pub(crate) use peers::{PeerRoutes, qualified_name};
 
 /// What a name leads to after the profile step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +40,11 @@ pub enum Lead<'a> {
     Model {
         /// Its ID.
         id: &'a str,
-        /// Its index in [`LocalNames::ids`].
+        /// Its index in `LocalNames::ids`.
         index: usize,
     },
     /// A selector: the caller picks a target and resolves it with
-    /// [`NameTable::target`].
+    /// `NameTable::target`.
     Selector {
         /// Its ID.
         id: &'a str,

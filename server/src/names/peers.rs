@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 /// The fully qualified name of a peer's model: `<peer ID>/<model>`. Both parts
 /// may contain `/`, so such a name is only ever compared whole, never split.
 #[must_use]
-pub fn qualified_name(peer: &str, model: &str) -> String {
+pub(crate) fn qualified_name(peer: &str, model: &str) -> String {
     format!("{peer}/{model}")
 }
 

@@ -8,7 +8,7 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `choose` | [`choose`]: the peer of a pool that takes a request (model ready, else least busy) |
+//! | `choose` | `choose`: the peer of a pool that takes a request (model ready, else least busy) |
 //! | `status` | a pool peer's `GET /running` and `GET /api/queue`, read on demand, kept a second |
 //! | `mod` | [`Peers`]: each peer's client, its in-flight count (a metric) and its bound, and picking |
 //!
@@ -19,7 +19,7 @@
 //! peers can pile up even when something between them drops the marks.
 //!
 //! Which names lead to a peer (qualified names, bare names, pools) is decided
-//! in [`crate::names`]; this module only forwards where a route leads.
+//! in `names`; this module only forwards where a route leads.
 
 mod choose;
 mod status;

@@ -9,7 +9,7 @@ use http::HeaderMap;
 
 /// The request header that carries a request's priority.
 /// A `HeaderName` rather than a string, so a lookup does not parse the name again.
-pub const PRIORITY_HEADER: http::HeaderName = http::HeaderName::from_static("x-priority");
+pub(crate) const PRIORITY_HEADER: http::HeaderName = http::HeaderName::from_static("x-priority");
 
 /// What the `X-Priority` header of one request said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl HeaderPriority {
 
 /// Parses one header value: ASCII whitespace trimmed, optional sign, decimal digits
 /// only, within `i32`.
-pub fn parse_value(text: &str) -> Option<i32> {
+pub(crate) fn parse_value(text: &str) -> Option<i32> {
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
     let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {

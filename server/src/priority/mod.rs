@@ -24,12 +24,14 @@ mod bands;
 mod header;
 mod trust;
 
-pub use bands::{Band, Bands, BandsError};
-pub use header::{HeaderPriority, PRIORITY_HEADER, parse_value};
-pub use trust::{KeyIndex, Trust};
+pub use bands::Bands;
+pub(crate) use bands::BandsError;
+pub(crate) use header::{HeaderPriority, PRIORITY_HEADER};
+pub use trust::KeyIndex;
+pub(crate) use trust::Trust;
 
 /// The priority one request carries: what it asked for and what the trust rules
-/// let it have. See the [module docs](self) for how it becomes a rank.
+/// let it have. See the `priority` module's docs for how it becomes a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Priority {
     requested: i32,

@@ -14,10 +14,10 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
-//! use llama_swap_server::priority::Priority;
-//! use llama_swap_server::router::{Router, Submit};
-//! use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
+//! use llama_swap_server::testing::launcher::{BoxFuture, LaunchError, Launcher};
+//! use llama_swap_server::testing::priority::Priority;
+//! use llama_swap_server::testing::router::{Router, Submit};
+//! use llama_swap_server::testing::scheduler::{ModelSettings, SchedulerSettings};
 //!
 //! /// A launcher whose models are ready at once.
 //! struct Instant;
@@ -69,7 +69,8 @@ use crate::priority::Priority;
 use crate::scheduler::{
     ModelNames, RequestId, Restarts, Scheduler, SchedulerSettings, SettingsError,
 };
-pub use crate::scheduler::{ModelState, QueueEntry, RouteError, RunningModel, WaitStatus};
+pub use crate::scheduler::{ModelState, RouteError, WaitStatus};
+pub(crate) use crate::scheduler::{QueueEntry, RunningModel};
 
 /// Room in the actor's mailbox; senders wait when it is full.
 const MAILBOX: usize = 1024;
@@ -175,7 +176,7 @@ impl RouterOptions {
 pub struct Submit {
     /// Model ID or alias.
     pub model: String,
-    /// Its priority, requested and capped (see [`crate::priority`]).
+    /// Its priority, requested and capped (see the `priority` module).
     pub priority: Priority,
 }
 

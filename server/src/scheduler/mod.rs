@@ -87,8 +87,8 @@
 //! # Example
 //!
 //! ```
-//! use llama_swap_server::priority::Priority;
-//! use llama_swap_server::scheduler::{
+//! use llama_swap_server::testing::priority::Priority;
+//! use llama_swap_server::testing::scheduler::{
 //!     Effect, ModelSettings, Scheduler, SchedulerSettings, Tick,
 //! };
 //!
@@ -121,14 +121,12 @@ mod types;
 pub use self::core::Scheduler;
 pub use error::{CONCURRENCY_RETRY_AFTER, RouteError};
 pub use fast::FastCap;
-pub use names::ModelNames;
+pub(crate) use names::ModelNames;
 pub use reconfigure::Restarts;
 pub use refusal::REFUSAL_GRACE;
-pub use settings::{
-    DEFAULT_CONCURRENCY_LIMIT, DEFAULT_STOP_GRACE, DEFAULT_UNLOAD_TIMEOUT, ModelSettings, Parallel,
-    SchedulerKind, SchedulerSettings, SettingsError,
-};
+pub(crate) use settings::{DEFAULT_CONCURRENCY_LIMIT, DEFAULT_UNLOAD_TIMEOUT};
+pub use settings::{ModelSettings, Parallel, SchedulerKind, SchedulerSettings, SettingsError};
+pub(crate) use types::{Admitted, RunningModel};
 pub use types::{
-    Admitted, Effect, ModelState, QueueEntry, RequestId, RunningModel, StopId, StopModel, Tick,
-    WaitReason, WaitStatus,
+    Effect, ModelState, QueueEntry, RequestId, StopId, StopModel, Tick, WaitReason, WaitStatus,
 };

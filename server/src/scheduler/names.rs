@@ -10,7 +10,7 @@ use crate::names::{Ambiguous, LocalModel, LocalNames};
 /// The scheduler builds it from its settings (refusing a name that would mean
 /// two models) and the router handle shares it, so a handler resolves a name
 /// without a round trip to the actor.
-pub type ModelNames = LocalNames;
+pub(crate) type ModelNames = LocalNames;
 
 /// The names of `models`, which must be sorted by ID without repeats; only the
 /// models `listed` accepts (by index) have names: the others (removed by a

@@ -11,14 +11,14 @@ use crate::policy::{GroupSettings, PolicyError};
 
 /// Concurrency limit of a model whose config does not set `concurrencyLimit`
 /// (or sets 0), as in llama-swap.
-pub const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
+pub(crate) const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
 
 /// Graceful stop timeout of a model whose config does not set `unloadTimeout`.
-pub const DEFAULT_UNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_UNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Grace given to models evicted by a swap when nothing else is configured
 /// (llama-swap uses `healthCheckTimeout`, 120 s by default).
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(120);
 
 /// Everything the scheduler needs to know, resolved from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,7 +36,7 @@
 //! ```
 
 mod instance;
-pub mod listen;
+pub(crate) mod listen;
 mod offload;
 mod tls;
 mod watch;
@@ -57,13 +57,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{App, HttpOptions};
 use crate::config::Config;
-pub use crate::errors::error_chain;
+pub(crate) use crate::errors::error_chain;
 use crate::scheduler::SettingsError;
 use instance::Instance;
 pub use listen::{ListenAddr, ListenError};
-pub use offload::{ConfigLoader, DEFAULT_LOAD_LIMIT, LoadStalled};
 pub use tls::{TlsError, TlsFiles};
-pub use watch::{ConfigSources, ConfigWatcher, SourcesVersion, WATCH_INTERVAL, serve_watching};
+pub use watch::{ConfigSources, ConfigWatcher, serve_watching};
 
 /// How long a client may take to finish the TLS handshake.
 const TLS_HANDSHAKE_LIMIT: Duration = Duration::from_secs(30);

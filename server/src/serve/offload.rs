@@ -22,12 +22,12 @@ pub(crate) const MAX_STUCK_LOADS: usize = 4;
 /// How long [`ConfigLoader`] waits for a configuration by default: far longer
 /// than any real configuration takes, short enough that an operator sees the
 /// failure.
-pub const DEFAULT_LOAD_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LOAD_LIMIT: Duration = Duration::from_secs(30);
 
 /// Why a load gave no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum LoadStalled {
+pub(crate) enum LoadStalled {
     /// The load did not finish within the limit.
     #[error(
         "reading the configuration did not finish within {limit:?} (a file that never \
@@ -60,7 +60,7 @@ pub enum LoadStalled {
 /// four such threads run. Dropping the loader leaves them to end
 /// with the process: there is nothing that could stop them sooner.
 #[derive(Debug, Default)]
-pub struct ConfigLoader {
+pub(crate) struct ConfigLoader {
     /// Loads that ran past their limit and may still be running.
     stuck: Vec<JoinHandle<()>>,
 }
@@ -68,7 +68,7 @@ pub struct ConfigLoader {
 impl ConfigLoader {
     /// A loader with no load running.
     #[must_use]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -78,7 +78,7 @@ impl ConfigLoader {
     ///
     /// [`LoadStalled`] when the load ran past `limit`, four
     /// earlier stuck loads are still running, or the thread could not run.
-    pub async fn load<T, F>(&mut self, limit: Duration, load: F) -> Result<T, LoadStalled>
+    pub(crate) async fn load<T, F>(&mut self, limit: Duration, load: F) -> Result<T, LoadStalled>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,

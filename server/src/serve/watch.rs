@@ -9,7 +9,7 @@
 //! model restarts nothing else.
 //!
 //! ```no_run
-//! use llama_swap_server::serve::{ConfigSources, ConfigWatcher, serve_watching};
+//! use llama_swap_server::{ConfigSources, ConfigWatcher, serve_watching};
 //! use llama_swap_server::ServeOptions;
 //!
 //! async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,7 +44,7 @@ use super::{ServeError, ServeOptions, error_chain, serve_reloading};
 use crate::config::{Config, ConfigError, KeptPorts, Loaded, Loader, source_files};
 
 /// How often a [polling](ConfigWatcher::poll) watcher looks at the files.
-pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 /// Longest wait for the files' modification times and sizes.
 const FINGERPRINT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -207,7 +207,7 @@ impl ConfigWatcher {
     }
 
     /// Reloads when the files change (`-watch-config`), looking every
-    /// [`WATCH_INTERVAL`].
+    /// `WATCH_INTERVAL` (2 s).
     #[must_use]
     pub fn poll(mut self, poll: bool) -> Self {
         self.poll = poll;

@@ -21,10 +21,10 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use llama_swap_server::launcher::Launcher;
-//! use llama_swap_server::upstream::{ProcessSpec, Supervisor};
+//! use llama_swap_server::testing::launcher::Launcher;
+//! use llama_swap_server::testing::upstream::{ProcessSpec, Supervisor};
 //!
-//! # async fn demo() -> Result<(), llama_swap_server::launcher::LaunchError> {
+//! # async fn demo() -> Result<(), llama_swap_server::testing::launcher::LaunchError> {
 //! let spec = ProcessSpec {
 //!     model: "qwen".into(),
 //!     cmd: "llama-server --port 5800 -m qwen.gguf".into(),

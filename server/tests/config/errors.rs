@@ -2,7 +2,7 @@
 //! and reason of every problem reported.
 
 use llama_swap_server::config::{Config, ConfigError, KeyPath, Reason};
-use llama_swap_server::upstream::CommandError;
+use llama_swap_server::testing::upstream::CommandError;
 
 use crate::support::fixture;
 

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use llama_swap_server::config::Config;
-use llama_swap_server::scheduler::{Scheduler, SchedulerKind};
-use llama_swap_server::upstream::split_command;
+use llama_swap_server::testing::scheduler::{Scheduler, SchedulerKind};
+use llama_swap_server::testing::upstream::split_command;
 
 use crate::support::fixture;
 

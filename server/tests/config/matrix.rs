@@ -2,7 +2,7 @@
 //! `routing.router.settings.matrix`, or the legacy top-level `matrix`.
 
 use llama_swap_server::config::{Config, ConfigError, Loaded, Reason, WarningKind};
-use llama_swap_server::policy::matrix::{Matrix, MatrixError, MatrixSet, SyntaxError};
+use llama_swap_server::testing::policy::matrix::{Matrix, MatrixError, MatrixSet, SyntaxError};
 
 const MODELS: &str = "
 models:

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use llama_swap_server::config::{Config, Loaded};
-use llama_swap_server::names::Lead;
+use llama_swap_server::testing::names::Lead;
 
 const YAML: &str = r#"
 macros:

@@ -2,7 +2,7 @@
 //! an error naming the key; values that cannot limit anything are warnings.
 
 use llama_swap_server::config::{Config, ConfigError, Loaded, Reason, WarningKind};
-use llama_swap_server::scheduler::Parallel;
+use llama_swap_server::testing::scheduler::Parallel;
 
 fn yaml(parallel: &str, extra: &str) -> String {
     format!(

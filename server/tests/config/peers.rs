@@ -7,7 +7,7 @@ use llama_swap_server::config::{
     Config, ConfigError, DEFAULT_PEER_CONCURRENCY_LIMIT, Loaded, PEER_RESPONSE_HEADER_TIMEOUT,
     Reason, WarningKind,
 };
-use llama_swap_server::names::{Lead, PeerRoute};
+use llama_swap_server::testing::names::{Lead, PeerRoute};
 
 fn load(yaml: &str) -> Loaded {
     Config::loader()

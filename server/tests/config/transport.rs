@@ -7,7 +7,7 @@ use std::time::Duration;
 use llama_swap_server::config::{
     Config, ConfigError, DEFAULT_IGNORE_PATH, Loaded, Reason, WarningKind,
 };
-use llama_swap_server::proxy::{DEFAULT_RESPONSE_HEADER, Timeouts};
+use llama_swap_server::testing::proxy::{DEFAULT_RESPONSE_HEADER, Timeouts};
 
 fn load(yaml: &str) -> Loaded {
     Config::loader()

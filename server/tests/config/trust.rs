@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use llama_swap_server::config::{Config, Reason};
-use llama_swap_server::priority::KeyIndex;
+use llama_swap_server::testing::priority::KeyIndex;
 
 use crate::support::fixture;
 

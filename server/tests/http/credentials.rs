@@ -1,7 +1,7 @@
 //! One credential per request, and failed API-key attempts rate-limited per client
 //! address (429 with `Retry-After`, even for the right key while it lasts).
 
-use llama_swap_server::api::auth_limit::BURST;
+use llama_swap_server::testing::api::auth_limit::BURST;
 use serde_json::Value;
 
 use crate::support::{Harness, model};

@@ -2,8 +2,8 @@
 //! peer, and one that passed through too many servers.
 
 use llama_swap_server::config::Config;
-use llama_swap_server::proxy::{MAX_HOPS, VIA_HEADER};
 use llama_swap_server::serve_with;
+use llama_swap_server::testing::proxy::{MAX_HOPS, VIA_HEADER};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::scheduler::{ModelSettings, ModelState, RouteError, StopModel};
+use llama_swap_server::testing::scheduler::{ModelSettings, ModelState, RouteError, StopModel};
 
 use crate::support::{Harness, models, names, settings};
 
@@ -137,7 +137,10 @@ fn a_start_that_fails_after_its_unload_needs_no_stop() {
     h.submit("a", 0);
     let unload = h.unload(Some(&["a"])).unwrap().expect("a is starting");
     h.stop_done(unload);
-    h.swap_err("a", llama_swap_server::launcher::LaunchError::ShuttingDown);
+    h.swap_err(
+        "a",
+        llama_swap_server::testing::launcher::LaunchError::ShuttingDown,
+    );
     assert_eq!(h.stops.len(), 1);
     assert!(h.s.running().is_empty());
 }

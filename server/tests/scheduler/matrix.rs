@@ -3,8 +3,8 @@
 //! starts queue), the cheapest combination, run-alone models, `+ref`, and
 //! priority and the drain fence working unchanged on top.
 
-use llama_swap_server::policy::matrix::{MatrixSet, MatrixSettings};
-use llama_swap_server::scheduler::{ModelState, Scheduler, SettingsError, WaitStatus};
+use llama_swap_server::testing::policy::matrix::{MatrixSet, MatrixSettings};
+use llama_swap_server::testing::scheduler::{ModelState, Scheduler, SettingsError, WaitStatus};
 
 use crate::support::{Harness, models, names, settings};
 

@@ -1,7 +1,7 @@
 //! `parallel: N`: at most N requests in flight per model, the rest ranked in
 //! the queue and released one by one as responses end, against the pure scheduler.
 
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::scheduler::{
     Effect, ModelSettings, ModelState, Parallel, RequestId, RouteError, SchedulerKind, WaitReason,
     WaitStatus,
 };

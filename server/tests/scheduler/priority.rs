@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::scheduler::{
     Effect, ModelSettings, RouteError, Scheduler, SchedulerKind, SettingsError, Tick, WaitStatus,
 };
 

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use llama_swap_server::launcher::LaunchError;
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::launcher::LaunchError;
+use llama_swap_server::testing::scheduler::{
     Effect, FastCap, ModelSettings, ModelState, Parallel, RequestId, SchedulerKind,
     SchedulerSettings, StopId, Tick, WaitStatus,
 };

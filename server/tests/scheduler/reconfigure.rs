@@ -3,7 +3,7 @@
 //! requests in flight, and stops changed or removed models only once their
 //! requests have ended.
 
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::scheduler::{
     Effect, ModelState, Parallel, RequestId, Restarts, RouteError, SchedulerKind, WaitStatus,
 };
 
@@ -48,7 +48,7 @@ fn waiters_keep_their_order_across_a_reconfigure_that_adds_a_model() {
     h.reconfigure(&settings(list), &[]).unwrap();
 
     let after = h.s.queue(h.now);
-    let ids = |q: &[llama_swap_server::scheduler::QueueEntry]| {
+    let ids = |q: &[llama_swap_server::testing::scheduler::QueueEntry]| {
         q.iter().map(|e| (e.id, e.position)).collect::<Vec<_>>()
     };
     assert_eq!(ids(&after), ids(&before));
@@ -279,13 +279,13 @@ fn a_switch_to_the_serial_scheduler_keeps_arrival_order() {
 mod props {
     use proptest::prelude::*;
 
-    use llama_swap_server::scheduler::{Parallel, RouteError};
+    use llama_swap_server::testing::scheduler::{Parallel, RouteError};
 
     use crate::support::{Harness, group, models, settings};
 
     const IDS: [&str; 3] = ["a", "b", "c"];
 
-    fn all_settings() -> llama_swap_server::scheduler::SchedulerSettings {
+    fn all_settings() -> llama_swap_server::testing::scheduler::SchedulerSettings {
         let mut list = models(&IDS);
         for m in &mut list {
             m.parallel = Parallel::limit(1).unwrap();

@@ -2,7 +2,7 @@
 //! back: held until the exit is processed, then placed again with its identity,
 //! its priority and its place; failed when the upstream never exits.
 
-use llama_swap_server::scheduler::{ModelState, REFUSAL_GRACE, RouteError};
+use llama_swap_server::testing::scheduler::{ModelState, REFUSAL_GRACE, RouteError};
 
 use crate::support::{Harness, names};
 

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use llama_swap_server::launcher::{LaunchError, UpstreamEvent};
-use llama_swap_server::policy::GroupSettings;
-use llama_swap_server::router::{Lease, ModelState, RouteError, Router, RouterHandle, WaitStatus};
-use llama_swap_server::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
+use llama_swap_server::testing::launcher::{LaunchError, UpstreamEvent};
+use llama_swap_server::testing::policy::GroupSettings;
+use llama_swap_server::testing::router::{
+    Lease, ModelState, RouteError, Router, RouterHandle, WaitStatus,
+};
+use llama_swap_server::testing::scheduler::{ModelSettings, SchedulerKind, SchedulerSettings};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 
@@ -23,7 +25,7 @@ fn models(ids: &[&str]) -> SchedulerSettings {
 fn handles_tickets_and_leases_can_cross_tasks() {
     fn send_sync_static<T: Send + Sync + 'static>() {}
     send_sync_static::<RouterHandle>();
-    send_sync_static::<llama_swap_server::router::Ticket>();
+    send_sync_static::<llama_swap_server::testing::router::Ticket>();
     send_sync_static::<Lease>();
 }
 
@@ -36,7 +38,7 @@ async fn invalid_settings_are_refused_at_spawn() {
     let error = Router::spawn(s, Arc::new(FakeLauncher { calls }), exits_rx).unwrap_err();
     assert_eq!(
         error,
-        llama_swap_server::scheduler::SettingsError::DuplicateModel { model: "a".into() }
+        llama_swap_server::testing::scheduler::SettingsError::DuplicateModel { model: "a".into() }
     );
 }
 

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use llama_swap_server::priority::Priority;
-use llama_swap_server::router::WaitStatus;
-use llama_swap_server::scheduler::{ModelSettings, Parallel, SchedulerKind, SchedulerSettings};
+use llama_swap_server::testing::priority::Priority;
+use llama_swap_server::testing::router::WaitStatus;
+use llama_swap_server::testing::scheduler::{
+    ModelSettings, Parallel, SchedulerKind, SchedulerSettings,
+};
 use tokio::time::timeout;
 
 use crate::support::{BOUND, group, rig, submit};
@@ -150,10 +152,12 @@ async fn a_fast_grant_refused_by_its_upstream_is_served_by_the_next_instance() {
     let id = fast.id();
     let again = fast.refused();
     r.exits
-        .send(llama_swap_server::launcher::UpstreamEvent::Exited {
-            model: "a".into(),
-            status: "signal 9".into(),
-        })
+        .send(
+            llama_swap_server::testing::launcher::UpstreamEvent::Exited {
+                model: "a".into(),
+                status: "signal 9".into(),
+            },
+        )
         .await
         .unwrap();
     r.expect_ensure("a").await.send(Ok(())).unwrap();

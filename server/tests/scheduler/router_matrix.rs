@@ -6,10 +6,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
-use llama_swap_server::policy::matrix::{MatrixSet, MatrixSettings};
-use llama_swap_server::router::{ModelState, Router, RouterHandle, WaitStatus};
-use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
+use llama_swap_server::testing::launcher::{BoxFuture, LaunchError, Launcher};
+use llama_swap_server::testing::policy::matrix::{MatrixSet, MatrixSettings};
+use llama_swap_server::testing::router::{ModelState, Router, RouterHandle, WaitStatus};
+use llama_swap_server::testing::scheduler::{ModelSettings, SchedulerSettings};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
-use llama_swap_server::metrics::Metrics;
-use llama_swap_server::priority::Bands;
-use llama_swap_server::router::{RouteError, Router, RouterHandle, RouterOptions};
-use llama_swap_server::scheduler::{ModelSettings, SchedulerSettings};
+use llama_swap_server::testing::launcher::{BoxFuture, LaunchError, Launcher};
+use llama_swap_server::testing::metrics::Metrics;
+use llama_swap_server::testing::priority::Bands;
+use llama_swap_server::testing::router::{RouteError, Router, RouterHandle, RouterOptions};
+use llama_swap_server::testing::scheduler::{ModelSettings, SchedulerSettings};
 
 use crate::support::{BOUND, submit};
 

@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher};
-use llama_swap_server::router::{Router, RouterHandle, WaitStatus};
-use llama_swap_server::scheduler::{ModelSettings, Parallel, SchedulerSettings, WaitReason};
+use llama_swap_server::testing::launcher::{BoxFuture, LaunchError, Launcher};
+use llama_swap_server::testing::router::{Router, RouterHandle, WaitStatus};
+use llama_swap_server::testing::scheduler::{
+    ModelSettings, Parallel, SchedulerSettings, WaitReason,
+};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 

@@ -1,9 +1,9 @@
 //! `RouterHandle::reconfigure`: the router actor applies a reload in place,
 //! keeping its waiters, leases (fast ones included) and running models.
 
-use llama_swap_server::priority::Priority;
-use llama_swap_server::router::{ReconfigureError, RouteError, WaitStatus};
-use llama_swap_server::scheduler::{ModelSettings, Parallel, SchedulerSettings};
+use llama_swap_server::testing::priority::Priority;
+use llama_swap_server::testing::router::{ReconfigureError, RouteError, WaitStatus};
+use llama_swap_server::testing::scheduler::{ModelSettings, Parallel, SchedulerSettings};
 use tokio::time::timeout;
 
 use crate::support::{BOUND, rig, submit};

@@ -2,9 +2,9 @@
 //! reports it), and grants it again once the exit is processed: on a paused
 //! clock, with the launcher driven by the test. No polling, no sleeping.
 
-use llama_swap_server::launcher::UpstreamEvent;
-use llama_swap_server::router::{ModelState, RouteError};
-use llama_swap_server::scheduler::{ModelSettings, REFUSAL_GRACE, SchedulerSettings};
+use llama_swap_server::testing::launcher::UpstreamEvent;
+use llama_swap_server::testing::router::{ModelState, RouteError};
+use llama_swap_server::testing::scheduler::{ModelSettings, REFUSAL_GRACE, SchedulerSettings};
 use tokio::time::{Instant, timeout};
 
 use crate::support::{BOUND, rig, submit};

@@ -1,9 +1,9 @@
 //! llama-swap's scheduler and group scenarios (reference sections 3.1 and 3.3),
 //! re-expressed against the pure scheduler.
 
-use llama_swap_server::launcher::LaunchError;
-use llama_swap_server::policy::PolicyError;
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::launcher::LaunchError;
+use llama_swap_server::testing::policy::PolicyError;
+use llama_swap_server::testing::scheduler::{
     CONCURRENCY_RETRY_AFTER, Effect, ModelSettings, ModelState, RouteError, Scheduler,
     SettingsError, Tick, WaitStatus,
 };

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use llama_swap_server::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
-use llama_swap_server::policy::GroupSettings;
-use llama_swap_server::priority::Priority;
-use llama_swap_server::router::{Lease, Router, RouterHandle, Submit};
-use llama_swap_server::scheduler::{
+use llama_swap_server::testing::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::testing::policy::GroupSettings;
+use llama_swap_server::testing::priority::Priority;
+use llama_swap_server::testing::router::{Lease, Router, RouterHandle, Submit};
+use llama_swap_server::testing::scheduler::{
     Effect, ModelSettings, ModelState, RequestId, RouteError, Scheduler, SchedulerKind,
     SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
@@ -270,10 +270,10 @@ impl Harness {
         &mut self,
         settings: &SchedulerSettings,
         restart: &[&str],
-    ) -> Result<Vec<Option<usize>>, llama_swap_server::scheduler::SettingsError> {
+    ) -> Result<Vec<Option<usize>>, llama_swap_server::testing::scheduler::SettingsError> {
         self.reconfigure_restarts(
             settings,
-            &llama_swap_server::scheduler::Restarts::changed(names(restart)),
+            &llama_swap_server::testing::scheduler::Restarts::changed(names(restart)),
         )
     }
 
@@ -281,8 +281,8 @@ impl Harness {
     pub fn reconfigure_restarts(
         &mut self,
         settings: &SchedulerSettings,
-        restarts: &llama_swap_server::scheduler::Restarts,
-    ) -> Result<Vec<Option<usize>>, llama_swap_server::scheduler::SettingsError> {
+        restarts: &llama_swap_server::testing::scheduler::Restarts,
+    ) -> Result<Vec<Option<usize>>, llama_swap_server::testing::scheduler::SettingsError> {
         let mut out = Vec::new();
         let result = self.s.reconfigure(self.now, settings, restarts, &mut out);
         self.record(out);

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use llama_swap_server::priority::Priority;
-use llama_swap_server::scheduler::{ModelSettings, RouteError, SchedulerSettings, Tick};
+use llama_swap_server::testing::priority::Priority;
+use llama_swap_server::testing::scheduler::{ModelSettings, RouteError, SchedulerSettings, Tick};
 
 use crate::support::{Harness, models, settings};
 
@@ -160,7 +160,10 @@ fn without_aging_the_same_stream_starves_the_low_waiter() {
 fn aging_does_not_apply_to_the_serial_scheduler() {
     let mut s: SchedulerSettings = settings(models(&["a"]));
     s.aging_after = Some(AGE);
-    let h = Harness::with_kind(s, llama_swap_server::scheduler::SchedulerKind::Serial);
+    let h = Harness::with_kind(
+        s,
+        llama_swap_server::testing::scheduler::SchedulerKind::Serial,
+    );
     assert_eq!(h.s.next_wake(), None);
 }
 
@@ -192,7 +195,7 @@ fn swap_trigger_names_the_request_that_started_the_swap() {
 fn serial_refuses_a_client_priority_but_not_one_set_by_a_cap() {
     let mut h = Harness::with_kind(
         settings(models(&["a"])),
-        llama_swap_server::scheduler::SchedulerKind::Serial,
+        llama_swap_server::testing::scheduler::SchedulerKind::Serial,
     );
     let mut out = Vec::new();
     // No header, lowered by a key cap: served in arrival order like any other.
@@ -237,7 +240,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 /// has waited `AGE` is left un-aged.
 fn check_aging_order(h: &Harness, ticked: bool) {
     let queue = h.s.queue(h.now);
-    let key = |e: &llama_swap_server::scheduler::QueueEntry| {
+    let key = |e: &llama_swap_server::testing::scheduler::QueueEntry| {
         (
             std::cmp::Reverse(if e.aged {
                 i32::MAX
@@ -296,7 +299,7 @@ proptest::proptest! {
                 Op::StartsDone => {
                     for m in names {
                         if h.s.model_state(m)
-                            == Some(llama_swap_server::scheduler::ModelState::Starting)
+                            == Some(llama_swap_server::testing::scheduler::ModelState::Starting)
                         {
                             h.swap_ok(m);
                         }

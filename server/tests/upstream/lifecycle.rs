@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use llama_swap_server::launcher::{LaunchError, Launcher, UpstreamEvent};
-use llama_swap_server::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
+use llama_swap_server::testing::launcher::{LaunchError, Launcher, UpstreamEvent};
+use llama_swap_server::testing::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, is_alive, wait_gone, within};
 

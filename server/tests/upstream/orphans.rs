@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use llama_swap_server::launcher::Launcher;
-use llama_swap_server::upstream::{ProcessSpec, Supervisor, adopt_orphans};
+use llama_swap_server::testing::launcher::Launcher;
+use llama_swap_server::testing::upstream::{ProcessSpec, Supervisor, adopt_orphans};
 
 use crate::support::{LIMIT, free_port, is_alive, wait_exit, within};
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use llama_swap_server::launcher::{LaunchError, Launcher};
-use llama_swap_server::upstream::{ProcessSpec, ProcessState, Supervisor};
+use llama_swap_server::testing::launcher::{LaunchError, Launcher};
+use llama_swap_server::testing::upstream::{ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, is_alive, mockswap_bin, within};
 

@@ -258,7 +258,7 @@ impl Default for Sources {
 
 /// Samples the host for `/metrics`, at most once per interval.
 #[derive(Debug)]
-pub struct SystemSampler {
+pub(crate) struct SystemSampler {
     every: Duration,
     sources: Sources,
     /// The CPU times of the previous sample, for utilisation.
@@ -271,7 +271,7 @@ pub struct SystemSampler {
 impl SystemSampler {
     /// A sampler reading the real system every `every` at most.
     #[must_use]
-    pub fn new(every: Duration) -> Self {
+    pub(crate) fn new(every: Duration) -> Self {
         Self::with_sources(every, Sources::default())
     }
 
@@ -321,7 +321,7 @@ impl SystemSampler {
     }
 
     /// The gauges as OpenMetrics text (no `# EOF`).
-    pub async fn encode(&self) -> String {
+    pub(crate) async fn encode(&self) -> String {
         let mut latest = self.latest.lock().await;
         let fresh = latest
             .as_ref()

@@ -30,7 +30,7 @@
 //! Like the group policy this is pure: names in, names out, no logging.
 //!
 //! ```
-//! use llama_swap_server::policy::matrix::{Matrix, MatrixSet, MatrixSettings};
+//! use llama_swap_server::testing::policy::matrix::{Matrix, MatrixSet, MatrixSettings};
 //!
 //! let models: Vec<String> = ["gemma", "qwen", "voxtral", "llama70b"].map(String::from).into();
 //! let settings = MatrixSettings {
@@ -47,7 +47,7 @@
 //! let choice = matrix.choose("llama70b", &["qwen", "voxtral"]);
 //! assert_eq!(choice.evict, ["qwen", "voxtral"]);
 //! assert_eq!((choice.set, choice.cost), (Some("big"), 51));
-//! # Ok::<(), llama_swap_server::policy::matrix::MatrixError>(())
+//! # Ok::<(), llama_swap_server::testing::policy::matrix::MatrixError>(())
 //! ```
 
 mod bits;

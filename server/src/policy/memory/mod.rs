@@ -30,7 +30,7 @@
 //! keeps where each model runs and tells the policy ([`Resident`]).
 //!
 //! ```
-//! use llama_swap_server::policy::memory::{Gpu, Memory, MemoryModel, MemorySettings, Resident};
+//! use llama_swap_server::testing::policy::memory::{Gpu, Memory, MemoryModel, MemorySettings, Resident};
 //!
 //! const GIB: u64 = 1 << 30;
 //! let settings = MemorySettings {
@@ -55,7 +55,7 @@
 //! let gemma = Resident::placed(0, vec![1], 5 * GIB);
 //! let plan = memory.plan(2, &[gemma, qwen]).expect("fits");
 //! assert_eq!(plan.evict, [0, 1]);
-//! # Ok::<(), llama_swap_server::policy::memory::MemoryError>(())
+//! # Ok::<(), llama_swap_server::testing::policy::memory::MemoryError>(())
 //! ```
 
 #[cfg(test)]
