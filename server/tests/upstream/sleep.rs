@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use llama_swap_server::launcher::Launcher;
-use llama_swap_server::upstream::{HttpCall, ProcessSpec, ProcessState, SleepSpec, Supervisor};
+use llama_swap_server::testing::launcher::Launcher;
+use llama_swap_server::testing::upstream::{
+    HttpCall, ProcessSpec, ProcessState, SleepSpec, Supervisor,
+};
 use serde_json::Value;
 
 use crate::support::{free_port, mockswap_bin, wait_gone, within};
