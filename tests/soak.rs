@@ -2,7 +2,9 @@
 //! `mockswap` upstream processes under a seeded mix of models, priorities, streaming and
 //! client disconnects (while queued, mid-swap, mid-stream), one upstream that crashes
 //! every few requests, a priority-order phase, clients trickling bodies they never
-//! finish, a reload with requests in flight, and a shutdown with work in flight.
+//! finish, requests forwarded to a peer (a second server) beside log and event
+//! subscribers that never read, a reload with requests in flight, and a shutdown with
+//! work in flight.
 //!
 //! Asserted: every request resolves within a generous bound; no server error; the queue
 //! is empty and nothing is left in flight afterwards; requests are served in priority
@@ -73,7 +75,12 @@ fn bin_dir() -> PathBuf {
 /// The first of `count` consecutive free ports below the kernel's ephemeral range, so
 /// the upstreams' ports cannot collide with the local ends of client connections.
 fn upstream_ports(count: u16) -> u16 {
-    let mut rng = StdRng::seed_from_u64(u64::from(std::process::id()));
+    upstream_ports_from(count, u64::from(std::process::id()))
+}
+
+/// As [`upstream_ports`], drawn with `seed` (the peer's server takes its own).
+fn upstream_ports_from(count: u16, seed: u64) -> u16 {
+    let mut rng = StdRng::seed_from_u64(seed);
     for _ in 0..1000 {
         let start = rng.random_range(20_000..32_000u16);
         if (start..start + count).all(|port| StdListener::bind(("127.0.0.1", port)).is_ok()) {
@@ -81,6 +88,18 @@ fn upstream_ports(count: u16) -> u16 {
         }
     }
     panic!("no {count} consecutive free ports in 20000..32000");
+}
+
+/// The model only the peer serves, reached through the soak's server.
+const REMOTE: &str = "remote";
+
+/// The peer: a second server whose only model is [`REMOTE`].
+fn peer_config(bin: &Path) -> String {
+    let port = upstream_ports_from(1, u64::from(std::process::id()) ^ 0x9e37_79b9);
+    format!(
+        "healthCheckTimeout: 30\nmodels:\n  {REMOTE}:\n    cmd: {} --listen 127.0.0.1:{port} --load-time 20ms --tokens-per-second 400\n    proxy: http://127.0.0.1:{port}\n    concurrencyLimit: 1000\n",
+        bin.join("mockswap").display()
+    )
 }
 
 /// The model the reload phase adds.
@@ -139,8 +158,13 @@ fn config_with(base: &str, bin: &Path, model: &str) -> String {
         changed, base,
         "the first stable model's command was not found"
     );
+    // The models come first; top-level sections after them (peers) stay after.
+    let (models, rest) = match changed.find("\npeers:") {
+        Some(at) => changed.split_at(at + 1),
+        None => (changed.as_str(), ""),
+    };
     format!(
-        "{changed}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n",
+        "{models}  {model}:\n    cmd: {} --listen 127.0.0.1:${{PORT}} --load-time 20ms\n    proxy: http://127.0.0.1:${{PORT}}\n    concurrencyLimit: 1000\n{rest}",
         bin.join("mockswap").display()
     )
 }
@@ -155,10 +179,16 @@ struct Server {
 }
 
 impl Server {
-    async fn start(bin: &Path) -> Self {
+    /// The soak's server, with `extra` (top-level YAML) after its models.
+    async fn start(bin: &Path, extra: &str) -> Self {
+        Self::start_yaml(bin, |dir| format!("{}{extra}", config(bin, dir))).await
+    }
+
+    /// A server for the configuration `yaml` writes (given its directory).
+    async fn start_yaml(bin: &Path, yaml: impl FnOnce(&Path) -> String) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
-        std::fs::write(&path, config(bin, dir.path())).unwrap();
+        std::fs::write(&path, yaml(dir.path())).unwrap();
         let marker = format!(
             "{}-{}",
             std::process::id(),
@@ -940,11 +970,17 @@ async fn soak_every_request_resolves_in_priority_order_and_nothing_is_left_behin
     let bin = bin_dir();
     let requests = env_or("SOAK_REQUESTS", 300usize);
     let seed = env_or("SOAK_SEED", 0x50a4_u64);
-    let server = Arc::new(Server::start(&bin).await);
+    let peer = Server::start_yaml(&bin, |_| peer_config(&bin)).await;
+    let peers = format!(
+        "peers:\n  far:\n    proxy: http://{}\n    models: [{REMOTE}]\n",
+        peer.addr
+    );
+    let server = Arc::new(Server::start(&bin, &peers).await);
     let client = reqwest::Client::builder().build().unwrap();
     let started = Instant::now();
 
     mixed_phase(&client, &server, requests, seed).await;
+    peer_phase(&client, &server, &peer, seed).await;
     let mut rng = StdRng::seed_from_u64(seed ^ 0xface);
     for _ in 0..requests.div_ceil(300) {
         priority_phase(&client, &server, &mut rng).await;
@@ -1034,8 +1070,144 @@ async fn soak_every_request_resolves_in_priority_order_and_nothing_is_left_behin
         left.is_empty(),
         "processes left behind after shutdown: {left:?}"
     );
+    peer.terminate().await;
     eprintln!(
         "soak: {requests} requests (seed {seed}) in {:?}",
         started.elapsed()
+    );
+}
+
+impl Server {
+    /// SIGTERM, then a clean exit leaving no process carrying its marker.
+    async fn terminate(mut self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id().unwrap()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(45), self.child.wait())
+            .await
+            .expect("server did not exit within 45 s of SIGTERM")
+            .unwrap();
+        assert!(status.success(), "exit status {status}:\n{}", self.log());
+        let left = marked_processes(&self.marker);
+        assert!(left.is_empty(), "processes left behind: {left:?}");
+    }
+
+    /// The server process's resident memory in KiB (`VmRSS`).
+    fn rss_kib(&self) -> u64 {
+        let status = self
+            .child
+            .id()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// A subscriber of `path` with a tiny receive window that never reads its answer.
+async fn stalled_subscriber(server: &Server, path: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(server.addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr).as_bytes())
+        .await
+        .unwrap();
+    stream
+}
+
+/// The peer phase: requests for a model only the peer serves go through the soak's
+/// server (streams, clients that leave mid-stream or early), while subscribers of
+/// `/logs/stream` and `/api/events` that never read sit on both servers and one that
+/// reads follows the log. Every request resolves; afterwards both servers are idle.
+async fn peer_phase(client: &reqwest::Client, server: &Arc<Server>, peer: &Server, seed: u64) {
+    const REQUESTS: usize = 60;
+    let mut stalled = Vec::new();
+    for target in [&**server, peer] {
+        for path in ["/logs/stream", "/api/events", "/logs/stream", "/api/events"] {
+            stalled.push(stalled_subscriber(target, path).await);
+        }
+    }
+    let following = client.get(server.url("/logs/stream")).send().await.unwrap();
+    assert_eq!(following.status(), 200);
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        let mut body = following.bytes_stream();
+        let mut read = 0usize;
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return read,
+                chunk = body.next() => match chunk {
+                    Some(Ok(bytes)) => read += bytes.len(),
+                    _ => return read,
+                },
+            }
+        }
+    });
+    let rss_before = server.rss_kib();
+
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9ee4);
+    let in_flight = Arc::new(Semaphore::new(12));
+    let mut set = JoinSet::new();
+    for i in 0..REQUESTS {
+        let stream = rng.random_bool(0.5);
+        let cut = match rng.random_range(0..10) {
+            0 => Cut::After(Duration::from_millis(rng.random_range(0..80))),
+            1 | 2 if stream => Cut::MidStream,
+            _ => Cut::Never,
+        };
+        let spec = Spec {
+            model: REMOTE,
+            header: Header::Absent,
+            stream,
+            cut,
+        };
+        let permit = Arc::clone(&in_flight).acquire_owned().await.unwrap();
+        let (client, server) = (client.clone(), Arc::clone(server));
+        set.spawn(async move {
+            let outcome = send(client, server, spec.clone()).await;
+            drop(permit);
+            (i, spec, outcome)
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let (i, spec, outcome) = joined.unwrap();
+        let fine = matches!(
+            outcome,
+            Outcome::Cut
+                | Outcome::Answered {
+                    status: 200,
+                    complete: true
+                }
+        );
+        if !fine {
+            failures.push(format!("request {i} {spec:?}: {outcome:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "peer requests ended wrongly:\n{}\nserver log:\n{}\npeer log:\n{}",
+        failures.join("\n"),
+        server.log(),
+        peer.log()
+    );
+    for (name, target) in [("server", &**server), ("peer", peer)] {
+        let idle = idle_metrics(client, target).await;
+        assert!(
+            idle.is_empty(),
+            "{name} not idle after the peer phase: {idle:?}"
+        );
+    }
+    let rss_after = server.rss_kib();
+    let _ = stop.send(());
+    let read = reader.await.unwrap();
+    assert!(read > 0, "the reading log subscriber got nothing");
+    drop(stalled);
+    eprintln!(
+        "peer phase: {REQUESTS} requests through the peer beside 8 subscribers that never read; \
+         server RSS {rss_before} KiB before, {rss_after} KiB after; the reading subscriber got {read} bytes"
     );
 }
