@@ -1,9 +1,10 @@
-//! `hooks`: what the server does at start (`on_startup.preload`).
+//! `hooks`: what the server does at start (`on_startup.preload`) and once
+//! idle (`on_idle: {after, preload}`, this server's extension).
 
 use super::document::error::{KeyPath, WarningKind};
 use super::document::fields::{Diagnostics, Fields};
 use super::document::node::Node;
-use super::resolved::types::Hooks;
+use super::resolved::types::{Hooks, OnIdle};
 use crate::names::NameTable;
 
 /// Reads `hooks`.
@@ -24,6 +25,39 @@ pub(crate) fn read_hooks(
             hooks.preload = read_preload(n, &p, names, cx);
         }
         startup.finish(cx);
+    }
+    if let Some((idle_node, idle_path)) = fields.take("on_idle")
+        && let Some(mut idle) = Fields::new(idle_node, idle_path.clone(), cx)
+    {
+        let after = match idle.take("after") {
+            None => {
+                cx.error(
+                    idle_path.key("after"),
+                    super::document::error::Reason::Missing,
+                );
+                None
+            }
+            Some((n, p)) => cx
+                .int_min(n, &p, 1)
+                .and_then(|s| u64::try_from(s).ok())
+                .map(std::time::Duration::from_secs),
+        };
+        let preload = match idle.take("preload") {
+            None => {
+                cx.error(
+                    idle_path.key("preload"),
+                    super::document::error::Reason::Missing,
+                );
+                Vec::new()
+            }
+            Some((n, p)) => read_preload(n, &p, names, cx),
+        };
+        idle.finish(cx);
+        if let Some(after) = after
+            && !preload.is_empty()
+        {
+            hooks.on_idle = Some(OnIdle { after, preload });
+        }
     }
     fields.finish(cx);
     hooks

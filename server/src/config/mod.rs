@@ -119,7 +119,7 @@ pub use resolved::names::{
 };
 pub use resolved::summary::Summary;
 pub use resolved::types::{
-    Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, PerformanceConfig,
+    Config, GroupConfig, Hooks, LogLevel, LogTimeFormat, LogToStdout, OnIdle, PerformanceConfig,
     PriorityConfig, SchedulerConfig,
 };
 pub use resolved::upstream::{CaCertificates, DEFAULT_IGNORE_PATH, IgnorePaths, UpstreamConfig};

@@ -15,6 +15,7 @@
 //! | `llamaswap_model_queue_wait_seconds` | histogram | `model`, `band` |
 //! | `llamaswap_queue_timeouts_total` | counter | `model`, `band` (requests that left the queue at their `X-Queue-Timeout` or `maxQueueWait`) |
 //! | `llamaswap_requests_in_progress` | gauge | |
+//! | `llamaswap_idle_preloads_total` | counter | `model` (loaded back by `hooks.on_idle`) |
 //! | `llamaswap_key_requests_total` | counter | `key` (the names of `keys`, `key<N>` for others), `outcome` (ok, error) |
 //! | `llamaswap_key_tokens_total` | counter | `key`, `kind` (input, output) |
 //! | `llamaswap_swaps_total` | counter | `model`, `result` (ok, failed) |
@@ -221,6 +222,7 @@ pub struct Metrics {
     queue_timeouts: Family<L2, Counter>,
     key_requests: Family<L2, Counter>,
     key_tokens: Family<L2, Counter>,
+    idle_preloads: Family<L1, Counter>,
     swaps: Family<L2, Counter>,
     swap_duration: Family<L1, Histogram, fn() -> Histogram>,
     fence_holds: Counter,
@@ -290,6 +292,12 @@ impl Metrics {
             "queue_timeouts",
             "Requests that left the queue at their X-Queue-Timeout or maxQueueWait, by model",
             queue_timeouts.clone(),
+        );
+        let idle_preloads = Family::<L1, Counter>::default();
+        registry.register(
+            "idle_preloads",
+            "Models loaded back by hooks.on_idle after a quiet spell",
+            idle_preloads.clone(),
         );
         let key_requests = Family::<L2, Counter>::default();
         registry.register(
@@ -378,6 +386,7 @@ impl Metrics {
             queue_timeouts,
             key_requests,
             key_tokens,
+            idle_preloads,
             swaps,
             swap_duration,
             fence_holds,
@@ -556,6 +565,13 @@ impl Metrics {
                     .inc_by(tokens);
             }
         }
+    }
+
+    /// Records that `hooks.on_idle` loaded `model` back.
+    pub fn idle_preload(&self, model: &str) {
+        self.idle_preloads
+            .get_or_create(&[("model", self.model_label_of(model))])
+            .inc();
     }
 
     /// Records one swap to `model` that took `took`.

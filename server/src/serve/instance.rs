@@ -89,6 +89,14 @@ impl Instance {
                 config.hooks.preload.clone(),
             ));
         }
+        if let Some(on_idle) = &config.hooks.on_idle {
+            self.preload.spawn(super::idle::preload_when_idle(
+                self.router.clone(),
+                std::sync::Arc::clone(self.state.activity()),
+                std::sync::Arc::clone(&self.metrics),
+                on_idle.clone(),
+            ));
+        }
     }
 
     /// Switches to `config` in place: models whose process definition is

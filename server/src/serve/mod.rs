@@ -35,6 +35,7 @@
 //! }
 //! ```
 
+mod idle;
 mod instance;
 pub(crate) mod listen;
 mod offload;

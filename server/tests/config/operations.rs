@@ -1,4 +1,5 @@
-//! The keys for running the server for months (issue 29): `maxQueueWait`.
+//! The keys for running the server for months (issue 29): `maxQueueWait`,
+//! `hooks.on_idle`.
 
 use std::time::Duration;
 
@@ -56,4 +57,32 @@ fn negative_or_non_numeric_max_queue_wait_names_its_key() {
     let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
     assert!(paths.contains(&"maxQueueWait"), "{found:?}");
     assert!(paths.contains(&"models.a.maxQueueWait"), "{found:?}");
+}
+
+#[test]
+fn on_idle_reads_after_and_the_models_to_load_back_by_id_or_alias() {
+    let Loaded { config, warnings } = load(
+        "models:\n  qwen:\n    cmd: srv --port ${PORT}\n    aliases: [chat]\nhooks:\n  on_idle: {after: 60, preload: [chat]}\n",
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let idle = config.hooks.on_idle.expect("on_idle");
+    assert_eq!(idle.after, Duration::from_secs(60));
+    assert_eq!(idle.preload, ["qwen"]);
+}
+
+#[test]
+fn on_idle_without_after_or_with_zero_names_its_key() {
+    let models = "models:\n  qwen:\n    cmd: srv --port ${PORT}\n";
+    let found = issues(&format!("{models}hooks:\n  on_idle: {{preload: [qwen]}}\n"));
+    assert!(
+        found.iter().any(|(p, _)| p == "hooks.on_idle.after"),
+        "{found:?}"
+    );
+    let found = issues(&format!(
+        "{models}hooks:\n  on_idle: {{after: 0, preload: [qwen]}}\n"
+    ));
+    assert!(
+        found.iter().any(|(p, _)| p == "hooks.on_idle.after"),
+        "{found:?}"
+    );
 }

@@ -21,6 +21,7 @@ mod logs;
 mod loops;
 mod matrix;
 mod observability;
+mod on_idle;
 mod openai_client;
 mod orphans;
 mod parallel;

@@ -196,6 +196,22 @@ pub enum SchedulerConfig {
 pub struct Hooks {
     /// `on_startup.preload`: model IDs (aliases resolved) loaded at start, in order.
     pub preload: Vec<String>,
+    /// `on_idle` (this server's extension): models loaded back once no
+    /// request has arrived for a while.
+    pub on_idle: Option<OnIdle>,
+}
+
+/// `hooks.on_idle: {after, preload}`: once no model request has arrived for
+/// `after` and nothing is in flight or waiting, the `preload` models that are
+/// not running are loaded (as the startup preload does, at the lowest
+/// priority, so any request goes first); once per idle spell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OnIdle {
+    /// `after` (seconds, at least 1).
+    pub after: std::time::Duration,
+    /// `preload`: model IDs (aliases resolved), in order.
+    pub preload: Vec<String>,
 }
 
 /// `logLevel`.
