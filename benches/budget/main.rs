@@ -13,6 +13,7 @@
 //! | [`priority`] | priority scenarios against their oracles and against FIFO without fence |
 //! | [`memory`] | server RSS idle and with 10 000 waiting requests |
 //! | [`wrk`] | the overhead comparison driven by `wrk` at 1, 64 and 256 connections |
+//! | [`store`] | the throughput cost of the history database and of captures at 64 connections (load generator and `wrk`), and the memory of a full capture buffer |
 //!
 //! The bare hyper proxy is this package's binary `bare-hyper-proxy`
 //! (`bare_proxy.rs`): the floor of a hyper-based proxy, what the server could
@@ -32,6 +33,7 @@ mod scheduler;
 mod sse;
 mod stamped;
 mod stats;
+mod store;
 mod swap;
 mod wrk;
 
@@ -198,6 +200,7 @@ async fn run(args: Args) -> Res<()> {
     section!("priority", priority);
     section!("memory", memory);
     section!("wrk", wrk);
+    section!("store", store);
 
     println!("{}", report::plain_table(&rows));
     if let Some(out) = &args.out {

@@ -60,17 +60,68 @@ http {{
     )
 }
 
+/// The generated configuration of an upstream that answers every request
+/// itself: `200` with `body` as JSON.
+fn answering_config(dir: &Path, listen: SocketAddr, body: &str) -> String {
+    let dir = dir.display();
+    format!(
+        r#"daemon off;
+master_process on;
+worker_processes auto;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    server {{
+        listen {listen} backlog=4096;
+        location / {{
+            default_type application/json;
+            return 200 '{body}';
+        }}
+    }}
+}}
+"#
+    )
+}
+
+/// Starts nginx answering every request with `200` and `body` (JSON, no
+/// single quote); returns it and its address.
+pub async fn start_answering(nginx: &Path, dir: &Path, body: &str) -> Res<(Proc, SocketAddr)> {
+    if body.contains('\'') {
+        return Err("the answer must not contain a single quote".into());
+    }
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    launch(nginx, dir, listen, &answering_config(dir, listen, body)).await
+}
+
 /// Starts nginx proxying to `upstream`; returns it and its address.
 pub async fn start(nginx: &Path, dir: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAddr)> {
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    launch(nginx, dir, listen, &config(dir, listen, upstream)).await
+}
+
+async fn launch(
+    nginx: &Path,
+    dir: &Path,
+    listen: SocketAddr,
+    config: &str,
+) -> Res<(Proc, SocketAddr)> {
     // Workers drop root privileges to `nobody`; they must be able to use the temp dirs.
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))?;
     }
-    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, config(dir, listen, upstream))?;
+    std::fs::write(&conf, config)?;
     let mut command = Command::new(nginx);
     command
         .arg("-p")

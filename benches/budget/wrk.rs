@@ -48,12 +48,15 @@ pub fn find() -> Option<PathBuf> {
 
 /// One wrk run's figures.
 #[derive(Debug, Clone, Copy, Default)]
-struct WrkResult {
-    rps: f64,
+pub struct WrkResult {
+    /// Requests per second.
+    pub rps: f64,
     /// Seconds.
-    p50: f64,
-    p99: f64,
-    errors: u64,
+    pub p50: f64,
+    /// Seconds.
+    pub p99: f64,
+    /// Non-2xx answers and socket errors.
+    pub errors: u64,
 }
 
 /// Seconds from wrk's `123.45us` / `1.23ms` / `1.00s`.
@@ -100,7 +103,8 @@ fn parse(output: &str) -> Option<WrkResult> {
     Some(result)
 }
 
-async fn run_wrk(
+/// Runs `wrk` with `script` against `addr`'s chat completions endpoint.
+pub async fn run_wrk(
     wrk: &Path,
     script: &Path,
     addr: SocketAddr,
@@ -122,6 +126,19 @@ async fn run_wrk(
     parse(&text).ok_or_else(|| format!("unexpected wrk output: {text}").into())
 }
 
+/// A wrk script in `dir` that POSTs `body` as JSON.
+pub fn post_script(dir: &Path, body: &[u8]) -> Res<PathBuf> {
+    let script = dir.join("post.lua");
+    let body_text = String::from_utf8_lossy(body);
+    std::fs::write(
+        &script,
+        format!(
+            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [[{body_text}]]\n"
+        ),
+    )?;
+    Ok(script)
+}
+
 /// Runs the wrk comparison and returns its rows.
 pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let Some(wrk) = find() else {
@@ -132,15 +149,7 @@ pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         )]);
     };
     let dir = ctx.tempdir()?;
-    let body = http::chat_body("m", false);
-    let script = dir.path().join("post.lua");
-    let body_text = String::from_utf8_lossy(&body);
-    std::fs::write(
-        &script,
-        format!(
-            "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [[{body_text}]]\n"
-        ),
-    )?;
+    let script = post_script(dir.path(), &http::chat_body("m", false))?;
     let args: Vec<String> = UPSTREAM_ARGS
         .split_whitespace()
         .map(str::to_owned)

@@ -49,8 +49,9 @@ struct Cli {
     config_dir: Option<PathBuf>,
 
     /// Address to listen on: host:port, [ipv6]:port, or :port for every
-    /// interface (port 0 picks a free one). Default 127.0.0.1:8080, or
-    /// 127.0.0.1:8443 with TLS. The first stdout line is
+    /// interface (port 0 picks a free one). Default :8080 (every interface,
+    /// as llama-swap), or :8443 with TLS; without apiKeys, listening beyond
+    /// this machine is warned about. The first stdout line is
     /// `listening on http://<address>` (https with TLS).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
@@ -156,8 +157,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_INVALID);
             }
         },
-        None => ListenAddr::Host {
-            host: "127.0.0.1".to_owned(),
+        // llama-swap's default (its container image passes no -listen).
+        None => ListenAddr::AllInterfaces {
             port: if cli.tls_cert_file.is_some() {
                 8443
             } else {
@@ -320,8 +321,9 @@ async fn run(
                     addr.port()
                 );
                 if config.api_keys.is_empty() {
-                    tracing::info!(
-                        "no apiKeys are configured: anyone who can connect may use the models"
+                    tracing::warn!(
+                        "no apiKeys are configured: anyone who can reach {addr} may use the models; set apiKeys, or use -listen localhost:{} to listen on this machine only",
+                        addr.port()
                     );
                 }
             }

@@ -163,6 +163,7 @@ impl Tracked {
     pub fn respond(mut self, response: Response) -> Response {
         let (parts, body) = response.into_parts();
         self.answered(parts.status, crate::proxy::is_event_stream(&parts.headers));
+        self.response_headers(&parts.headers);
         if let Some(value) = parts
             .headers
             .get(http::header::CONTENT_TYPE)

@@ -9,13 +9,15 @@
 //! | `meter` | [`meter::MeteredBody`]: the response body that scans usage and ends the record |
 //! | `usage` | [`UsageScanner`]: `usage` / llama.cpp `timings` found in passing bytes |
 //!
-//! The cost on the proxy path, for a request whose id and path are short
-//! (inline strings, up to 24 bytes) and whose model was seen before, is no
-//! heap allocation once the ring is full (the oldest row's allocation is
-//! reused): the model ID is one shared `Arc<str>` per model, the id and path
-//! are copied once and moved from the in-flight entry into the finished row.
-//! Shared state is two short critical sections of the in-flight table (into
-//! and out of it), one of the ring, and a read lock of the model names. The
+//! The cost on the proxy path, for a request whose model was seen before: the
+//! model ID is one shared `Arc<str>` per model; the finished row reuses the
+//! oldest row's allocation once the ring is full; the in-flight entry is one
+//! `Arc` holding copies of the id, path and headers (the headers' values are
+//! shared `Bytes`), entered in the in-flight table when the router admits the
+//! request and removed when its record ends, its grant and answer set in
+//! place. Shared state is short critical sections of the in-flight table
+//! (into it, out of it, at its grant and at its answer), one of
+//! the ring, and a read lock of the model names. The
 //! response is scanned for two keys; nothing of the body is kept but an
 //! unfinished last line (bounded). Observers never slow it, and cost nothing
 //! when there are none: the finished feed is a `broadcast` channel that drops
@@ -29,12 +31,13 @@ mod tracked;
 mod usage;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use compact_str::CompactString;
-use serde::{Serialize, Serializer};
+use futures_util::task::AtomicWaker;
 use tokio::sync::{broadcast, watch};
 
 use crate::capture::{Captures, Recorder};
@@ -59,31 +62,120 @@ const FEED_CAPACITY: usize = 256;
 /// a record gets its own copy of the name.
 const MAX_MODELS: usize = 1024;
 
-/// A request holding its model right now, for the `inflight` event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A request in flight: listed from its admission (while it waits for its
+/// model) until its record ends, for the `inflight` event and
+/// `POST /api/inflight/{id}/cancel`. What does not change while it runs is
+/// plain; what does (its grant, its answer's headers and bytes, a cancel) is
+/// read through methods.
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct InFlight {
+    /// Its number in the table (llama-swap's in-flight `id`), increasing
+    /// from 1 in the order requests were listed.
+    pub id: u64,
     /// The request's `X-Request-Id`.
     pub request_id: CompactString,
-    /// The router's sequence number.
+    /// The router's sequence number, when the router admitted it.
     pub seq: Option<u64>,
     /// The model ID.
-    #[serde(serialize_with = "as_str")]
     pub model: Arc<str>,
-    /// The path forwarded upstream.
+    /// The path forwarded upstream, without the query.
     pub path: CompactString,
+    /// The request's method.
+    pub method: http::Method,
+    /// The client's address.
+    pub remote_ip: Option<IpAddr>,
+    /// The client's headers (rendered with secrets redacted).
+    pub req_headers: http::HeaderMap,
     /// The parsed `X-Priority`.
     pub requested_priority: i32,
     /// After trust caps.
     pub capped_priority: i32,
-    /// What ranked it.
+    /// What ranks it, when the router admitted it.
     pub effective_priority: Option<i32>,
     /// When it arrived, milliseconds since the Unix epoch.
     pub time_ms: u64,
-    /// When it was granted its model, milliseconds since the Unix epoch.
-    pub granted_ms: u64,
-    /// How long it waited for the grant.
-    pub queue_ms: u64,
+    /// The name of the API key it came with.
+    pub api_key: Option<Arc<str>>,
+    /// The session its client named.
+    pub session_id: Option<CompactString>,
+    /// The selector that chose its model.
+    pub selector: Option<String>,
+    live: Live,
+}
+
+/// The parts of an in-flight entry that change while it runs.
+#[derive(Debug, Default)]
+struct Live {
+    /// When it was granted its model (ms since the epoch); 0 while it waits.
+    granted_ms: AtomicU64,
+    queue_ms: AtomicU64,
+    resp_bytes: AtomicU64,
+    resp_headers: OnceLock<http::HeaderMap>,
+    cancelled: AtomicBool,
+    /// Whoever waits on the request now: its handler while it waits for
+    /// the grant or the upstream's answer, then its response body.
+    waker: AtomicWaker,
+}
+
+impl InFlight {
+    /// When it was granted its model (ms since the epoch); `None` while it waits.
+    pub fn granted_ms(&self) -> Option<u64> {
+        Some(self.live.granted_ms.load(Ordering::Acquire)).filter(|ms| *ms != 0)
+    }
+
+    /// How long it waited for its grant, once granted.
+    pub fn queue_ms(&self) -> Option<u64> {
+        self.granted_ms()
+            .map(|_| self.live.queue_ms.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of the response body sent so far.
+    pub fn resp_bytes(&self) -> u64 {
+        self.live.resp_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The response's headers, once the upstream answered.
+    pub fn resp_headers(&self) -> Option<&http::HeaderMap> {
+        self.live.resp_headers.get()
+    }
+
+    /// Counts `n` more bytes of the response body sent.
+    pub fn sent(&self, n: usize) {
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        self.live.resp_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Whether an operator cancelled it.
+    pub fn is_cancelled(&self) -> bool {
+        self.live.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Tells whoever serves the request to stop.
+    pub fn cancel(&self) {
+        self.live.cancelled.store(true, Ordering::Release);
+        self.live.waker.wake();
+    }
+
+    /// Ready once the request is cancelled; registers `cx`'s waker
+    /// otherwise (one waiter at a time: the last one registered is woken).
+    pub fn poll_cancelled(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.is_cancelled() {
+            return std::task::Poll::Ready(());
+        }
+        self.live.waker.register(cx.waker());
+        // A cancel between the check and the registration woke nobody.
+        if self.is_cancelled() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// Resolves once the request is cancelled.
+    pub async fn cancelled(&self) {
+        std::future::poll_fn(|cx| self.poll_cancelled(cx)).await;
+    }
 }
 
 /// The activity of one served configuration. Shared by the handlers (which
@@ -91,8 +183,8 @@ pub struct InFlight {
 #[derive(Debug)]
 pub struct Activity {
     capacity: usize,
-    /// Granted requests by tracking key.
-    in_flight: Mutex<BTreeMap<u64, InFlight>>,
+    /// Requests admitted and not ended, by [`InFlight::id`].
+    in_flight: Mutex<BTreeMap<u64, Arc<InFlight>>>,
     next_key: AtomicU64,
     finished: Mutex<Ring>,
     feed: broadcast::Sender<Arc<Finished>>,
@@ -185,7 +277,7 @@ impl Activity {
         Self {
             capacity,
             in_flight: Mutex::new(BTreeMap::new()),
-            next_key: AtomicU64::new(0),
+            next_key: AtomicU64::new(1),
             finished: Mutex::new(Ring {
                 rows: VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY)),
                 next_id,
@@ -277,9 +369,27 @@ impl Activity {
         ring.rows.iter().skip(skip).cloned().collect()
     }
 
-    /// The requests holding a model now, in the order they were granted.
-    pub fn in_flight(&self) -> Vec<InFlight> {
+    /// The requests in flight (waiting for their model or holding it), in
+    /// the order they were listed.
+    pub fn in_flight(&self) -> Vec<Arc<InFlight>> {
         lock(&self.in_flight).values().cloned().collect()
+    }
+
+    /// The first `limit` requests in flight, in the order they were listed,
+    /// and how many there are.
+    pub fn in_flight_first(&self, limit: usize) -> (Vec<Arc<InFlight>>, usize) {
+        let table = lock(&self.in_flight);
+        (table.values().take(limit).cloned().collect(), table.len())
+    }
+
+    /// Asks the request in flight numbered `id` to stop (see
+    /// [`InFlight::cancel`]); false when no such request is in flight.
+    pub fn cancel(&self, id: u64) -> bool {
+        let entry = lock(&self.in_flight).get(&id).cloned();
+        entry.is_some_and(|entry| {
+            entry.cancel();
+            true
+        })
     }
 
     /// Finished requests as they finish, from now on (the earlier ones are in
@@ -321,28 +431,42 @@ impl Activity {
         shared
     }
 
-    fn enter(&self, entry: InFlight) -> u64 {
-        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let mut table = lock(&self.in_flight);
-        table.insert(key, entry);
-        let watched = self.watched();
-        drop(table);
-        if watched {
-            self.changes.send_modify(|g| *g += 1);
-        }
-        key
+    /// A number for the next entry of the table.
+    fn next_id(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Takes the entry out of the table (its strings go into the finished row).
-    fn leave(&self, key: u64) -> Option<InFlight> {
+    fn enter(&self, entry: Arc<InFlight>) {
         let mut table = lock(&self.in_flight);
-        let entry = table.remove(&key);
+        table.insert(entry.id, entry);
         let watched = self.watched();
         drop(table);
         if watched {
             self.changes.send_modify(|g| *g += 1);
         }
-        entry
+    }
+
+    fn leave(&self, id: u64) {
+        let mut table = lock(&self.in_flight);
+        table.remove(&id);
+        let watched = self.watched();
+        drop(table);
+        if watched {
+            self.changes.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// An entry of the table changed in place (granted, answered).
+    fn touched(&self) {
+        // Read under the table's lock like `enter` and `leave`, so a reader
+        // that subscribes meanwhile sees the change one way or the other.
+        let watched = {
+            let _table = lock(&self.in_flight);
+            self.watched()
+        };
+        if watched {
+            self.changes.send_modify(|g| *g += 1);
+        }
     }
 
     /// Whether anyone watches the in-flight table. Read under its lock, like
@@ -428,10 +552,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     // Written only by single inserts, like the mutexes above.
     lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn as_str<S: Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(value)
 }
 
 fn millis(duration: Duration) -> u64 {

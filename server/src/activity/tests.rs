@@ -556,3 +556,79 @@ async fn a_finished_request_leaves_its_capture_with_the_body_as_sent() {
     assert_eq!(capture.resp_body, sent);
     assert_eq!(capture.req_headers["X-Session-Id"], "s");
 }
+
+fn listed(activity: &Arc<Activity>, request_id: &str) -> Tracked {
+    let mut tracked = activity.begin("m", "/v1/chat/completions", request_id, Priority::new(4));
+    tracked.admitted(3, 5);
+    let mut headers = HeaderMap::new();
+    headers.insert(header::USER_AGENT, HeaderValue::from_static("curl/8"));
+    tracked.listed(
+        &http::Method::POST,
+        Some(std::net::IpAddr::from([127, 0, 0, 1])),
+        &headers,
+    );
+    tracked
+}
+
+#[tokio::test]
+async fn a_listed_request_is_in_flight_waiting_until_granted_then_running() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = listed(&activity, "r");
+    let waiting = activity.in_flight();
+    assert_eq!(waiting.len(), 1);
+    let entry = &waiting[0];
+    assert_eq!(entry.id, 1);
+    assert_eq!((entry.seq, entry.effective_priority), (Some(3), Some(5)));
+    assert_eq!(entry.method, http::Method::POST);
+    assert_eq!(entry.req_headers[header::USER_AGENT], "curl/8");
+    assert_eq!((entry.granted_ms(), entry.queue_ms()), (None, None));
+    tracked.granted();
+    assert!(entry.granted_ms().is_some());
+    assert!(entry.queue_ms().is_some());
+    let mut response = HeaderMap::new();
+    response.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    tracked.response_headers(&response);
+    assert_eq!(
+        entry
+            .resp_headers()
+            .map(|h| h[header::CONTENT_TYPE].clone()),
+        Some(HeaderValue::from_static("text/plain"))
+    );
+    drop(tracked);
+    assert!(activity.in_flight().is_empty());
+}
+
+#[tokio::test]
+async fn a_request_cancelled_before_any_answer_is_recorded_as_a_503_cancelled() {
+    let activity = Arc::new(Activity::new(10));
+    let tracked = listed(&activity, "r");
+    let id = tracked.in_flight().unwrap().id;
+    assert!(!activity.cancel(id + 1), "no such request");
+    assert!(activity.cancel(id));
+    assert!(tracked.in_flight().unwrap().is_cancelled());
+    // Whoever waits on it is told at once.
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        tracked.in_flight().unwrap().cancelled(),
+    )
+    .await
+    .unwrap();
+    drop(tracked);
+    assert!(!activity.cancel(id), "gone once ended");
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.status, 503);
+    assert_eq!(row.error.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
+async fn a_request_cancelled_mid_answer_keeps_its_status_and_says_cancelled() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = listed(&activity, "r");
+    tracked.granted();
+    tracked.answered(StatusCode::OK, true);
+    assert!(activity.cancel(tracked.in_flight().unwrap().id));
+    drop(tracked);
+    let row = &activity.recent(1)[0];
+    assert_eq!(row.status, 200);
+    assert_eq!(row.error.as_deref(), Some("cancelled"));
+}

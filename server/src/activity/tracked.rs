@@ -2,7 +2,9 @@
 //! (in the finished ring) when it is dropped.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use compact_str::CompactString;
@@ -12,7 +14,7 @@ use tokio::time::Instant;
 use crate::capture::Recorder;
 use crate::priority::Priority;
 
-use super::{Activity, Finished, InFlight, Usage, millis};
+use super::{Activity, Finished, InFlight, Live, Usage, millis};
 
 /// The record of one model request.
 ///
@@ -30,8 +32,8 @@ pub struct Tracked {
     arrived: Instant,
     admitted: Option<Instant>,
     granted: Option<Instant>,
-    /// Key in the in-flight table while granted.
-    in_flight: Option<u64>,
+    /// Its entry in the in-flight table, once listed.
+    in_flight: Option<Arc<InFlight>>,
     answered: bool,
     completed: bool,
     /// The upstream's own time for the request, when it said.
@@ -87,32 +89,97 @@ impl Tracked {
         self.admitted.get_or_insert_with(Instant::now);
     }
 
-    /// It holds its model now (it shows as in flight until the record ends).
-    /// A second grant (sent again after an upstream crash) keeps the first wait.
-    pub fn granted(&mut self) {
+    /// Lists it in flight (see [`InFlight`]) with what the client sent:
+    /// `method`, its address and `headers`. Listed once; the entry leaves
+    /// the table when the record ends.
+    pub fn listed(
+        &mut self,
+        method: &http::Method,
+        remote_ip: Option<IpAddr>,
+        headers: &http::HeaderMap,
+    ) {
         if self.in_flight.is_some() {
+            return;
+        }
+        let entry = self.entry(method, remote_ip, headers);
+        self.activity.enter(Arc::clone(&entry));
+        self.in_flight = Some(entry);
+    }
+
+    fn entry(
+        &self,
+        method: &http::Method,
+        remote_ip: Option<IpAddr>,
+        headers: &http::HeaderMap,
+    ) -> Arc<InFlight> {
+        let row = &self.row;
+        Arc::new(InFlight {
+            id: self.activity.next_id(),
+            request_id: row.request_id.clone(),
+            seq: row.seq,
+            model: Arc::clone(&row.model),
+            path: row.path.clone(),
+            method: method.clone(),
+            remote_ip,
+            req_headers: headers.clone(),
+            requested_priority: row.requested_priority,
+            capped_priority: row.capped_priority,
+            effective_priority: row.effective_priority,
+            time_ms: row.time_ms,
+            api_key: row.api_key.clone(),
+            session_id: row.session_id.clone(),
+            selector: row.selector.clone(),
+            live: Live::default(),
+        })
+    }
+
+    /// Its entry in the in-flight table, once listed.
+    pub fn in_flight(&self) -> Option<&Arc<InFlight>> {
+        self.in_flight.as_ref()
+    }
+
+    /// It holds its model now (it shows as running until the record ends).
+    /// A second grant (sent again after an upstream crash) keeps the first
+    /// wait. A request not listed yet is listed without its client's details.
+    pub fn granted(&mut self) {
+        if self.granted.is_some() {
             return;
         }
         let now = Instant::now();
         let since = self.admitted.unwrap_or(self.arrived);
         let queue_ms = millis(now.saturating_duration_since(since));
-        self.granted.get_or_insert(now);
+        self.granted = Some(now);
         self.row.queue_ms.get_or_insert(queue_ms);
-        // The id and path live in the table while it runs and come back to
-        // the row when it leaves: moved, not copied.
-        let entry = InFlight {
-            request_id: std::mem::take(&mut self.row.request_id),
-            seq: self.row.seq,
-            model: Arc::clone(&self.row.model),
-            path: std::mem::take(&mut self.row.path),
-            requested_priority: self.row.requested_priority,
-            capped_priority: self.row.capped_priority,
-            effective_priority: self.row.effective_priority,
-            time_ms: self.row.time_ms,
-            granted_ms: self.row.time_ms + millis(now.saturating_duration_since(self.arrived)),
-            queue_ms,
+        let granted_ms = self.row.time_ms + millis(now.saturating_duration_since(self.arrived));
+        let grant = |entry: &InFlight| {
+            entry.live.queue_ms.store(queue_ms, Ordering::Relaxed);
+            // At least 1: 0 means "waiting".
+            entry
+                .live
+                .granted_ms
+                .store(granted_ms.max(1), Ordering::Release);
         };
-        self.in_flight = Some(self.activity.enter(entry));
+        match &self.in_flight {
+            Some(entry) => {
+                grant(entry);
+                self.activity.touched();
+            }
+            None => {
+                let entry = self.entry(&http::Method::POST, None, &http::HeaderMap::new());
+                grant(&entry);
+                self.activity.enter(Arc::clone(&entry));
+                self.in_flight = Some(entry);
+            }
+        }
+    }
+
+    /// The response's headers are known (shown in flight until the end).
+    pub(super) fn response_headers(&mut self, headers: &http::HeaderMap) {
+        if let Some(entry) = &self.in_flight
+            && entry.live.resp_headers.set(headers.clone()).is_ok()
+        {
+            self.activity.touched();
+        }
     }
 
     /// The name of the API key the request came with (never the key itself).
@@ -201,11 +268,19 @@ impl Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if let Some(key) = self.in_flight.take()
-            && let Some(entry) = self.activity.leave(key)
-        {
-            self.row.request_id = entry.request_id;
-            self.row.path = entry.path;
+        let cancelled = self.in_flight.as_ref().is_some_and(|e| e.is_cancelled());
+        if let Some(entry) = self.in_flight.take() {
+            self.activity.leave(entry.id);
+        }
+        if cancelled {
+            // An operator's cancel, not the client's leaving.
+            if !self.answered {
+                self.row.status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
+                self.answered = true;
+            }
+            if self.row.error.as_deref() != Some("cancelled") {
+                self.row.error = Some(Cow::Borrowed("cancelled"));
+            }
         }
         if !self.answered {
             self.row.status = 499;

@@ -83,6 +83,20 @@ pub enum ApiError {
         /// Captures are off.
         off: bool,
     },
+    /// `POST /api/inflight/{id}/cancel` named no request in flight.
+    #[error(
+        "inflight request not found: no request {id} is in flight (the `inflight` event of /api/events lists them)"
+    )]
+    InFlightNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// An operator cancelled the request (`POST /api/inflight/{id}/cancel`).
+    #[error("request {id} was cancelled by an operator (POST /api/inflight/{id}/cancel)")]
+    Cancelled {
+        /// Its in-flight id.
+        id: u64,
+    },
     /// Not even the host's memory could be read.
     #[error("hardware detection unavailable: the host's /proc/meminfo cannot be read")]
     HardwareUnavailable,
@@ -450,6 +464,12 @@ impl ApiError {
                 "not_found_error",
                 "capture_not_found",
             ),
+            Self::InFlightNotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                "inflight_not_found",
+            ),
+            Self::Cancelled { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "cancelled"),
             Self::HardwareUnavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 SERVER,
@@ -615,6 +635,12 @@ impl IntoResponse for ApiError {
         match &self {
             Self::Unauthorized => {
                 headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                // llama-swap's challenge: a browser asks for the key (as
+                // the Basic password) instead of showing the error.
+                headers.append(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"llama-swap\""),
+                );
             }
             Self::ConcurrencyLimit { retry_after, .. }
             | Self::QueueFull { retry_after, .. }

@@ -38,8 +38,10 @@
 //! | `GET /api/metrics/activity` | llama-swap's paged request history (`model`, `start`/`end`, `min_id`/`max_id`, `limit`, `page`, `sort`, `order`; ours: `band`, `key`): `{"data","page","limit","total","total_pages"}`; a bad parameter is a 400 naming it |
 //! | `GET /api/metrics/stats[?model=ID]` | totals and prompt/generation speed histograms of the kept history, of one model or of all |
 //! | `GET /api/captures/<id>` | the request and response of activity row `id` (llama-swap's shape: headers by canonical name, bodies in base64); 400 for an id that is not a number, 404 when no capture of it is kept |
+//! | `POST /api/inflight/<id>/cancel` | stops the request in flight `id` (the `inflight` event's `id`): a waiting one leaves the queue and answers 503 `cancelled`, a running one is cut (`model/cancel.rs`); `{"msg":"ok"}`, 404 when no such request is in flight |
 //! | `GET /api/version` | `{"version","commit","build_date"}` of this build (llama-swap's shape) |
 //! | `GET /api/hardware` | the host's CPU, memory and GPUs (llama-swap's schema-1 snapshot); 503 when the host cannot be read |
+//! | `GET /api/performance[?after=<RFC 3339>]` | the host and GPU samples of the last hour, taken every `performance.every` (llama-swap's `{"enabled","sys_stats","gpu_stats"}`); 503 `{"enabled":false}` with `performance.disabled`; 400 naming `after` when it is not RFC 3339 |
 //! | `GET /api/models/config/<model>` | one model's configuration as resolved (macros expanded, defaults filled in); `env` shows the names only |
 //! | `POST /api/models/load/<model>` | makes a model ready like a request would (queued at its `X-Priority`); answers once ready |
 //! | `POST /api/loadtest` | the web UI's load test, run by the server: `{"requests":[{"model","priority"}],"prompt","max_tokens","session"}`; the requests are made at once in that order (with the caller's key), their progress streamed as Server-Sent Events (`manage/loadtest.rs`); 400 naming a bad field |

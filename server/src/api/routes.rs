@@ -197,8 +197,10 @@ fn endpoints() -> Vec<Endpoint> {
         Endpoint::only("/api/metrics/activity", GET, get(activity::history)),
         Endpoint::only("/api/metrics/stats", GET, get(activity::stats)),
         Endpoint::only("/api/captures/{id}", GET, get(activity::capture)),
+        Endpoint::only("/api/inflight/{id}/cancel", POST, post(activity::cancel)),
         Endpoint::only("/api/version", GET, get(info::version)),
         Endpoint::only("/api/hardware", GET, get(info::hardware)),
+        Endpoint::only("/api/performance", GET, get(info::performance)),
         Endpoint::only("/api/models/load/{*model}", POST, post(activity::load)),
         Endpoint::only("/api/loadtest", POST, post(loadtest::loadtest)),
         Endpoint::only(

@@ -396,6 +396,22 @@ fn canonical(name: &str) -> String {
     out
 }
 
+/// `headers` as llama-swap shows them (in-flight entries): canonical names,
+/// each with its first value, secret headers' values `[REDACTED]`.
+pub(crate) fn redacted_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for (name, value) in headers {
+        map.entry(canonical(name.as_str())).or_insert_with(|| {
+            if is_secret_header(name.as_str()) {
+                REDACTED.to_owned()
+            } else {
+                String::from_utf8_lossy(value.as_bytes()).into_owned()
+            }
+        });
+    }
+    map
+}
+
 /// Whether a header's value is never kept.
 fn is_secret_header(name: &str) -> bool {
     SECRET_HEADERS.iter().any(|s| s.eq_ignore_ascii_case(name))

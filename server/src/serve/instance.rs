@@ -8,8 +8,9 @@ use tokio::task::JoinSet;
 use super::{ServeError, ServeOptions};
 use crate::api::{AppState, AppStateBuilder};
 use crate::config::Config;
+use crate::config::PerformanceConfig;
 use crate::launcher::Launcher;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SystemSampler};
 use crate::priority::Priority;
 use crate::router::{Router, RouterHandle, RouterOptions, Submit};
 use crate::scheduler::Scheduler;
@@ -28,6 +29,12 @@ pub(super) struct Instance {
     /// `hooks.on_startup.preload`, cancelled (aborted) when the instance stops
     /// or a reload starts the next configuration's.
     preload: JoinSet<()>,
+    /// The host sampler (`None` with `performance.disabled`), kept across
+    /// reloads that do not change `performance`, and the task that samples
+    /// with it (aborted when the instance stops or the sampler is replaced).
+    system: Option<Arc<SystemSampler>>,
+    performance: PerformanceConfig,
+    sampling: JoinSet<()>,
 }
 
 impl Instance {
@@ -53,13 +60,20 @@ impl Instance {
             events,
             RouterOptions::default().metrics(Arc::clone(&metrics)),
         )?;
-        let state = Self::state_for(config, options, &router, &supervisor, &metrics, tls).build();
+        let mut sampling = JoinSet::new();
+        let system = sampler(config.performance, &mut sampling);
+        let state = Self::state_for(config, options, &router, &supervisor, &metrics, tls)
+            .system(system.clone())
+            .build();
         let mut instance = Self {
             state,
             router,
             supervisor,
             metrics,
             preload: JoinSet::new(),
+            system,
+            performance: config.performance,
+            sampling,
         };
         instance.preload(config);
         Ok(instance)
@@ -136,6 +150,11 @@ impl Instance {
         self.metrics
             .add_models(config.models.iter().map(|m| m.id.clone()));
         self.metrics.set_bands(config.priority_rules.bands.clone());
+        if config.performance != self.performance {
+            self.sampling.abort_all();
+            self.system = sampler(config.performance, &mut self.sampling);
+            self.performance = config.performance;
+        }
         self.state = Self::state_for(
             config,
             options,
@@ -144,6 +163,7 @@ impl Instance {
             &self.metrics,
             tls,
         )
+        .system(self.system.clone())
         .replacing(&self.state)
         .build();
         self.preload(config);
@@ -155,6 +175,7 @@ impl Instance {
     pub(super) async fn stop(mut self, deadline: Duration, grace: Duration) {
         self.state.drain();
         self.preload.shutdown().await;
+        self.sampling.shutdown().await;
         if tokio::time::timeout(deadline, self.state.wait_idle())
             .await
             .is_err()
@@ -167,6 +188,17 @@ impl Instance {
         self.router.shutdown().await;
         self.supervisor.shutdown(grace).await;
     }
+}
+
+/// The host sampler for `performance` (none when disabled), sampling every
+/// `performance.every` in a task of `tasks`.
+fn sampler(performance: PerformanceConfig, tasks: &mut JoinSet<()>) -> Option<Arc<SystemSampler>> {
+    if performance.disabled {
+        return None;
+    }
+    let sampler = Arc::new(SystemSampler::new(performance.every));
+    tasks.spawn(Arc::clone(&sampler).run());
+    Some(sampler)
 }
 
 /// `hooks.on_startup.preload`: loads each model in turn like a request would

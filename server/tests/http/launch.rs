@@ -85,6 +85,8 @@ async fn listen_colon_port_listens_on_every_interface() {
     // Reached over IPv4 loopback although nothing named it.
     assert_eq!(model_ids(&format!("http://127.0.0.1:{port}")).await, ["a"]);
     server.wait_log("reachable by all hosts").await;
+    // Beyond this machine with no apiKeys: said at WARN level.
+    server.wait_log("[WARN] no apiKeys are configured").await;
     server.terminate().await;
 }
 

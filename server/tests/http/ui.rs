@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use crate::support::{Harness, LIMIT, model};
 
 /// Reads `/api/events` one event at a time.
-struct Events {
+pub(crate) struct Events {
     stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buffer: String,
     /// The last payload of each type read so far.
@@ -18,7 +18,7 @@ struct Events {
 }
 
 impl Events {
-    async fn connect(h: &Harness, key: Option<&str>) -> Self {
+    pub(crate) async fn connect(h: &Harness, key: Option<&str>) -> Self {
         Self::connect_to(&h.base, key).await
     }
 
@@ -41,7 +41,7 @@ impl Events {
     }
 
     /// The next event as (type, payload); `None` at the end of the stream.
-    async fn next(&mut self) -> Option<(String, Value)> {
+    pub(crate) async fn next(&mut self) -> Option<(String, Value)> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -80,7 +80,7 @@ impl Events {
 
     /// Skips events until one of `kind` satisfies `pred` (within `LIMIT`), and
     /// returns its payload.
-    async fn until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn until(&mut self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let mut seen = Vec::new();
         let found = tokio::time::timeout(LIMIT, async {
             loop {
@@ -138,7 +138,10 @@ async fn events_open_with_the_config_every_model_the_queue_and_the_requests_in_f
     let (kind, in_flight) = events.next().await.unwrap();
     assert_eq!(
         (kind.as_str(), &in_flight),
-        ("inflight", &json!({"total": 0, "requests": []}))
+        (
+            "inflight",
+            &json!({"operation": "snapshot", "requests": [], "total": 0})
+        )
     );
     h.shutdown().await;
 }
@@ -198,8 +201,10 @@ async fn events_follow_a_swap_the_queue_and_finished_requests_live() {
     let h = Harness::start(&[model("a", "--gate-closed"), model("b", "")], "").await;
     let mut events = Events::connect(&h, None).await;
     let held = h.spawn(h.chat("a", Some("-3"), false));
-    let in_flight = events.until("inflight", |p| p["total"] == 1).await;
-    let running = &in_flight["requests"][0];
+    let in_flight = events
+        .until("inflight", |p| p["request"]["state"] == "running")
+        .await;
+    let running = &in_flight["request"];
     assert_eq!(running["model"], "a");
     assert_eq!(running["requested_priority"], -3);
     assert_eq!(running["band"], "low");

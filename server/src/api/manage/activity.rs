@@ -122,6 +122,23 @@ pub(crate) async fn capture(State(state): State<AppState>, Path(id): Path<String
     }
 }
 
+/// `POST /api/inflight/{id}/cancel`: tells the request in flight numbered
+/// `id` (the `inflight` event's `id`) to stop, and answers `{"msg":"ok"}`;
+/// 404 when no such request is in flight. A waiting request leaves the queue
+/// and answers 503 `cancelled`; a running one is cut (see
+/// `api::model::cancel`). Its `remove` follows on the event stream once it
+/// has ended.
+pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let found = id
+        .parse::<u64>()
+        .is_ok_and(|n| state.inner.activity.cancel(n));
+    if !found {
+        return ApiError::InFlightNotFound { id }.into_response();
+    }
+    tracing::info!(id = %id, "in-flight request cancelled by an operator");
+    Json(json!({"msg": "ok"})).into_response()
+}
+
 /// `POST /api/models/load/<model>`: makes the model ready like a request for
 /// it would (it queues behind other work at the request's `X-Priority`, and
 /// swaps what must go), holds nothing once it is ready, and answers

@@ -31,6 +31,44 @@ pub(crate) async fn hardware() -> axum::response::Response {
     }
 }
 
+/// `GET /api/performance[?after=<RFC 3339>]`: the host and GPU samples of
+/// the last hour (taken every `performance.every`; one taken now when none
+/// was yet), those after `after` only when given, as llama-swap answers: `{"enabled":true,"sys_stats",
+/// "gpu_stats"}`; 503 `{"enabled":false}` with `performance.disabled`; 400
+/// naming `after` when it is not an RFC 3339 time.
+pub(crate) async fn performance(
+    State(state): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let Some(system) = &state.inner.system else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"enabled": false})),
+        )
+            .into_response();
+    };
+    let after = form_urlencoded::parse(query.as_deref().unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "after")
+        .map(|(_, value)| value.into_owned())
+        .filter(|value| !value.is_empty());
+    let after_ms = match after.map(|text| text.parse::<jiff::Timestamp>()) {
+        None => None,
+        Some(Ok(at)) => Some(u64::try_from(at.as_millisecond()).unwrap_or(0)),
+        Some(Err(_)) => {
+            return ApiError::BadParameter {
+                param: "after",
+                message: "invalid 'after' timestamp, use RFC3339 format".to_owned(),
+            }
+            .into_response();
+        }
+    };
+    if system.nothing_recorded() {
+        // Asked before the first tick: the host as it is now.
+        system.record().await;
+    }
+    Json(system.performance(after_ms)).into_response()
+}
+
 /// `GET /health` and `GET /wol-health`: open even when API keys are configured.
 pub(crate) async fn health() -> &'static str {
     "OK"

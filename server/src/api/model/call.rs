@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
+use super::cancel::{cut_on_cancel, or_cancelled};
 use super::loading::{LoadingTarget, Progress, loading_response};
 use super::names::hold_until_body_ends;
 use super::peer;
@@ -195,22 +196,29 @@ impl Call {
         let turn = match state.inner.router.try_fast(&model.config.id, priority) {
             Some(lease) => {
                 pending.admitted(lease.id().0, lease.effective_priority());
+                pending.list();
                 Turn::Granted(lease)
             }
             None => match Self::submit(&state, &model, priority, &mut pending, loading).await {
                 Ok(Queued::Turn(turn)) => turn,
                 Ok(Queued::Loading(target, status, ticket)) => {
+                    let entry = pending.tracked.in_flight().cloned();
                     let work = async move {
                         grant_and_forward(&state, &model, pending, Turn::Waiting(ticket)).await
                     }
                     .in_current_span();
-                    return Ok(loading_response(target, status, describe, work));
+                    // A cancel drops the loading stream, and the wait with it.
+                    let response = loading_response(target, status, describe, work);
+                    return Ok(cut_on_cancel(response, entry));
                 }
                 Err(error) => return Err(pending.refused(error)),
             },
         };
+        let entry = pending.tracked.in_flight().cloned();
         // One call site: each would take its own room in this future.
-        grant_and_forward(&state, &model, pending, turn).await
+        let work = grant_and_forward(&state, &model, pending, turn);
+        let response = or_cancelled(entry.as_ref(), work).await?;
+        Ok(cut_on_cancel(response, entry))
     }
 
     /// Submits to the router; a request that must wait gets its own copy of
@@ -236,12 +244,15 @@ impl Call {
         let status = ticket.status();
         let granted_at_once = matches!(*status.borrow(), WaitStatus::Granted);
         if granted_at_once {
+            pending.list();
             return Ok(Queued::Turn(Turn::Waiting(ticket)));
         }
         // It may wait long, beside thousands of others: its own copy of the
-        // headers lets the connection's read buffer go.
+        // headers lets the connection's read buffer go (listed after, so
+        // its in-flight entry holds that copy too).
         let headers = std::mem::take(&mut pending.outbound.headers);
         pending.outbound.headers = detached(headers);
+        pending.list();
         if !loading {
             return Ok(Queued::Turn(Turn::Waiting(ticket)));
         }
@@ -295,6 +306,13 @@ impl Pending {
         self.outcome.set_priority(effective_priority);
         self.tracked.admitted(seq, effective_priority);
         tracing::Span::current().record("seq", seq);
+    }
+
+    /// Lists the request in flight, where it can be seen and cancelled.
+    fn list(&mut self) {
+        let outbound = &self.outbound;
+        self.tracked
+            .listed(&outbound.method, outbound.client_ip, &outbound.headers);
     }
 
     /// Records a refusal before the request was admitted.

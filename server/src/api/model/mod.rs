@@ -11,9 +11,11 @@
 //!    (or granted on its fast path), the wait (streaming the [`loading`]
 //!    state when asked), then the proxy with the lease moved into the
 //!    response body. A websocket handshake continues in [`websockets`].
+//! 5. [`cancel`]: an operator's cancel ends the wait, or cuts the body.
 
 pub(super) mod body;
 pub(super) mod call;
+pub(super) mod cancel;
 pub(super) mod comfyui;
 pub(super) mod extract;
 pub(super) mod loading;

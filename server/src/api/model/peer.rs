@@ -285,16 +285,28 @@ pub(super) async fn serve(
     }
     outcome.set_priority(priority.capped());
     // Nothing waits here: the peer's own queue does the ranking.
+    tracked.listed(&outbound.method, outbound.client_ip, &outbound.headers);
     tracked.granted();
+    let entry = tracked.in_flight().cloned();
     tracing::debug!(peer = %id, model = %picked.model, priority = priority.capped(), "forwarding to peer");
-    match peer
-        .client
-        .forward(id, &peer.config.proxy, outbound, (picked.in_flight, token))
-        .await
-    {
+    let forwarded =
+        peer.client
+            .forward(id, &peer.config.proxy, outbound, (picked.in_flight, token));
+    let forwarded = tokio::select! {
+        biased;
+        () = cancelled(entry.as_ref()) => {
+            // The request to the peer is dropped (its connection closed).
+            let error = ApiError::Cancelled { id: entry.as_ref().map_or(0, |e| e.id) };
+            tracked.failed(error.status(), error.kind().code);
+            outcome.cancelled();
+            return Err(error);
+        }
+        forwarded = forwarded => forwarded,
+    };
+    match forwarded {
         Ok(response) => {
             outcome.served();
-            let response = tracked.respond(response);
+            let response = super::cancel::cut_on_cancel(tracked.respond(response), entry);
             // The pipe holds the body, and with it the in-flight count, until
             // the socket closes.
             Ok(match upgrade {
@@ -326,6 +338,14 @@ pub(super) async fn serve(
             tracked.failed(error.status(), error.kind().code);
             Err(error)
         }
+    }
+}
+
+/// Resolves when the request is cancelled; never without an entry.
+async fn cancelled(entry: Option<&std::sync::Arc<crate::activity::InFlight>>) {
+    match entry {
+        Some(entry) => entry.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -31,6 +31,7 @@ pub struct AppStateBuilder<'a> {
     gate: Option<watch::Receiver<bool>>,
     metrics: Option<Arc<Metrics>>,
     tls: Option<Option<UpstreamTls>>,
+    system: Option<Option<Arc<crate::metrics::SystemSampler>>>,
     previous: Option<&'a AppState>,
 }
 
@@ -44,6 +45,7 @@ impl<'a> AppStateBuilder<'a> {
             gate: None,
             metrics: None,
             tls: None,
+            system: None,
             previous: None,
         }
     }
@@ -82,6 +84,14 @@ impl<'a> AppStateBuilder<'a> {
     /// `https://` upstreams without one).
     pub(crate) fn upstream_tls(mut self, tls: Option<UpstreamTls>) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// The host sampler of `/metrics` and `/api/performance`, sampling on
+    /// its own (default: one made here per `performance`, sampling only
+    /// when `/metrics` is scraped; `None` for none).
+    pub(crate) fn system(mut self, system: Option<Arc<crate::metrics::SystemSampler>>) -> Self {
+        self.system = Some(system);
         self
     }
 
@@ -228,8 +238,11 @@ impl<'a> AppStateBuilder<'a> {
                 gate: self.gate,
                 inflight: TaskTracker::new(),
                 metrics,
-                system: (!config.performance.disabled)
-                    .then(|| crate::metrics::SystemSampler::new(config.performance.every)),
+                system: self.system.unwrap_or_else(|| {
+                    (!config.performance.disabled).then(|| {
+                        Arc::new(crate::metrics::SystemSampler::new(config.performance.every))
+                    })
+                }),
                 trust: config.trust(),
                 names: config.names(),
                 selection: crate::selection::Selection::new(config),

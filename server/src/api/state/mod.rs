@@ -163,8 +163,9 @@ pub(crate) struct Inner {
     pub(crate) inflight: TaskTracker,
     /// What `/metrics` shows; shared with the router actor.
     pub(crate) metrics: Arc<Metrics>,
-    /// The host gauges of `/metrics`; `None` with `performance.disabled`.
-    pub(crate) system: Option<crate::metrics::SystemSampler>,
+    /// The host gauges of `/metrics` and the samples of `/api/performance`;
+    /// `None` with `performance.disabled`.
+    pub(crate) system: Option<Arc<crate::metrics::SystemSampler>>,
     /// Caps on `X-Priority`.
     pub(crate) trust: Trust,
     /// Where a requested name leads (pins, selectors, models, peer models).

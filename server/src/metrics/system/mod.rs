@@ -8,9 +8,13 @@
 //! source does not report is left out rather than guessed, and
 //! `llamaswap_gpu_available` says whether any GPU could be read at all.
 //!
-//! Sampling happens on a scrape, at most once per `performance.every`; the CPU
+//! Samples are taken every `performance.every` by a task the serving
+//! instance owns (kept for an hour for `GET /api/performance`, see
+//! `history`), and on a scrape when the latest is older than that; the CPU
 //! utilisation is the share of busy time since the previous sample (since the
 //! sampler was made, for the first). `performance.disabled` turns it off.
+
+mod history;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -266,6 +270,8 @@ pub(crate) struct SystemSampler {
     /// The latest sample and when it was taken; held across the (async)
     /// sampling so concurrent scrapes sample once.
     latest: AsyncMutex<Option<(Instant, Sample)>>,
+    /// The last hour of samples taken by [`run`](Self::run).
+    ring: history::Ring,
 }
 
 impl SystemSampler {
@@ -284,6 +290,7 @@ impl SystemSampler {
             sources,
             cpu_before: Mutex::new(before),
             latest: AsyncMutex::new(None),
+            ring: history::Ring::new(every),
         }
     }
 

@@ -121,3 +121,84 @@ async fn a_sampler_renders_llama_swaps_names_and_samples_once_per_interval() {
     std::fs::write(proc.path().join("loadavg"), "9.00 9.00 9.00 1/1 1\n").unwrap();
     assert_eq!(sampler.encode().await, text);
 }
+
+#[tokio::test]
+async fn recorded_samples_are_served_in_llama_swaps_shape_and_filtered_by_time() {
+    let proc = tempfile::tempdir().unwrap();
+    std::fs::write(proc.path().join("stat"), STAT_BEFORE).unwrap();
+    std::fs::create_dir(proc.path().join("net")).unwrap();
+    std::fs::write(proc.path().join("net/dev"), NET_DEV).unwrap();
+    // 4 GiB total, 1 GiB available, 512 MiB free; 2 GiB swap, half used.
+    std::fs::write(
+        proc.path().join("meminfo"),
+        "MemTotal: 4194304 kB\nMemFree: 524288 kB\nMemAvailable: 1048576 kB\nSwapTotal: 2097152 kB\nSwapFree: 1048576 kB\n",
+    )
+    .unwrap();
+    std::fs::write(proc.path().join("loadavg"), "0.50 1.25 2.00 3/200 999\n").unwrap();
+    let sources = Sources {
+        proc: proc.path().to_owned(),
+        drm: proc.path().join("no-drm"),
+        nvidia: false,
+    };
+    let sampler = SystemSampler::with_sources(Duration::from_secs(5), sources);
+    assert!(
+        sampler.performance(None).sys_stats.is_empty(),
+        "nothing sampled yet"
+    );
+    std::fs::write(proc.path().join("stat"), STAT_AFTER).unwrap();
+    sampler.record().await;
+    let json = serde_json::to_value(sampler.performance(None)).unwrap();
+    assert_eq!(json["enabled"], true);
+    assert_eq!(json["gpu_stats"], serde_json::json!([]));
+    let stat = &json["sys_stats"][0];
+    assert_eq!(stat["cpu_util_per_core"], serde_json::json!([50.0, 25.0]));
+    assert_eq!(
+        (
+            &stat["mem_total_mb"],
+            &stat["mem_used_mb"],
+            &stat["mem_free_mb"]
+        ),
+        (
+            &serde_json::json!(4096),
+            &serde_json::json!(3072),
+            &serde_json::json!(512)
+        )
+    );
+    assert_eq!(
+        (&stat["swap_total_mb"], &stat["swap_used_mb"]),
+        (&serde_json::json!(2048), &serde_json::json!(1024))
+    );
+    assert_eq!(stat["load_avg_15"], 2.0);
+    assert_eq!(
+        stat["net_io"][1],
+        serde_json::json!({"name": "eth0", "bytes_recv": 5, "bytes_sent": 7})
+    );
+    let taken: jiff::Timestamp = stat["timestamp"].as_str().unwrap().parse().unwrap();
+    // Only samples strictly after `after` are served.
+    let at = u64::try_from(taken.as_millisecond()).unwrap();
+    assert_eq!(sampler.performance(Some(at - 1)).sys_stats.len(), 1);
+    assert!(sampler.performance(Some(at)).sys_stats.is_empty());
+}
+
+#[test]
+fn the_ring_keeps_an_hour_of_samples_and_drops_the_oldest() {
+    let ring = history::Ring::new(Duration::from_secs(1800));
+    for at in 1..=3 {
+        ring.push(at, Sample::default());
+    }
+    let sampler = SystemSampler {
+        ring,
+        ..SystemSampler::with_sources(Duration::from_secs(1800), Sources::default())
+    };
+    let kept: Vec<_> = sampler
+        .performance(None)
+        .sys_stats
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap()["timestamp"].clone())
+        .collect();
+    assert_eq!(
+        kept,
+        ["1970-01-01T00:00:00.002Z", "1970-01-01T00:00:00.003Z"],
+        "two samples an hour apart are kept at 30 min"
+    );
+}

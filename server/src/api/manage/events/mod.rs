@@ -6,11 +6,11 @@
 //!
 //! | `type` | payload | when |
 //! |---|---|---|
-//! | `uiConfig` | `{"version", "bands": [{"name", "from"}]}` | once, first |
+//! | `uiConfig` | `{"activity": {"session_id": [header]}, "version", "bands": [{"name", "from"}]}` (llama-swap's `ui` section, then ours) | once, first |
 //! | `profileChanged` | `{"active": name or null, "profiles": [{"id", "description", "pins"}]}` (as `GET /api/profiles`) | at connect and when the active profile changes |
-//! | `modelStatus` | every model, selector and peer model: `id`, `kind` (`model`, `selector`, `peer`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`; a selector's is its warmest target's; a peer model's is `unknown`), `unlisted`, `peerID` (a peer model's peer), `aliases`, `waiting`, `in_flight` (for a peer model: this server's requests to it), and a selector's `strategy` and `targets` | at connect and when any of it changes |
+//! | `modelStatus` | every model, selector and peer model: `id`, `kind` (`model`, `selector`, `peer`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`; a selector's is its warmest target's; a peer model's is `unknown`), `unlisted`, `peerID` (a peer model's peer), `aliases`, llama-swap's `capabilities` (as `/v1/models` renders them; left out when none) and `context_length` (left out when not said), `waiting`, `in_flight` (for a peer model: this server's requests to it), and a selector's `strategy` and `targets` | at connect and when any of it changes |
 //! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "reason", "waited_ms"}]}` (first 500; `reason` is `"slots full"` or `"swap"`) | at connect and when a request joins, leaves, moves or starts waiting for another reason |
-//! | `inflight` | `{"total", "requests": [{"request_id", "seq", "model", "path", "requested_priority", "capped_priority", "effective_priority", "band", "time_ms", "granted_ms", "queue_ms"}]}` | at connect and when a request is granted or ends |
+//! | `inflight` | llama-swap's operations: `{"operation": "snapshot", "requests": [entry]}`, `{"operation": "upsert", "request": entry}`, `{"operation": "remove", "id"}`, each with `total` (requests in flight; the first 500 by arrival are followed). An entry is llama-swap's (`id`, `timestamp`, `model`, `req_path`, `method`, `req_headers` and `resp_headers` with secrets `[REDACTED]`, `remote_ip`, `resp_bytes`, `elapsed_ms`, `metadata` with `fifo_priority` and `selector`) and ours: `state` (`queued` while it waits for its model, then `running`), `request_id`, `seq`, `requested_priority`, `capped_priority`, `effective_priority`, `band`, `time_ms`, `granted_ms`, `queue_ms`, `api_key`, `session_id` | a snapshot at connect; an upsert when a request is admitted, granted, answers its headers, or its `resp_bytes` grew (at most every 250 ms); a remove when it ends |
 //! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |
 //! | `logData` | `{"source": "upstream", "model", "stream", "seq", "data"}` for a model's output, `{"source": "proxy", "model", "seq", "data"}` for the proxy's log (`model`: the configured model its `model=` field names, or `null`); one line, with its newline | the last lines of both at connect, in the order they were written, then each line |
 //!
@@ -35,7 +35,7 @@ mod snapshot;
 
 pub(crate) use snapshot::SnapshotCache;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,8 +48,10 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use self::payload::{InFlightEvent, ModelRow, QueueEvent, frame};
-use crate::activity::{Feed, Finished};
+use self::payload::{
+    INFLIGHT_ROWS, InFlightEntry, InFlightEvent, InFlightVersion, ModelRow, QueueEvent, frame,
+};
+use crate::activity::{Feed, Finished, InFlight};
 use crate::api::state::AppState;
 use crate::upstream::SharedLine;
 
@@ -59,6 +61,9 @@ pub(crate) const THROTTLE: Duration = Duration::from_millis(50);
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Log lines sent at connect (the newest ones).
 const LOG_HISTORY: usize = 1000;
+/// How often a running request's `resp_bytes` is sent again while it grows
+/// (llama-swap's interval).
+pub(crate) const INFLIGHT_BYTES: Duration = Duration::from_millis(250);
 
 /// `GET /api/events`.
 pub(crate) async fn events(State(state): State<AppState>) -> Response {
@@ -87,7 +92,18 @@ pub(crate) async fn events(State(state): State<AppState>) -> Response {
 struct Sent {
     models: Option<Vec<ModelRow>>,
     queue: Option<QueueEvent>,
-    in_flight: Option<InFlightEvent>,
+    /// The in-flight entries sent (the first [`INFLIGHT_ROWS`]), by id;
+    /// `None` before the first snapshot.
+    in_flight: Option<BTreeMap<u64, InFlightVersion>>,
+}
+
+impl Sent {
+    /// Whether a request sent as in flight is running (its bytes may grow).
+    fn any_running(&self) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|sent| sent.values().any(|v| v.running()))
+    }
 }
 
 /// A piece of the history sent at connect, encoded only when the subscriber
@@ -120,6 +136,8 @@ struct Subscriber {
     dirty: bool,
     next_snapshot: Instant,
     keepalive: Interval,
+    /// Wakes the stream to send the bytes of running requests.
+    bytes_tick: Interval,
     draining: CancellationToken,
 }
 
@@ -136,6 +154,8 @@ impl Subscriber {
         profile.mark_unchanged();
         let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
         keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut bytes_tick = tokio::time::interval(INFLIGHT_BYTES);
+        bytes_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut subscriber = Self {
             pending: VecDeque::new(),
             backlog: VecDeque::new(),
@@ -152,6 +172,7 @@ impl Subscriber {
             dirty: false,
             next_snapshot: Instant::now(),
             keepalive,
+            bytes_tick,
             draining: inner.streams.clone(),
             state,
         };
@@ -216,6 +237,7 @@ impl Subscriber {
     /// Waits for something to send and queues it; `None` when the stream ends.
     async fn wait(&mut self) -> Option<()> {
         let watching = !self.dirty;
+        let running = watching && self.sent.any_running();
         tokio::select! {
             biased;
             () = self.draining.cancelled() => return None,
@@ -263,6 +285,7 @@ impl Subscriber {
                 self.profile.borrow_and_update();
                 self.pending.push_back(frame("profileChanged", &payload::profiles(&self.state)));
             }
+            _ = self.bytes_tick.tick(), if running => self.dirty = true,
             _ = self.keepalive.tick() => self.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
         }
         Some(())
@@ -288,12 +311,49 @@ impl Subscriber {
             self.pending.push_back(frame("queue", &queue));
             self.sent.queue = Some(queue);
         }
-        let in_flight = InFlightEvent::new(&self.state, in_flight);
-        if self.sent.in_flight.as_ref() != Some(&in_flight) {
-            self.pending.push_back(frame("inflight", &in_flight));
-            self.sent.in_flight = Some(in_flight);
-        }
+        self.in_flight_changes(&in_flight);
     }
+
+    /// Queues llama-swap's `inflight` operations for what changed since the
+    /// last ones: a `snapshot` first, then an `upsert` for each request new
+    /// or changed, a `remove` for each gone.
+    fn in_flight_changes(&mut self, in_flight: &[Arc<InFlight>]) {
+        let total = in_flight.len();
+        let shown = &in_flight[..total.min(INFLIGHT_ROWS)];
+        let now_ms = unix_ms();
+        let versions: BTreeMap<u64, InFlightVersion> = shown
+            .iter()
+            .map(|e| (e.id, InFlightVersion::of(e)))
+            .collect();
+        let Some(sent) = self.sent.in_flight.take() else {
+            let entries: Vec<InFlightEntry<'_>> = shown
+                .iter()
+                .map(|e| InFlightEntry::new(&self.state, e, now_ms))
+                .collect();
+            self.pending
+                .push_back(frame("inflight", &InFlightEvent::Snapshot(&entries, total)));
+            self.sent.in_flight = Some(versions);
+            return;
+        };
+        for id in sent.keys().filter(|id| !versions.contains_key(id)) {
+            self.pending
+                .push_back(frame("inflight", &InFlightEvent::Remove(*id, total)));
+        }
+        for entry in shown {
+            if sent.get(&entry.id) != versions.get(&entry.id) {
+                let entry = InFlightEntry::new(&self.state, entry, now_ms);
+                self.pending
+                    .push_back(frame("inflight", &InFlightEvent::Upsert(&entry, total)));
+            }
+        }
+        self.sent.in_flight = Some(versions);
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 async fn recv_log(

@@ -2,14 +2,16 @@
 //! and activity snapshots, and the SSE framing.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::json;
 
 use super::snapshot::RouterSnapshot;
 use crate::activity::InFlight;
 use crate::api::state::AppState;
+use crate::capture::redacted_headers;
 use crate::router::ModelState;
 use crate::upstream::{LogLine, LogStream};
 
@@ -43,6 +45,13 @@ pub(super) struct ModelRow {
     #[serde(rename = "peerID")]
     peer_id: String,
     aliases: Vec<String>,
+    /// llama-swap's: what the model's `capabilities` say, as `/v1/models`
+    /// renders them (`vision`, `function_calling`, ...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    capabilities: BTreeMap<String, bool>,
+    /// llama-swap's: the `capabilities.context` length, when said.
+    #[serde(skip_serializing_if = "is_zero")]
+    context_length: u64,
     waiting: usize,
     in_flight: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,7 +64,7 @@ pub(super) struct ModelRow {
 pub(super) fn model_rows(
     state: &AppState,
     snapshot: &RouterSnapshot,
-    in_flight: &[InFlight],
+    in_flight: &[Arc<InFlight>],
 ) -> Vec<ModelRow> {
     let states: BTreeMap<&str, ModelState> = snapshot
         .running
@@ -67,7 +76,7 @@ pub(super) fn model_rows(
         *waiting.entry(entry.model.as_str()).or_default() += 1;
     }
     let mut holding: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in in_flight {
+    for entry in in_flight.iter().filter(|e| e.granted_ms().is_some()) {
         *holding.entry(&*entry.model).or_default() += 1;
     }
     let models = state.inner.models.values().map(|m| ModelRow {
@@ -78,6 +87,8 @@ pub(super) fn model_rows(
         state: state_name(states.get(m.config.id.as_str()).copied()),
         unlisted: m.config.unlisted,
         aliases: m.config.aliases.clone(),
+        capabilities: capabilities(m.config.capabilities.as_ref()),
+        context_length: m.config.capabilities.as_ref().map_or(0, |c| c.context),
         waiting: waiting
             .get(m.config.id.as_str())
             .copied()
@@ -129,11 +140,8 @@ pub(super) fn model_rows(
                 state: "unknown",
                 unlisted: false,
                 peer_id: peer.config.id.clone(),
-                aliases: Vec::new(),
-                waiting: 0,
                 in_flight: holding.get(name).copied().unwrap_or_default(),
-                strategy: None,
-                targets: Vec::new(),
+                ..ModelRow::default()
             })
         });
     models.chain(selectors).chain(peer_rows).collect()
@@ -163,6 +171,28 @@ pub(super) fn profiles(state: &AppState) -> serde_json::Value {
         "active": names.active().map(|p| p.name.as_str()),
         "profiles": profiles,
     })
+}
+
+/// The `capabilities` object `/v1/models` shows for `capabilities`.
+fn capabilities(capabilities: Option<&crate::config::Capabilities>) -> BTreeMap<String, bool> {
+    let Some(capabilities) = capabilities else {
+        return BTreeMap::new();
+    };
+    let mut row = json!({});
+    capabilities.render_into(&mut row);
+    row.get("capabilities")
+        .and_then(serde_json::Value::as_object)
+        .map(|caps| {
+            caps.iter()
+                .filter_map(|(name, on)| Some((name.clone(), on.as_bool()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn state_name(state: Option<ModelState>) -> &'static str {
@@ -247,43 +277,159 @@ impl QueueEvent {
     }
 }
 
-/// The `inflight` event: the requests holding a model now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(super) struct InFlightEvent {
-    pub(super) total: usize,
-    pub(super) requests: Vec<InFlightRow>,
+/// In-flight entries an `inflight` event follows at most (the oldest);
+/// `total` says how many there are.
+pub(super) const INFLIGHT_ROWS: usize = 500;
+
+/// What of an in-flight entry, once sent, makes it worth an `upsert` again:
+/// its grant, its answer's headers, the bytes sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct InFlightVersion {
+    granted: bool,
+    answered: bool,
+    resp_bytes: u64,
 }
 
-/// One running request with its band.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(super) struct InFlightRow {
-    #[serde(flatten)]
-    request: InFlight,
-    band: String,
-}
-
-impl InFlightEvent {
-    pub(super) fn new(state: &AppState, in_flight: Vec<InFlight>) -> Self {
-        let metrics = &state.inner.metrics;
+impl InFlightVersion {
+    pub(super) fn of(entry: &InFlight) -> Self {
         Self {
-            total: in_flight.len(),
-            requests: in_flight
-                .into_iter()
-                .take(QUEUE_ROWS)
-                .map(|request| InFlightRow {
-                    band: metrics.band(
-                        request
-                            .effective_priority
-                            .unwrap_or(request.capped_priority),
-                    ),
-                    request,
-                })
-                .collect(),
+            granted: entry.granted_ms().is_some(),
+            answered: entry.resp_headers().is_some(),
+            resp_bytes: entry.resp_bytes(),
+        }
+    }
+
+    /// Whether the request holds its model.
+    pub(super) fn running(self) -> bool {
+        self.granted
+    }
+}
+
+/// llama-swap's `inflight` event, with `total` beside: `{"operation":
+/// "snapshot","requests":[...]}`, `{"operation":"upsert","request":{...}}`
+/// or `{"operation":"remove","id":"17"}`.
+pub(super) enum InFlightEvent<'a> {
+    Snapshot(&'a [InFlightEntry<'a>], usize),
+    Upsert(&'a InFlightEntry<'a>, usize),
+    Remove(u64, usize),
+}
+
+impl Serialize for InFlightEvent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(3))?;
+        match self {
+            Self::Snapshot(requests, total) => {
+                map.serialize_entry("operation", "snapshot")?;
+                map.serialize_entry("requests", requests)?;
+                map.serialize_entry("total", total)?;
+            }
+            Self::Upsert(request, total) => {
+                map.serialize_entry("operation", "upsert")?;
+                map.serialize_entry("request", request)?;
+                map.serialize_entry("total", total)?;
+            }
+            Self::Remove(id, total) => {
+                map.serialize_entry("operation", "remove")?;
+                map.serialize_entry("id", &id.to_string())?;
+                map.serialize_entry("total", total)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// One in-flight request as the event shows it: llama-swap's
+/// `InflightRequestEntry` (`id`, `timestamp`, `model`, `req_path`, `method`,
+/// `req_headers`, `remote_ip`, `resp_headers`, `resp_bytes`, `elapsed_ms`,
+/// `metadata`), then this server's fields (`state`: `queued` or `running`,
+/// `request_id`, `seq`, the three priorities, `band`, `time_ms`,
+/// `granted_ms`, `queue_ms`, `api_key`, `session_id`).
+pub(super) struct InFlightEntry<'a> {
+    pub(super) entry: &'a InFlight,
+    pub(super) band: String,
+    /// Now, in ms since the Unix epoch (for `elapsed_ms`).
+    pub(super) now_ms: u64,
+}
+
+impl<'a> InFlightEntry<'a> {
+    pub(super) fn new(state: &AppState, entry: &'a InFlight, now_ms: u64) -> Self {
+        let priority = entry.effective_priority.unwrap_or(entry.capped_priority);
+        Self {
+            entry,
+            band: state.inner.metrics.band(priority),
+            now_ms,
         }
     }
 }
 
-/// The `uiConfig` event: what the page needs to know once.
+impl Serialize for InFlightEntry<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let e = self.entry;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("id", &e.id.to_string())?;
+        map.serialize_entry("timestamp", &rfc3339(e.time_ms))?;
+        map.serialize_entry("model", &*e.model)?;
+        map.serialize_entry("req_path", e.path.as_str())?;
+        map.serialize_entry("method", e.method.as_str())?;
+        map.serialize_entry("req_headers", &redacted_headers(&e.req_headers))?;
+        map.serialize_entry(
+            "remote_ip",
+            &e.remote_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        )?;
+        map.serialize_entry(
+            "resp_headers",
+            &e.resp_headers().map(redacted_headers).unwrap_or_default(),
+        )?;
+        map.serialize_entry("resp_bytes", &e.resp_bytes())?;
+        map.serialize_entry("elapsed_ms", &self.now_ms.saturating_sub(e.time_ms))?;
+        if e.effective_priority.is_some() || e.selector.is_some() {
+            let mut metadata = BTreeMap::new();
+            if let Some(priority) = e.effective_priority {
+                metadata.insert("fifo_priority", priority.to_string());
+            }
+            if let Some(selector) = &e.selector {
+                metadata.insert("selector", selector.clone());
+            }
+            map.serialize_entry("metadata", &metadata)?;
+        }
+        let granted = e.granted_ms();
+        map.serialize_entry(
+            "state",
+            if granted.is_some() {
+                "running"
+            } else {
+                "queued"
+            },
+        )?;
+        map.serialize_entry("request_id", e.request_id.as_str())?;
+        map.serialize_entry("seq", &e.seq)?;
+        map.serialize_entry("requested_priority", &e.requested_priority)?;
+        map.serialize_entry("capped_priority", &e.capped_priority)?;
+        map.serialize_entry("effective_priority", &e.effective_priority)?;
+        map.serialize_entry("band", &self.band)?;
+        map.serialize_entry("time_ms", &e.time_ms)?;
+        map.serialize_entry("granted_ms", &granted)?;
+        map.serialize_entry("queue_ms", &e.queue_ms())?;
+        map.serialize_entry("api_key", &e.api_key.as_deref())?;
+        map.serialize_entry("session_id", &e.session_id.as_deref())?;
+        map.end()
+    }
+}
+
+/// A time in ms since the Unix epoch as RFC 3339 in UTC.
+fn rfc3339(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|at| at.to_string())
+        .unwrap_or_default()
+}
+
+/// The `uiConfig` event: what the page needs to know once: llama-swap's
+/// `ui` section (`activity.session_id`, the headers naming a session, in
+/// lower case), this server's version and the priority bands.
 pub(super) fn ui_config(state: &AppState) -> serde_json::Value {
     let bands: Vec<serde_json::Value> = state
         .inner
@@ -292,7 +438,14 @@ pub(super) fn ui_config(state: &AppState) -> serde_json::Value {
         .iter()
         .map(|b| json!({"name": b.name, "from": b.from}))
         .collect();
+    let session_headers: Vec<&str> = state
+        .inner
+        .session_headers
+        .iter()
+        .map(http::HeaderName::as_str)
+        .collect();
     json!({
+        "activity": {"session_id": session_headers},
         "version": env!("CARGO_PKG_VERSION"),
         "bands": bands,
     })

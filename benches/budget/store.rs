@@ -1,0 +1,294 @@
+//! The cost of the request history (`store.path`, SQLite) and of captures
+//! (`captureBuffer`) per request, and the memory a full capture buffer holds.
+//!
+//! llama-swap-server runs in four configurations: both off (`captureBuffer:
+//! 0`, no `store.path`), the store on, captures on (llama-swap's default 5 MB
+//! buffer), and both on; its model's upstream is an nginx that answers every
+//! request itself (`return 200` with a chat completion and its usage), so the
+//! figures are the server's own work. Each is loaded at 64 connections by the
+//! harness's closed-loop generator and by `wrk`, the configurations
+//! interleaved in every round; ratios are taken per round. The target: each
+//! costs at most 5% of the throughput with both off.
+//!
+//! The memory of a full capture buffer: the server's RSS after requests whose
+//! captures overflow the buffer many times, minus its RSS before them, beside
+//! the same traffic with captures off (what the traffic itself leaves behind).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::loadgen::{LoadSpec, run as load};
+use crate::procs::Proc;
+use crate::report::Row;
+use crate::stats::median_of;
+use crate::{Ctx, Res, http};
+
+const SECTION: &str = "store";
+const CONNECTIONS: usize = 64;
+const TARGETS: [&str; 4] = [
+    "both off",
+    "store on",
+    "captures on",
+    "store and captures on",
+];
+/// What the upstream answers.
+const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#;
+
+/// The server's configuration for target `index`, its model proxied to `upstream`.
+fn config(index: usize, dir: &Path, upstream: SocketAddr) -> String {
+    let store = matches!(index, 1 | 3);
+    let captures = matches!(index, 2 | 3);
+    let mut yaml = String::from("healthCheckTimeout: 60\n");
+    if !captures {
+        yaml.push_str("captureBuffer: 0\n");
+    }
+    if store {
+        yaml.push_str(&format!(
+            "store:\n  path: {}\n",
+            dir.join("history.db").display()
+        ));
+    }
+    // The process only has to stay up: nginx answers for it.
+    yaml.push_str(&format!(
+        "models:\n  m:\n    cmd: sleep 100000\n    proxy: http://{upstream}\n    concurrencyLimit: 1000\n"
+    ));
+    yaml
+}
+
+async fn start_server(ctx: &Ctx, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
+    std::fs::create_dir_all(dir)?;
+    let (proc, addr) = crate::procs::server(&ctx.bin, dir, config).await?;
+    let first = http::timed_chat(addr, "m", &[]).await;
+    if !first.status.is_some_and(|s| s.is_success()) {
+        proc.stop().await?;
+        return Err(format!("the first request answered {:?}", first.status).into());
+    }
+    Ok((proc, addr))
+}
+
+/// Runs the section and returns its rows.
+pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+    let Some(nginx) = &ctx.nginx else {
+        return Ok(vec![Row::missing(
+            SECTION,
+            "store and capture cost",
+            "nginx is not installed (scripts/bench installs Debian's package)",
+        )]);
+    };
+    let dir = ctx.tempdir()?;
+    let nginx_dir = dir.path().join("nginx");
+    std::fs::create_dir_all(&nginx_dir)?;
+    let (upstream, upstream_addr) =
+        crate::nginx::start_answering(nginx, &nginx_dir, ANSWER).await?;
+    let mut servers = Vec::new();
+    for (index, name) in TARGETS.iter().enumerate() {
+        let server_dir = dir.path().join(format!("server-{index}"));
+        match start_server(ctx, &server_dir, &config(index, &server_dir, upstream_addr)).await {
+            Ok(started) => servers.push(Some(started)),
+            Err(err) => {
+                eprintln!("{name} did not start: {err}");
+                servers.push(None);
+            }
+        }
+    }
+    let wrk = crate::wrk::find();
+    let script = crate::wrk::post_script(dir.path(), &http::chat_body("m", false))?;
+    let body = http::chat_body("m", false);
+    let (rounds, warmup, measure, wrk_seconds) = if ctx.quick {
+        (1, Duration::from_millis(300), Duration::from_secs(1), 2)
+    } else {
+        (
+            ctx.rounds,
+            Duration::from_millis(500),
+            Duration::from_secs(3),
+            3,
+        )
+    };
+    // [target][round]
+    let mut loadgen: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
+    let mut by_wrk: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
+    let mut errors = vec![0u64; TARGETS.len()];
+    for round in 0..rounds {
+        for (ti, server) in servers.iter().enumerate() {
+            let Some((_, addr)) = server else {
+                loadgen[ti].push(None);
+                by_wrk[ti].push(None);
+                continue;
+            };
+            let spec = LoadSpec {
+                addr: *addr,
+                path: "/v1/chat/completions".to_owned(),
+                body: Some(body.clone()),
+                clients: CONNECTIONS,
+                warmup,
+                measure,
+            };
+            match load(&spec).await {
+                Ok(result) => {
+                    errors[ti] += result.errors;
+                    loadgen[ti].push(Some(result.throughput()));
+                }
+                Err(err) => {
+                    eprintln!("store round {round}: {}: {err}", TARGETS[ti]);
+                    loadgen[ti].push(None);
+                }
+            }
+            let rps = match &wrk {
+                Some(wrk) => {
+                    match crate::wrk::run_wrk(wrk, &script, *addr, CONNECTIONS, wrk_seconds).await {
+                        Ok(result) => {
+                            errors[ti] += result.errors;
+                            Some(result.rps)
+                        }
+                        Err(err) => {
+                            eprintln!("store round {round}: wrk {}: {err}", TARGETS[ti]);
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
+            by_wrk[ti].push(rps);
+        }
+        eprintln!("  store round {}/{rounds} done", round + 1);
+    }
+    let mut rows = Vec::new();
+    let div = |a: &Option<f64>, b: &Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if *b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    for (generator, figures) in [("load generator", &loadgen), ("wrk", &by_wrk)] {
+        for (ti, name) in TARGETS.iter().enumerate() {
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}, {CONNECTIONS} conn, {generator}: throughput"),
+                median_of(&figures[ti]),
+                "req/s",
+            ));
+        }
+        for (ti, name) in TARGETS.iter().enumerate().skip(1) {
+            let ratios: Vec<Option<f64>> = figures[ti]
+                .iter()
+                .zip(&figures[0])
+                .map(|(on, off)| div(on, off))
+                .collect();
+            rows.push(
+                Row::at_least(
+                    SECTION,
+                    format!("throughput, {CONNECTIONS} conn, {generator}: {name} ÷ both off"),
+                    median_of(&ratios),
+                    "×",
+                    0.95,
+                )
+                .note("per round; target: at most 5% of the throughput"),
+            );
+        }
+    }
+    for (ti, name) in TARGETS.iter().enumerate() {
+        if errors[ti] > 0 {
+            rows.push(Row::info(
+                SECTION,
+                format!("{name}: failed requests"),
+                Some(errors[ti] as f64),
+                "",
+            ));
+        }
+    }
+    for server in servers.into_iter().flatten() {
+        server.0.stop().await?;
+    }
+    rows.extend(capture_memory(ctx, dir.path(), upstream_addr).await);
+    upstream.stop().await?;
+    Ok(rows)
+}
+
+/// Requests sent to fill the capture buffer, and the size of each prompt.
+const FILL_REQUESTS: usize = 1000;
+const FILL_PROMPT: usize = 32 * 1024;
+
+/// A chat body with a prompt of `len` bytes that compresses poorly.
+fn big_body(len: usize, seed: u64) -> Bytes {
+    let mut state = seed | 1;
+    let prompt: String = (0..len)
+        .map(|_| {
+            // xorshift: letters zstd cannot squeeze much.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'a' + (state % 26) as u8)
+        })
+        .collect();
+    Bytes::from(
+        serde_json::json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": prompt}],
+        })
+        .to_string(),
+    )
+}
+
+/// RSS growth of a server under requests that overflow its capture buffer,
+/// with captures on (default 5 MB) and off.
+async fn capture_memory(ctx: &Ctx, dir: &Path, upstream: SocketAddr) -> Vec<Row> {
+    let mut growth = [None, None];
+    for (slot, index) in [(0, 2), (1, 0)] {
+        let server_dir = dir.join(format!("memory-{index}"));
+        let outcome: Res<f64> = async {
+            let (proc, addr) =
+                start_server(ctx, &server_dir, &config(index, &server_dir, upstream)).await?;
+            let before = proc.rss_bytes()?;
+            let mut conn = http::Conn::open(addr).await?;
+            for i in 0..FILL_REQUESTS {
+                let request = http::post(
+                    "/v1/chat/completions",
+                    big_body(FILL_PROMPT, i as u64 + 1),
+                    &[],
+                )?;
+                let (status, _) = conn.call(request).await?;
+                if !status.is_success() {
+                    return Err(format!("request {i} answered {status}").into());
+                }
+            }
+            // The buffer compresses on its own thread: give it the last ones.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = proc.rss_bytes()?;
+            proc.stop().await?;
+            Ok(after as f64 - before as f64)
+        }
+        .await;
+        match outcome {
+            Ok(bytes) => growth[slot] = Some(bytes),
+            Err(err) => eprintln!("capture memory ({}): {err}", TARGETS[index]),
+        }
+    }
+    let mib = |b: Option<f64>| b.map(|b| b / (1024.0 * 1024.0));
+    let sent = (FILL_REQUESTS * FILL_PROMPT) as f64 / (1024.0 * 1024.0);
+    vec![
+        Row::info(
+            SECTION,
+            "RSS growth, captures on (5 MB buffer), after overflowing it",
+            mib(growth[0]),
+            "MiB",
+        )
+        .note(format!(
+            "{FILL_REQUESTS} requests of {} KiB prompts ({sent:.0} MiB) in one connection",
+            FILL_PROMPT / 1024
+        )),
+        Row::info(
+            SECTION,
+            "RSS growth, captures off, same requests",
+            mib(growth[1]),
+            "MiB",
+        ),
+        Row::info(
+            SECTION,
+            "memory a full capture buffer holds (on − off)",
+            mib(growth[0].zip(growth[1]).map(|(on, off)| on - off)),
+            "MiB",
+        )
+        .note("the buffer's budget is 5 MiB of compressed captures, plus the uncompressed capture being collected per request in flight"),
+    ]
+}
