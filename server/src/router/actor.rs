@@ -589,19 +589,17 @@ impl Actor {
                         waiter.status.send_replace(status);
                     }
                 }
-                Effect::StartSwap {
-                    model,
-                    evict,
-                    grace,
-                } => self.spawn_swap(model, evict, grace),
+                Effect::StartSwap { model, evict } => self.spawn_swap(model, evict),
                 Effect::Stop { id, batches } => self.spawn_stop(id, batches),
             }
         }
     }
 
-    fn spawn_swap(&mut self, model: String, evict: Vec<String>, grace: std::time::Duration) {
+    fn spawn_swap(&mut self, model: String, evict: Vec<StopModel>) {
         // The one line per swap: what goes, what comes, the request it is for,
         // and why the policy chose those evictions (the matrix's set and cost).
+        let stops = evict;
+        let evict: Vec<&str> = stops.iter().map(|s| s.model.as_str()).collect();
         let why = self
             .scheduler
             .swap_reason(&model)
@@ -627,8 +625,9 @@ impl Actor {
         let ask_slots = self.scheduler.wants_slots(&model);
         let handle = self.tasks.spawn(async move {
             let work = async {
-                // A model with a sleep mode sleeps instead of stopping.
-                join_all(evict.iter().map(|m| launcher.release(m, grace))).await;
+                // A model with a sleep mode sleeps instead of stopping; each
+                // gets its own unloadTimeout as grace.
+                join_all(stops.iter().map(|s| launcher.release(&s.model, s.grace))).await;
                 launcher.ensure_ready(&target).await?;
                 Ok(if ask_slots {
                     launcher.slots(&target).await

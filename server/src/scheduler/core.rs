@@ -24,7 +24,6 @@ use crate::priority::Priority;
 #[derive(Debug)]
 pub struct Scheduler {
     pub(super) kind: SchedulerKind,
-    pub(super) stop_grace: Duration,
     /// Which running models a start must stop.
     pub(super) policy: Box<dyn EvictionPolicy>,
     /// For each model, the models that cannot run alongside it (the policy's
@@ -124,7 +123,6 @@ impl Scheduler {
         }
         Ok(Self {
             kind: settings.kind,
-            stop_grace: settings.stop_grace,
             policy,
             conflicts,
             conflicted_by,

@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 
 use super::core::Scheduler;
 use super::model::{Queued, Request, RequestState, Swap};
-use super::{Effect, ModelState, RequestId, SchedulerKind, WaitStatus};
+use super::{Effect, ModelState, RequestId, SchedulerKind, StopModel, WaitStatus};
 
 /// What one request should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +212,13 @@ impl Scheduler {
             self.models[e].evicted_by = Some(t);
             self.models[e].unready();
         }
-        let names = evict.iter().map(|&e| self.models[e].id.clone()).collect();
+        let stops = evict
+            .iter()
+            .map(|&e| StopModel {
+                model: self.models[e].id.clone(),
+                grace: self.models[e].unload_timeout,
+            })
+            .collect();
         self.models[t].swap = Some(Swap {
             waiters: Vec::new(),
             evict,
@@ -221,8 +227,7 @@ impl Scheduler {
         });
         out.push(Effect::StartSwap {
             model: self.models[t].id.clone(),
-            evict: names,
-            grace: self.stop_grace,
+            evict: stops,
         });
         self.join(id, t, out);
     }

@@ -16,10 +16,6 @@ pub(crate) const DEFAULT_CONCURRENCY_LIMIT: usize = 10;
 /// Graceful stop timeout of a model whose config does not set `unloadTimeout`.
 pub(crate) const DEFAULT_UNLOAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Grace given to models evicted by a swap when nothing else is configured
-/// (llama-swap uses `healthCheckTimeout`, 120 s by default).
-pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(120);
-
 /// Everything the scheduler needs to know, resolved from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerSettings {
@@ -33,8 +29,6 @@ pub struct SchedulerSettings {
     pub matrix: Option<MatrixSettings>,
     /// Which scheduler orders the requests.
     pub kind: SchedulerKind,
-    /// Grace for models stopped to make room for another (llama-swap: `healthCheckTimeout`).
-    pub stop_grace: Duration,
     /// Anti-starvation (`priority.agingAfter`, FIFO only): a request queued this
     /// long ranks ahead of every request that has not aged, oldest first. `None`: off.
     pub aging_after: Option<Duration>,
@@ -48,7 +42,6 @@ impl SchedulerSettings {
             groups: Vec::new(),
             matrix: None,
             kind: SchedulerKind::default(),
-            stop_grace: DEFAULT_STOP_GRACE,
             aging_after: None,
         }
     }

@@ -108,15 +108,14 @@ pub enum Effect {
         /// Its new status.
         status: WaitStatus,
     },
-    /// Stop every model of `evict` (in parallel, with `grace`), then make `model` ready;
-    /// report the result with `swap_done(model, ..)`.
+    /// Stop every model of `evict` (in parallel, each with its own grace: its
+    /// `unloadTimeout`, as an unload would), then make `model` ready; report the
+    /// result with `swap_done(model, ..)`.
     StartSwap {
         /// The model to make ready.
         model: String,
-        /// Running models that must stop first, sorted.
-        evict: Vec<String>,
-        /// Graceful stop timeout for the evicted models.
-        grace: Duration,
+        /// Running models that must stop first, sorted by ID.
+        evict: Vec<StopModel>,
     },
     /// Stop models: batches one after the other, the models of a batch in parallel;
     /// report with `stop_done(id)` once every batch is done.

@@ -22,7 +22,6 @@ fn load(name: &str) -> Config {
 fn example_maps_to_scheduler_settings_the_scheduler_accepts() {
     let settings = load("example.yaml").scheduler_settings();
     assert_eq!(settings.kind, SchedulerKind::Fifo { drain_fence: true });
-    assert_eq!(settings.stop_grace, Duration::from_secs(300));
 
     let chat = settings
         .models

@@ -3,7 +3,7 @@
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::support::{Harness, LIMIT, model};
+use crate::support::{Harness, LIMIT, ModelSpec, model, wait_exit};
 
 async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
     tokio::time::timeout(LIMIT, handle).await.unwrap().unwrap()
@@ -87,6 +87,30 @@ async fn upstream_crash_mid_stream_reports_an_error_and_next_request_restarts() 
         .unwrap()
         .unwrap();
     assert_eq!(response.status(), 200);
+    h.shutdown().await;
+}
+
+/// Issue 31 #7: a swap stopped the model in its way with `healthCheckTimeout`
+/// as its grace, so a model ignoring SIGTERM held the swap for that long (two
+/// minutes by default; an hour here, far past the test's bound). It gets its
+/// `unloadTimeout`, as an unload or shutdown gives it.
+#[tokio::test]
+async fn a_swap_kills_a_model_ignoring_sigterm_after_its_unload_timeout() {
+    let stubborn = ModelSpec {
+        id: "a",
+        args: "--ignore-sigterm",
+        yaml: "unloadTimeout: 1",
+    };
+    let h = Harness::start(&[stubborn, model("b", "")], "healthCheckTimeout: 3600\n").await;
+    assert_eq!(h.chat("a", None, false).send().await.unwrap().status(), 200);
+    let pid = h.upstream_pid("a").expect("a runs");
+    let response = tokio::time::timeout(LIMIT, h.chat("b", None, false).send())
+        .await
+        .expect("the swap waited longer than a's unloadTimeout to stop it")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    wait_exit(pid).await;
+    assert_eq!(h.running().await, vec!["b"]);
     h.shutdown().await;
 }
 

@@ -90,6 +90,10 @@ impl Harness {
         let placed: Vec<(ModelSpec, u16)> =
             models.iter().map(|m| (m.clone(), ports[m.id])).collect();
         let mut yaml = config_yaml(&placed);
+        if global_yaml.contains("healthCheckTimeout:") {
+            // The test's own replaces the harness's default.
+            yaml = yaml.replacen("healthCheckTimeout: 15\n", "", 1);
+        }
         yaml.push_str(global_yaml);
         Self::launch(&yaml, ports, options)
     }

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use llama_swap_server::testing::scheduler::{ModelSettings, ModelState, RouteError, StopModel};
+use llama_swap_server::testing::scheduler::{
+    Effect, ModelSettings, ModelState, RouteError, StopModel,
+};
 
 use crate::support::{Harness, models, names, settings};
 
@@ -32,6 +34,41 @@ fn stop(model: &str, secs: u64) -> StopModel {
         model: model.to_owned(),
         grace: Duration::from_secs(secs),
     }
+}
+
+/// Issue 31 #7: a swap gave its evicted models `healthCheckTimeout` (120 s by
+/// default) to stop, so a model ignoring SIGTERM held the swap for minutes.
+#[test]
+fn a_swap_stops_each_evicted_model_with_its_own_unload_timeout() {
+    let ms = [("a", 45), ("c", 3), ("x", 10)]
+        .iter()
+        .map(|(id, secs)| {
+            let mut m = ModelSettings::new(*id);
+            m.unload_timeout = Duration::from_secs(*secs);
+            m
+        })
+        .collect();
+    let mut s = settings(ms);
+    // a and c run together; x (in the exclusive default group) evicts both.
+    s.groups = vec![crate::support::group(
+        "pair",
+        &["a", "c"],
+        false,
+        true,
+        false,
+    )];
+    let mut h = Harness::new(s);
+    h.make_ready("a");
+    h.make_ready("c");
+    h.submit("x", 0);
+    let swap = h.take().into_iter().find_map(|e| match e {
+        Effect::StartSwap { model, evict } => Some((model, evict)),
+        _ => None,
+    });
+    assert_eq!(
+        swap,
+        Some(("x".to_owned(), vec![stop("a", 45), stop("c", 3)]))
+    );
 }
 
 #[test]

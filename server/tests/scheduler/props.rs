@@ -462,8 +462,8 @@ impl World {
                     !self.cancelled.contains(id),
                     "cancelled request {id:?} failed"
                 ),
-                Effect::StartSwap { model, evict, .. } => {
-                    for e in evict {
+                Effect::StartSwap { model, evict } => {
+                    for e in evict.iter().map(|s| &s.model) {
                         assert_eq!(
                             self.h.s.in_flight(e),
                             0,

@@ -103,7 +103,11 @@ async fn serial_router_rejects_priorities() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_lease_lets_a_queued_request_swap_models() {
-    let mut r = rig(models(&["a", "b"]));
+    let mut s = models(&["a", "b"]);
+    // The evicted model is stopped with its own unloadTimeout, as an unload
+    // would stop it (not healthCheckTimeout: issue 31 #7).
+    s.models[0].unload_timeout = Duration::from_secs(3);
+    let mut r = rig(s);
     let lease = r.load("a", &[]).await;
     let ticket = r.router.submit(submit("b", 0)).await.unwrap();
     let mut status = ticket.status();
@@ -115,7 +119,7 @@ async fn dropping_the_lease_lets_a_queued_request_swap_models() {
     assert!(r.no_call_pending(), "nothing is stopped while a serves");
     drop(lease);
     let (grace, stopped) = r.expect_stop("a").await;
-    assert_eq!(grace, SchedulerSettings::new(Vec::new()).stop_grace);
+    assert_eq!(grace, Duration::from_secs(3));
     stopped.send(()).unwrap();
     r.expect_ensure("b").await.send(Ok(())).unwrap();
     assert_eq!(

@@ -152,8 +152,9 @@ impl Harness {
                     );
                     self.status.insert(*id, *status);
                 }
-                Effect::StartSwap { model, evict, .. } => {
-                    self.swaps.push((model.clone(), evict.clone()));
+                Effect::StartSwap { model, evict } => {
+                    let evict = evict.iter().map(|s| s.model.clone()).collect();
+                    self.swaps.push((model.clone(), evict));
                 }
                 Effect::Stop { id, batches } => self.stops.push((*id, batches.clone())),
             }

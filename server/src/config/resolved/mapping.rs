@@ -50,7 +50,6 @@ impl Config {
             groups,
             matrix: self.matrix.clone(),
             kind,
-            stop_grace: self.health_check_timeout,
             aging_after: self.priority_rules.aging_after,
         }
     }
