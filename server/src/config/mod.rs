@@ -102,7 +102,7 @@ mod upstream;
 
 pub use document::env::EnvLookup;
 pub use document::error::{
-    ConfigError, ConfigWarning, Issue, KeyPath, MergeConflict, Reason, WarningKind,
+    ConfigError, ConfigWarning, Issue, KeyPath, MergeConflict, Reason, WarningKind, YamlLimit,
 };
 pub use document::ports::KeptPorts;
 pub use document::sources::source_files;

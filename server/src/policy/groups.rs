@@ -245,6 +245,10 @@ impl EvictionPolicy for Groups {
             .filter(|&m| self.evicts(target, m))
             .collect()
     }
+
+    fn conflicts_with(&self, target: usize, other: usize) -> bool {
+        target < self.group_of.len() && other < self.group_of.len() && self.evicts(target, other)
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! - **conflicts**: which of these models can never run alongside X, whatever
 //!   else runs? The drain fence uses it: while a request for X waits, lower
 //!   ranked requests neither use nor start a model that conflicts with X (it
-//!   would only have to be stopped again).
+//!   would only have to be stopped again). The scheduler asks it pair by pair
+//!   ([`EvictionPolicy::conflicts_with`]) for the models that have waiters,
+//!   so nothing it keeps grows with the square of the model count.
 //!
 //! [`Groups`] (llama-swap's `groups`, the default) answers both pairwise. The
 //! matrix ([`matrix`]) chooses the cheapest combination of its sets, so its
@@ -39,9 +41,17 @@ pub trait EvictionPolicy: fmt::Debug + Send + Sync {
     fn evict(&self, target: usize, running: &[usize]) -> Vec<usize>;
 
     /// The members of `models` that cannot run alongside `target` whatever else
-    /// runs. Never contains `target`. It must not depend on which models run:
-    /// the scheduler asks once per model when it is built and keeps the answers.
+    /// runs. Never contains `target`. It must not depend on which models run.
     fn conflicts(&self, target: usize, models: &[usize]) -> Vec<usize>;
+
+    /// Whether `other` can never run alongside `target` (`other` is in
+    /// [`conflicts`](Self::conflicts) of `target`); false for `target` itself.
+    /// The scheduler asks it pair by pair, for the models that have requests
+    /// waiting, instead of keeping a table of every pair (which would grow
+    /// with the square of the model count).
+    fn conflicts_with(&self, target: usize, other: usize) -> bool {
+        !self.conflicts(target, &[other]).is_empty()
+    }
 
     /// Why [`evict`](Self::evict) answers what it does for the same question,
     /// for the one log line of a real swap (the matrix names its set and the

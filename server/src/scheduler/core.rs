@@ -1,6 +1,6 @@
 //! The scheduler state and its event handlers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -26,12 +26,10 @@ pub struct Scheduler {
     pub(super) kind: SchedulerKind,
     /// Which running models a start must stop.
     pub(super) policy: Box<dyn EvictionPolicy>,
-    /// For each model, the models that cannot run alongside it (the policy's
-    /// `conflicts`, asked once): what a waiting request for it fences off.
-    pub(super) conflicts: Vec<Vec<usize>>,
-    /// For each model, the models it conflicts with the other way round: whose
-    /// waiting requests fence it off.
-    pub(super) conflicted_by: Vec<Vec<usize>>,
+    /// Models with requests in the ranked queue: whose waiters may fence a
+    /// model off (the policy is asked pair by pair about these only, so
+    /// nothing here grows with the square of the model count).
+    pub(super) waiting_models: BTreeSet<usize>,
     /// For each model, the highest rank of a queued request whose current
     /// decision needs it stopped: evictions that depend on what runs (the
     /// matrix's cheapest combination), beyond `conflicts`. Rebuilt by every
@@ -57,7 +55,7 @@ pub struct Scheduler {
     /// `aging_after` (FIFO only).
     pub(super) aging_after: Option<Duration>,
     /// Queued requests that have not aged yet, in arrival order (only with aging on).
-    pub(super) not_aged: std::collections::BTreeSet<RequestId>,
+    pub(super) not_aged: BTreeSet<RequestId>,
     /// Refused requests held over every model, so nothing is scanned when there are none.
     pub(super) held_total: usize,
     /// Models with `retire` set, so nothing is scanned when there are none.
@@ -113,19 +111,10 @@ impl Scheduler {
             })?),
             None => Box::new(Groups::new(&ids, &settings.groups)?),
         };
-        let all: Vec<usize> = (0..models.len()).collect();
-        let conflicts: Vec<Vec<usize>> = all.iter().map(|&t| policy.conflicts(t, &all)).collect();
-        let mut conflicted_by = vec![Vec::new(); models.len()];
-        for (u, conflicting) in conflicts.iter().enumerate() {
-            for &t in conflicting {
-                conflicted_by[t].push(u);
-            }
-        }
         Ok(Self {
             kind: settings.kind,
             policy,
-            conflicts,
-            conflicted_by,
+            waiting_models: BTreeSet::new(),
             needed_stopped: vec![None; models.len()],
             models,
             names,
@@ -141,7 +130,7 @@ impl Scheduler {
                 SchedulerKind::Fifo { .. } => settings.aging_after,
                 SchedulerKind::Serial => None,
             },
-            not_aged: std::collections::BTreeSet::new(),
+            not_aged: BTreeSet::new(),
             held_total: 0,
             retiring: 0,
         })

@@ -145,8 +145,10 @@ impl Scheduler {
     /// needs `t` stopped (if `t` runs) or would need it stopped (if `t` started);
     /// or whose current decision needs `t` stopped (`needed_stopped`).
     pub(super) fn fence_level(&self, t: usize) -> Option<i32> {
-        let conflicting = self.conflicted_by[t]
+        let conflicting = self
+            .waiting_models
             .iter()
+            .filter(|&&u| self.policy.conflicts_with(u, t))
             .filter_map(|&u| {
                 self.models[u]
                     .queued
@@ -155,6 +157,12 @@ impl Scheduler {
             })
             .max();
         conflicting.max(self.needed_stopped[t])
+    }
+
+    /// One more request of `rank` for model `t` in the ranked queue.
+    pub(super) fn count_queued(&mut self, t: usize, rank: i32) {
+        *self.models[t].queued.entry(rank).or_insert(0) += 1;
+        self.waiting_models.insert(t);
     }
 
     /// A request of `rank` was queued needing `evict` stopped.
@@ -252,7 +260,7 @@ impl Scheduler {
         };
         let index = self.queue.partition_point(|q| q.key() < entry.key());
         self.queue.insert(index, entry);
-        *self.models[t].queued.entry(rank).or_insert(0) += 1;
+        self.count_queued(t, rank);
         self.mark_dirty(index);
     }
 
@@ -316,6 +324,9 @@ impl Scheduler {
                 counts.remove(&q.rank);
             }
         }
+        if counts.is_empty() {
+            self.waiting_models.remove(&q.model);
+        }
     }
 
     pub(super) fn mark_dirty(&mut self, index: usize) {
@@ -356,9 +367,14 @@ impl Scheduler {
             return;
         }
         let fence_on = self.fence_enabled();
-        // Highest rank of a request earlier in this walk that stays and whose model
-        // cannot run alongside each model: lower requests may not use or start it.
+        // Highest rank of a request earlier in this walk that stays and needs
+        // each model stopped now: lower requests may not use or start it.
         let mut fence: Vec<Option<i32>> = vec![None; self.models.len()];
+        // The first request of each model that stayed in this walk, in walk
+        // order (so by rank, highest first): a model that cannot run
+        // alongside its model is fenced at its rank. Asked pair by pair
+        // (`fenced_by`), never expanded into every conflicting model.
+        let mut stayers: Vec<(usize, i32)> = Vec::new();
         // Whether a request for the model already stayed in this walk (ranks only go
         // down along the walk, so the first one sets the fence).
         let mut stayed = vec![false; self.models.len()];
@@ -380,7 +396,11 @@ impl Scheduler {
                     d
                 }
             };
-            let level = if fence_on { fence[t] } else { None };
+            let level = if fence_on {
+                fence[t].max(self.fenced_by(&stayers, t, q.rank))
+            } else {
+                None
+            };
             let leaves = match verdict(decision, q.rank, level) {
                 Verdict::Join => {
                     self.join(q.id, t, out);
@@ -409,13 +429,15 @@ impl Scheduler {
             };
             if !leaves && !stayed[t] {
                 stayed[t] = true;
-                // What its model can never run beside, and what it needs stopped
-                // now (the cached decision is still this request's).
+                // What its model can never run beside (its entry in
+                // `stayers`), and what it needs stopped now (the cached
+                // decision is still this request's).
+                stayers.push((t, q.rank));
                 let needs = match &cache[t] {
                     Some(Decision::Wait(evict) | Decision::Start(evict)) => evict.as_slice(),
                     _ => &[],
                 };
-                for &e in self.conflicts[t].iter().chain(needs) {
+                for &e in needs {
                     let level = &mut fence[e];
                     *level = Some(level.map_or(q.rank, |l| l.max(q.rank)));
                 }
@@ -430,11 +452,22 @@ impl Scheduler {
         }
         queue.truncate(write);
         self.queue = queue;
-        // Every waiter's needs as of now, for requests placed before the next walk.
+        // Every waiter's needs as of now, for requests placed before the next
+        // walk (what their models can never run beside is `fence_level`'s).
         self.needed_stopped = fence;
         if let Some(index) = first_removed {
             self.mark_dirty(index);
         }
+    }
+
+    /// The highest rank above `rank` among `stayers` (model, rank; ranks
+    /// non-increasing) whose model cannot run alongside `t`.
+    fn fenced_by(&self, stayers: &[(usize, i32)], t: usize, rank: i32) -> Option<i32> {
+        stayers
+            .iter()
+            .take_while(|&&(_, level)| level > rank)
+            .find(|&&(u, _)| self.policy.conflicts_with(u, t))
+            .map(|&(_, level)| level)
     }
 
     /// Serial: one request in flight overall, strictly in arrival order.

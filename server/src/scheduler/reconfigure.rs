@@ -154,7 +154,7 @@ impl Scheduler {
         // Stable: requests of equal key keep their order.
         queue.sort_by_key(Queued::key);
         for q in &queue {
-            *next.models[q.model].queued.entry(q.rank).or_insert(0) += 1;
+            next.count_queued(q.model, q.rank);
             if next.aging_after.is_some() && next.requests.get(&q.id).is_some_and(|r| !r.aged) {
                 next.not_aged.insert(q.id);
             }

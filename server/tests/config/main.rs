@@ -20,6 +20,7 @@ mod parallel;
 mod peers;
 mod ports;
 mod robustness;
+mod scale;
 mod selectors;
 mod support;
 mod transport;

@@ -101,6 +101,18 @@ pub enum ConfigError {
         #[source]
         source: Box<serde_saphyr::Error>,
     },
+    /// The file goes past one of the YAML reader's limits (README, "Limits").
+    #[error(
+        "{file}: line {line}: {limit}, past the YAML reader's limit for one file; split the configuration over several files (--config-dir), each has its own limits"
+    )]
+    YamlLimit {
+        /// The file, as given.
+        file: String,
+        /// Which limit.
+        limit: YamlLimit,
+        /// Where the parser was when it went past it (1-based).
+        line: u64,
+    },
     /// Neither a file nor a directory was given.
     #[error("no configuration: give --config FILE, --config-dir DIR, or both")]
     NoSources,
@@ -161,6 +173,86 @@ pub enum ConfigError {
         /// Every problem found, in the order the loader met them. Never empty.
         issues: Vec<Issue>,
     },
+}
+
+/// A limit of the YAML reader, per configuration file: what
+/// [`ConfigError::YamlLimit`] names. Each is documented in the README ("Limits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum YamlLimit {
+    /// Nodes: every key, value, list and map counts one.
+    Nodes,
+    /// Bytes of text in keys and values.
+    Text,
+    /// Depth of nested lists and maps.
+    Depth,
+    /// Anchors (`&name`).
+    Anchors,
+    /// Aliases (`*name`), also when far more than the anchors they repeat.
+    Aliases,
+    /// YAML documents (`---`).
+    Documents,
+}
+
+impl YamlLimit {
+    /// The limit's value.
+    #[must_use]
+    pub fn max(self) -> usize {
+        use super::node::{
+            MAX_YAML_ANCHORS, MAX_YAML_DEPTH, MAX_YAML_DOCUMENTS, MAX_YAML_NODES, MAX_YAML_TEXT,
+        };
+        match self {
+            Self::Nodes => MAX_YAML_NODES,
+            Self::Text => MAX_YAML_TEXT,
+            Self::Depth => MAX_YAML_DEPTH,
+            Self::Anchors | Self::Aliases => MAX_YAML_ANCHORS,
+            Self::Documents => MAX_YAML_DOCUMENTS,
+        }
+    }
+
+    /// The limit a parser error reports, if it is one of these.
+    pub(crate) fn of(error: &serde_saphyr::Error) -> Option<(Self, u64)> {
+        use serde_saphyr::budget::BudgetBreach;
+        let mut error = error;
+        while let serde_saphyr::Error::AliasError { error: inner, .. }
+        | serde_saphyr::Error::WithSnippet { error: inner, .. } = error
+        {
+            error = inner;
+        }
+        let serde_saphyr::Error::Budget { breach, location } = error else {
+            return None;
+        };
+        let limit = match breach {
+            BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => Self::Nodes,
+            BudgetBreach::ScalarBytes { .. } => Self::Text,
+            BudgetBreach::Depth { .. } => Self::Depth,
+            BudgetBreach::Anchors { .. } => Self::Anchors,
+            BudgetBreach::Aliases { .. } | BudgetBreach::AliasAnchorRatio { .. } => Self::Aliases,
+            BudgetBreach::Documents { .. } => Self::Documents,
+            _ => return None,
+        };
+        Some((limit, location.line()))
+    }
+}
+
+impl fmt::Display for YamlLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let max = self.max();
+        match self {
+            Self::Nodes => write!(
+                f,
+                "more than {max} YAML nodes (every key, value, list and map counts one)"
+            ),
+            Self::Text => write!(f, "more than {max} bytes of keys and values"),
+            Self::Depth => write!(f, "lists and maps nested more than {max} deep"),
+            Self::Anchors => write!(f, "more than {max} anchors (&name)"),
+            Self::Aliases => write!(
+                f,
+                "more than {max} aliases (*name), or far more aliases than anchors"
+            ),
+            Self::Documents => write!(f, "more than {max} YAML documents (---)"),
+        }
+    }
 }
 
 /// The parser's message for people editing the file, without advice about the

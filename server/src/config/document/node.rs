@@ -47,10 +47,11 @@ pub(crate) enum Node {
 }
 
 impl Node {
-    /// Parses YAML text into a tree (duplicate keys are errors). Typed plain
+    /// Parses YAML text into a tree (duplicate keys are errors) within the
+    /// reader's limits ([`YamlLimit`](super::error::YamlLimit)). Typed plain
     /// scalars keep the text they were written as ([`Written`]).
     pub(crate) fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
-        let parsed: Parsed = serde_saphyr::from_str(text)?;
+        let parsed: Parsed = serde_saphyr::from_str_with_options(text, reader_options())?;
         Ok(parsed.into_node(text))
     }
 
@@ -148,6 +149,38 @@ impl Node {
             _ => None,
         }
     }
+}
+
+/// Most YAML nodes in one file: every key, value, list and map counts one
+/// (a model of ten keys is about 25), so about 400 000 such models.
+pub(crate) const MAX_YAML_NODES: usize = 10_000_000;
+/// Most bytes of keys and values (scalar text) in one file.
+pub(crate) const MAX_YAML_TEXT: usize = 256 << 20;
+/// Deepest nesting of lists and maps in one file.
+pub(crate) const MAX_YAML_DEPTH: usize = 32;
+/// Most anchors (`&name`) in one file, and most aliases (`*name`).
+pub(crate) const MAX_YAML_ANCHORS: usize = 50_000;
+/// Most YAML documents (`---`) in one file.
+pub(crate) const MAX_YAML_DOCUMENTS: usize = 1_024;
+
+/// The parser's options: its default limits, but room for a configuration
+/// of hundreds of thousands of models (its default of 250 000 nodes refused
+/// 50 000 models with `proxy` and `aliases`). Every limit is documented in
+/// the README ("Limits") and named by the error that reports it.
+fn reader_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = MAX_YAML_NODES;
+    // A node is one or two events (a map or list also ends); the node limit
+    // is the one a real file meets first.
+    budget.max_events = 2 * MAX_YAML_NODES + 16;
+    budget.max_total_scalar_bytes = MAX_YAML_TEXT;
+    budget.max_depth = MAX_YAML_DEPTH;
+    budget.max_anchors = MAX_YAML_ANCHORS;
+    budget.max_aliases = MAX_YAML_ANCHORS;
+    budget.max_documents = MAX_YAML_DOCUMENTS;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 /// The tree as the parser hands it over: typed scalars with where they were

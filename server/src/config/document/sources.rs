@@ -20,7 +20,7 @@
 use std::path::{Path, PathBuf};
 
 use super::env::EnvLookup;
-use super::error::{ConfigError, Issue, KeyPath, MergeConflict};
+use super::error::{ConfigError, Issue, KeyPath, MergeConflict, YamlLimit};
 use super::node::Node;
 
 /// The dotted paths whose children are identity-keyed.
@@ -89,6 +89,22 @@ pub fn source_files(file: Option<&Path>, dir: Option<&Path>) -> Result<Vec<PathB
     Ok(files)
 }
 
+/// The error for a file the parser refused: a limit it went past, by name,
+/// or the parser's own message.
+fn yaml_error(file: &str, source: serde_saphyr::Error) -> ConfigError {
+    match YamlLimit::of(&source) {
+        Some((limit, line)) => ConfigError::YamlLimit {
+            file: file.to_owned(),
+            limit,
+            line,
+        },
+        None => ConfigError::Yaml {
+            file: file.to_owned(),
+            source: Box::new(source),
+        },
+    }
+}
+
 /// Parses one file's text and substitutes its environment variables; an
 /// empty document is `Node::Null`.
 pub(crate) fn parse_document(
@@ -109,17 +125,12 @@ pub(crate) fn parse_document(
                     file: file.to_owned(),
                     issues,
                 })?;
-            return Node::parse(&substituted).map_err(|_| ConfigError::Yaml {
-                file: file.to_owned(),
-                source: Box::new(first),
+            return Node::parse(&substituted).map_err(|second| match YamlLimit::of(&second) {
+                Some(_) => yaml_error(file, second),
+                None => yaml_error(file, first),
             });
         }
-        Err(source) => {
-            return Err(ConfigError::Yaml {
-                file: file.to_owned(),
-                source: Box::new(source),
-            });
-        }
+        Err(source) => return Err(yaml_error(file, source)),
     };
     if !matches!(root, Node::Map(_) | Node::Null) {
         return Err(ConfigError::NotAMap {

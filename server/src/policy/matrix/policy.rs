@@ -32,6 +32,13 @@ impl EvictionPolicy for Matrix {
             .collect()
     }
 
+    fn conflicts_with(&self, target: usize, other: usize) -> bool {
+        target != other
+            && target < self.models.len()
+            && other < self.models.len()
+            && !self.fits_together(&[target, other])
+    }
+
     fn explain(&self, target: usize, running: &[usize]) -> Option<String> {
         if target >= self.models.len() {
             return None;
