@@ -8,6 +8,7 @@ admin API; the few pauses are for the picture only (live timers ticking).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
@@ -213,7 +214,15 @@ def take(browser, server: Server, out: Path):
     expect(page.locator("#lt-progress")).to_contain_text("run over")
     shot(page, out, "playground-load-test", full=True)
 
+    # A few of the server's samples (one every 5 s), so the charts have lines.
     live(page, server, "performance")
+    page.wait_for_function(
+        "async () => ((await (await fetch('/api/performance')).json()).sys_stats || []).length >= 3",
+        polling=1000,
+        timeout=60_000,
+    )
+    page.get_by_role("button", name="Refresh now").click()
+    expect(page.locator('[data-chart="cpu"]')).not_to_have_attribute("data-points", re.compile(r"^[012]$"))
     page.wait_for_timeout(500)
     shot(page, out, "performance", full=True)
 

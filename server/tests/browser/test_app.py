@@ -373,3 +373,23 @@ class Performance(UiTest):
         expect(page).to_have_url(f"{self.server.url}/ui/hardware")
         expect(page.locator("main h1").first).to_have_text("Performance")
         expect(page.locator("#hardware .hw-card").first).to_be_visible()
+
+    def test_the_host_charts_are_drawn_from_the_servers_samples(self):
+        page = self.open("performance")
+        # The server samples every `performance.every` (5 s at least): wait for two samples.
+        page.wait_for_function(
+            "async () => ((await (await fetch('/api/performance')).json()).sys_stats || []).length >= 2",
+            polling=500,
+        )
+        page.get_by_role("button", name="Refresh now").click()
+        for chart in ("cpu", "memory", "load"):
+            box = page.locator(f'#perf-charts [data-chart="{chart}"]')
+            expect(box).to_have_attribute("data-points", re.compile(r"^([2-9]|\d{2,})$"))
+            expect(box.locator("canvas").first).to_be_visible()
+        latest = self.server.json("GET", "/api/performance")["sys_stats"][-1]
+        cpu = page.locator("figure", has=page.locator('[data-chart="cpu"]'))
+        expect(cpu.locator("figcaption")).to_contain_text(f"{len(latest['cpu_util_per_core'])} cores")
+        memory = page.locator("figure", has=page.locator('[data-chart="memory"]'))
+        expect(memory.locator("figcaption")).to_contain_text(" of ")
+        expect(page.locator("#perf-status")).to_contain_text("samples; the latest at")
+

@@ -3,6 +3,8 @@ reasons, the running ones with llama-swap's in-flight columns."""
 
 from __future__ import annotations
 
+import re
+
 from uitest import Model, Server, UiTest, expect, has_class
 
 
@@ -44,6 +46,45 @@ class Queue(UiTest):
             status, _ = call.result()
             self.assertEqual(status, 200)
         expect(rows).to_have_count(0)
+
+    def test_cancel_ends_a_waiting_and_a_running_request(self):
+        self.unload_all()
+        page = self.open("queue")
+        held = self.server.in_background(self.session_chat, "alpha", "held then cancelled", "sess-held")
+        running = page.locator('#running tr.running-row[data-model="alpha"]')
+        expect(running).to_have_count(1)
+        self.server.mock("alpha", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        # llama-swap's in-flight columns: who sent it and from where.
+        expect(running.locator('td[data-column="address"]')).to_have_text("127.0.0.1")
+        expect(running.locator('td[data-column="agent"]')).to_contain_text("Python-urllib")
+        expect(running.locator('td[data-column="session"]')).to_have_text("sess-held")
+        waiting = self.server.in_background(self.server.chat, "beta", "waits then cancelled", "-10")
+        rows = page.locator("tr.queue-row")
+        expect(rows).to_have_count(1)
+        # The waiting one first: it leaves the queue and its client is answered.
+        rows.first.get_by_role("button", name=re.compile(r"^Cancel waiting request \S+ to beta$")).click()
+        expect(rows).to_have_count(0)
+        status, body = waiting.result()
+        self.assertEqual(status, 503, body)
+        self.assertIn(b"cancelled", body)
+        # Then the running one: cut while its model holds it at the gate.
+        running.get_by_role("button", name=re.compile(r"^Cancel running request \S+ to alpha$")).click()
+        expect(running).to_have_count(0)
+        status, body = held.result()
+        self.assertGreaterEqual(status, 500, body)
+        expect(page.locator("#toasts")).to_contain_text("Cancelled running request")
+        # Both are in the history as cancelled.
+        failed = self.server.json("GET", "/api/metrics/activity?status=error&limit=2")["data"]
+        self.assertEqual({r["model"] for r in failed}, {"alpha", "beta"})
+        self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
+
+    def session_chat(self, model: str, text: str, session: str):
+        return self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": model, "messages": [{"role": "user", "content": text}]},
+            headers={"X-Session-ID": session},
+        )
 
     def test_columns_can_be_hidden_and_stay_hidden(self):
         page = self.open("queue")
