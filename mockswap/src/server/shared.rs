@@ -35,7 +35,7 @@ pub(crate) struct Settings {
     pub(crate) body_limit: usize,
     pub(crate) journal_limit: Option<usize>,
     pub(crate) journal_health: bool,
-    /// Sleep and wake (`sleep.rs`).
+    /// Sleep and wake (`sleep/`).
     pub(crate) sleep: super::sleep::SleepSettings,
 }
 
@@ -116,7 +116,7 @@ pub(crate) struct Shared {
     pub(crate) sockets: Arc<Sockets>,
     /// Owns the tasks that outlive a handler (websocket echoes).
     pub(crate) tracker: TaskTracker,
-    /// Asleep or awake (`sleep.rs`).
+    /// Asleep or awake (`sleep/`).
     pub(crate) sleep: super::sleep::Sleep,
 }
 

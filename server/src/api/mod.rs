@@ -11,7 +11,8 @@
 //!   activity, metrics, the web UI).
 //!
 //! Beside them: `routes` (the endpoint table and the direct call of the model
-//! endpoints), `state` (what the handlers share) and `error` (the envelopes).
+//! endpoints), `paths` (the model endpoints' paths, which `routes` and the key
+//! rules share), `state` (what the handlers share) and `error` (the envelopes).
 //!
 //! Handlers hold no scheduling state: they parse the request, submit it to the
 //! [`RouterHandle`](crate::router::RouterHandle), wait for the grant and hand
@@ -81,6 +82,7 @@ mod error;
 mod front;
 mod manage;
 mod model;
+mod paths;
 mod routes;
 mod state;
 

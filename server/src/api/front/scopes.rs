@@ -150,7 +150,7 @@ impl Drop for KeyPermit {
 /// configured: everything but the model endpoints, the model listing,
 /// `/metrics` and the paths open to anyone.
 pub(crate) fn needs_admin(path: &str) -> bool {
-    !(crate::api::routes::is_model_path(path)
+    !(crate::api::paths::is_model_path(path)
         || matches!(path, "/v1/models" | "/models" | "/metrics"))
 }
 

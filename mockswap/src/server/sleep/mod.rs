@@ -9,7 +9,8 @@
 //! counted. `GET /__mockswap/sleep` reports the state, the counts and the
 //! memory the fake model holds (`memory` awake, `sleep_memory` asleep).
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+mod state;
+
 use std::time::Duration;
 
 use http::{Method, Response, StatusCode};
@@ -18,70 +19,8 @@ use serde_json::json;
 use super::shared::Shared;
 use crate::body::MockBody;
 use crate::envelope::{ApiError, json_response};
-
-/// Sleep settings fixed at start.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SleepSettings {
-    pub(crate) sleep_time: Duration,
-    pub(crate) wake_time: Duration,
-    /// Bytes of GPU memory held awake.
-    pub(crate) memory: u64,
-    /// Bytes held asleep.
-    pub(crate) sleep_memory: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Phase {
-    #[default]
-    Awake,
-    FallingAsleep,
-    Asleep,
-    Waking,
-}
-
-impl Phase {
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Awake => "awake",
-            Phase::FallingAsleep => "falling_asleep",
-            Phase::Asleep => "asleep",
-            Phase::Waking => "waking",
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct Counts {
-    phase: Phase,
-    sleeps: u64,
-    wakes: u64,
-    /// Model requests and health checks answered 503 because it slept.
-    refused: u64,
-    level: u8,
-}
-
-/// The fake model's sleep state.
-#[derive(Debug, Default)]
-pub(crate) struct Sleep {
-    counts: Mutex<Counts>,
-}
-
-impl Sleep {
-    fn lock(&self) -> MutexGuard<'_, Counts> {
-        // Every update leaves the counts consistent.
-        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether it is awake; counts a refusal when not.
-    pub(crate) fn awake_or_count(&self) -> bool {
-        let mut counts = self.lock();
-        if counts.phase == Phase::Awake {
-            return true;
-        }
-        counts.refused += 1;
-        false
-    }
-}
+use state::Phase;
+pub(crate) use state::{Sleep, SleepSettings};
 
 /// The sleep endpoints; `None` for any other path.
 pub(crate) async fn handle(
