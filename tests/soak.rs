@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -72,22 +72,12 @@ fn bin_dir() -> PathBuf {
     dir.to_path_buf()
 }
 
-/// The first of `count` consecutive free ports below the kernel's ephemeral range, so
-/// the upstreams' ports cannot collide with the local ends of client connections.
+/// The first of `count` consecutive free ports, reserved for this process
+/// ([`mockswap::reserve_ports`]: below the kernel's ephemeral range, so they cannot
+/// collide with the local ends of client connections, and never handed to another
+/// test process).
 fn upstream_ports(count: u16) -> u16 {
-    upstream_ports_from(count, u64::from(std::process::id()))
-}
-
-/// As [`upstream_ports`], drawn with `seed` (the peer's server takes its own).
-fn upstream_ports_from(count: u16, seed: u64) -> u16 {
-    let mut rng = StdRng::seed_from_u64(seed);
-    for _ in 0..1000 {
-        let start = rng.random_range(20_000..32_000u16);
-        if (start..start + count).all(|port| StdListener::bind(("127.0.0.1", port)).is_ok()) {
-            return start;
-        }
-    }
-    panic!("no {count} consecutive free ports in 20000..32000");
+    mockswap::reserve_ports(count).unwrap_or_else(|e| panic!("no {count} ports: {e}"))
 }
 
 /// The model only the peer serves, reached through the soak's server.
@@ -95,7 +85,7 @@ const REMOTE: &str = "remote";
 
 /// The peer: a second server whose only model is [`REMOTE`].
 fn peer_config(bin: &Path) -> String {
-    let port = upstream_ports_from(1, u64::from(std::process::id()) ^ 0x9e37_79b9);
+    let port = upstream_ports(1);
     format!(
         "healthCheckTimeout: 30\nmodels:\n  {REMOTE}:\n    cmd: {} --listen 127.0.0.1:{port} --load-time 20ms --tokens-per-second 400\n    proxy: http://127.0.0.1:{port}\n    concurrencyLimit: 1000\n",
         bin.join("mockswap").display()

@@ -19,6 +19,7 @@
 //! | [`ApiError`] | the error envelope shared with the server |
 //! | [`StartError`], [`WaitError`], [`Unmet`] | what starting, waiting and checking expectations can fail with |
 //! | [`StatusCode`] | HTTP status codes (the `http` crate's), for replies and faults |
+//! | [`reserve_port`], [`reserve_ports`] | ports for an upstream a config names, never handed to two test processes at once |
 
 // Layers, each file importing only from the ones below it (no import circles):
 //
@@ -41,6 +42,7 @@ mod journal;
 mod matcher;
 mod mock;
 mod mount;
+mod ports;
 mod priority;
 mod queue_timeout;
 #[cfg(test)]
@@ -61,6 +63,7 @@ pub use journal::RecordedRequest;
 pub use matcher::{PriorityMatch, RequestMatch};
 pub use mock::{DEFAULT_BODY_LIMIT, MockSwap, MockSwapBuilder};
 pub use mount::ExpectGuard;
+pub use ports::{reserve_port, reserve_ports};
 pub use priority::{PRIORITY_HEADER, PriorityHeader};
 pub use queue_timeout::{QUEUE_TIMEOUT_HEADER, QueueTimeoutHeader};
 pub use reply::{Reply, ReplyRule, ToolCall};

@@ -52,38 +52,26 @@ pub fn mockswap_bin() -> PathBuf {
     built("mockswap")
 }
 
-/// A port free a moment ago, for an upstream's command (the server needs a
-/// fixed one). Drawn below the kernel's ephemeral range (20000 up to the
-/// range's start, read from `/proc/sys/net/ipv4/ip_local_port_range`): a port
-/// from `127.0.0.1:0` is one the kernel may give a client connection's local
-/// end before the upstream binds it (issue 31 #12).
+/// A port for an upstream's command (the server needs a fixed one), reserved
+/// for this test process until it exits: no other test process is handed it
+/// ([`mockswap::reserve_port`]; issue 31 #12 and a flaky e2e test, where two
+/// test processes drew the same free port).
 pub fn free_port() -> u16 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static DRAWS: AtomicU64 = AtomicU64::new(0);
-    const LOW: u16 = 20_000;
-    let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768)
-        .max(LOW + 2_000);
-    // Never the same port twice in one process (tests run side by side in it).
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    for _ in 0..500 {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        hasher.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
-        let offset = u16::try_from(hasher.finish() % u64::from(high - LOW)).unwrap_or(0);
-        let port = LOW + offset;
-        let mut given = GIVEN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            given.push(port);
-            return port;
-        }
-    }
-    panic!("no free port in {LOW}..{high}");
+    mockswap::reserve_port().unwrap_or_else(|e| panic!("no port for an upstream: {e}"))
+}
+
+/// Sends the in-process server's log (and its upstreams' output) to the test's
+/// captured output, which the test runner shows only for a failed test: a
+/// failure in CI then says what the server did. `RUST_LOG` overrides the
+/// default (the server's info lines, others' warnings). Once per process.
+fn capture_server_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,llama_swap_server=info,upstream_output=info")
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }
 
 /// One model of a test config, served by a mockswap process.
@@ -229,6 +217,7 @@ impl Stack {
     }
 
     async fn launch(config: Config, ports: BTreeMap<String, u16>, upstream_bin: PathBuf) -> Stack {
+        capture_server_log();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|e| panic!("cannot bind the server's listener: {e}"));

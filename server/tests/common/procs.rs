@@ -40,66 +40,18 @@ pub fn mockswap_bin() -> PathBuf {
     bin
 }
 
-/// Where test ports are drawn from: below the kernel's ephemeral range (read
-/// from `/proc/sys/net/ipv4/ip_local_port_range`, 32768 and up by default), so
-/// a port handed to an upstream's command is never also the local end the
-/// kernel picks for a client connection or a `127.0.0.1:0` listener between
-/// the draw and the upstream's bind (issue 31 #12: such collisions made starts
-/// fail under load and were a suspect for the resets seen at connect).
-fn test_ports() -> std::ops::Range<u16> {
-    const LOW: u16 = 20_000;
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    LOW..ephemeral_low.max(LOW + 2_000)
-}
-
-/// The next pseudo-random candidate: seeded by the process and a per-process
-/// counter, so parallel test processes (and tests in one process) start apart.
-fn next_candidate(range: &std::ops::Range<u16>, span: u16) -> u16 {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static DRAWS: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    hasher.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
-    let width = u64::from(range.end - range.start - span);
-    // Truncation is the point: an offset in the range.
-    #[allow(clippy::cast_possible_truncation)]
-    let offset = (hasher.finish() % width) as u16;
-    range.start + offset
-}
-
-/// A free loopback port for an upstream to listen on, below the ephemeral
-/// range ([`test_ports`]) and checked free. Another test could draw it in
-/// between; the draws are spread over some ten thousand ports.
+/// A free loopback port for an upstream to listen on, reserved for this test
+/// process until it exits: no other test process is handed it
+/// ([`mockswap::reserve_port`]: below the kernel's ephemeral range, issue 31
+/// #12, and locked across processes, since nextest runs each test in its own).
 pub fn free_port() -> u16 {
     free_port_run(1)
 }
 
 /// `n` consecutive free loopback ports, for a config numbering `${PORT}` from the
-/// first; drawn as [`free_port`] draws one.
+/// first; reserved as [`free_port`] reserves one.
 pub fn free_port_run(n: u16) -> u16 {
-    // Never the same port twice in one process: tests running side by side in
-    // it would otherwise both be handed a port neither has bound yet.
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let range = test_ports();
-    for _ in 0..500 {
-        let start = next_candidate(&range, n);
-        let mut given = GIVEN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let taken = given.iter().any(|p| (start..start + n).contains(p));
-        let free = !taken
-            && (start..start + n)
-                .all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
-        if free {
-            given.extend(start..start + n);
-            return start;
-        }
-    }
-    panic!("no run of {n} free ports in {range:?}");
+    mockswap::reserve_ports(n).unwrap_or_else(|e| panic!("no run of {n} ports for upstreams: {e}"))
 }
 
 /// `(state, process group)` of `pid` from `/proc/<pid>/stat`, or `None` if there is
