@@ -3,7 +3,9 @@ width, themes and the page title, Settings, the API key."""
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime, timedelta, timezone
 
 from uitest import Model, Server, UiTest, expect
 
@@ -392,4 +394,48 @@ class Performance(UiTest):
         memory = page.locator("figure", has=page.locator('[data-chart="memory"]'))
         expect(memory.locator("figcaption")).to_contain_text(" of ")
         expect(page.locator("#perf-status")).to_contain_text("samples; the latest at")
+
+    def test_each_gpu_is_a_line_in_the_gpu_charts_with_its_memory_in_the_caption(self):
+        # This machine has no GPU: the page is given llama-swap's shape of two GPUs'
+        # samples (three each), as a server with nvidia-smi answers /api/performance.
+        now = datetime.now(timezone.utc)
+
+        def at(seconds_ago: int) -> str:
+            return (now - timedelta(seconds=seconds_ago)).isoformat().replace("+00:00", "Z")
+
+        def gpu(i: int, name: str, seconds_ago: int, used_mb: int, util: float) -> dict:
+            return {
+                "timestamp": at(seconds_ago), "id": i, "name": name, "uuid": f"GPU-{i}",
+                "temp_c": 60 + i, "vram_temp_c": 0, "gpu_util_pct": util, "mem_util_pct": 10.0,
+                "mem_used_mb": used_mb, "mem_total_mb": 24576, "fan_speed_pct": 30.0,
+                "power_draw_w": 150.0 + i,
+            }
+
+        body = {
+            "sys_stats": [],
+            "gpu_stats": [
+                gpu(i, name, ago, used, util)
+                for ago, used, util in ((20, 4096, 10.0), (10, 8192, 55.0), (1, 12288, 97.5))
+                for i, name in ((0, "RTX A"), (1, "RTX B"))
+            ],
+        }
+        self.page.route(
+            re.compile(r".*/api/performance(\?.*)?$"),
+            lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(body)),
+        )
+        page = self.open("performance")
+        charts = page.locator("#gpu-charts")
+        for chart in ("gpu-util", "gpu-mem", "gpu-temp", "gpu-power"):
+            box = charts.locator(f'[data-chart="{chart}"]')
+            expect(box).to_have_attribute("data-points", "3")
+            expect(box.locator("canvas").first).to_be_visible()
+        # One legend entry per GPU in each chart, named as the server names it.
+        legend = charts.locator('[data-chart="gpu-mem"] .u-legend')
+        expect(legend).to_contain_text("RTX A")
+        expect(legend).to_contain_text("RTX B")
+        memory = page.locator("figure", has=page.locator('[data-chart="gpu-mem"]'))
+        expect(memory.locator("figcaption")).to_contain_text("RTX A: 12.0 GB of 24.0 GB · RTX B: 12.0 GB of 24.0 GB")
+        utilisation = page.locator("figure", has=page.locator('[data-chart="gpu-util"]'))
+        expect(utilisation.locator("figcaption")).to_contain_text("RTX A: 97.5 %")
+        expect(charts).not_to_contain_text("No GPU samples")
 

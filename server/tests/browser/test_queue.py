@@ -78,6 +78,28 @@ class Queue(UiTest):
         self.assertEqual({r["model"] for r in failed}, {"alpha", "beta"})
         self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
 
+    def test_a_running_stream_shows_the_bytes_sent_so_far(self):
+        self.server.json("POST", "/api/models/load/gamma")
+        # Two frames, then the stream stalls with its connection open: the row stays.
+        self.server.mock("gamma", "POST", "/__mockswap/faults", {"fault": {"type": "stall_after", "after": 2}, "times": 1})
+        page = self.open("queue")
+        stream = self.server.in_background(
+            self.server.request,
+            "POST",
+            "/v1/chat/completions",
+            {"model": "gamma", "stream": True, "messages": [{"role": "user", "content": "stalls"}]},
+        )
+        running = page.locator('#running tr.running-row[data-model="gamma"]')
+        expect(running).to_have_count(1)
+        # Nothing was sent before the first frame; now some hundred bytes were.
+        expect(running.locator('td[data-column="bytes"]')).to_have_text(re.compile(r"^[1-9]\d* B$"))
+        running.get_by_role("button", name=re.compile(r"^Cancel running request \S+ to gamma$")).click()
+        expect(running).to_have_count(0)
+        status, body = stream.result()
+        self.assertEqual(status, 200, body)
+        self.assertIn(b"data:", body)
+        self.server.mock("gamma", "DELETE", "/__mockswap/faults")
+
     def session_chat(self, model: str, text: str, session: str):
         return self.server.request(
             "POST",
