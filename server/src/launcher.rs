@@ -123,6 +123,21 @@ pub enum LaunchError {
         /// The configured timeout.
         timeout: Duration,
     },
+    /// The model failed `failures` times within its `restartWindow` (failed
+    /// starts; for a monitored model also exits and failed health checks):
+    /// starts are refused until that long has passed since the last failure,
+    /// or an explicit load.
+    #[error("model {model} failed {failures} times within {window:?}; last output:\n{last_output}")]
+    Failed {
+        /// The model ID.
+        model: String,
+        /// Failures within the window.
+        failures: u32,
+        /// `restartWindow`.
+        window: Duration,
+        /// The last lines its process wrote (the model's `env` values blanked out).
+        last_output: String,
+    },
     /// The start was aborted because the model was stopped or unloaded meanwhile.
     #[error("start of {model} was aborted by a stop")]
     Aborted {
@@ -156,6 +171,7 @@ impl LaunchError {
             | Self::PortInUse { model, .. }
             | Self::ExitedDuringStart { model, .. }
             | Self::HealthCheckTimeout { model, .. }
+            | Self::Failed { model, .. }
             | Self::Aborted { model } => Some(model),
             Self::ShuttingDown => None,
         }

@@ -90,7 +90,8 @@ pub mod scheduler {
 /// The upstream supervisor.
 pub mod upstream {
     pub use crate::upstream::{
-        CommandError, HttpCall, LogStream, ProcessSpec, ProcessState, SleepSpec, Supervisor,
-        adopt_orphans, guard_server_process, run_shim_if_requested, split_command,
+        CommandError, HttpCall, LogStream, Monitor, ProcessSpec, ProcessState, SleepSpec,
+        Supervisor, SupervisorOptions, adopt_orphans, guard_server_process, run_shim_if_requested,
+        split_command,
     };
 }

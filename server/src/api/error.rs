@@ -755,6 +755,7 @@ fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str, &'static str) 
             (StatusCode::GATEWAY_TIMEOUT, SERVER, "model_start_timeout")
         }
         LaunchError::Aborted { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_unloaded"),
+        LaunchError::Failed { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_failed"),
         LaunchError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "shutting_down"),
         LaunchError::UnknownModel { .. } => {
             (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error")
@@ -783,6 +784,15 @@ fn launch_message(error: &LaunchError) -> String {
         LaunchError::HealthCheckTimeout { timeout, .. } => format!(
             "the upstream did not pass its health check within {} s; raise healthCheckTimeout or check the model's output",
             timeout.as_secs()
+        ),
+        LaunchError::Failed {
+            model,
+            failures,
+            window,
+            last_output,
+        } => format!(
+            "it failed {failures} times within {} s (restartWindow) and is not started again until that long after its last failure, or POST /api/models/load/{model}; its last output (the rest at GET /logs/stream/{model}):\n{last_output}",
+            window.as_secs()
         ),
         LaunchError::Aborted { .. } => {
             "the start was aborted because the model was stopped meanwhile; send the request again"
@@ -985,6 +995,17 @@ mod tests {
                 "model_unloaded",
             ),
             (
+                LaunchError::Failed {
+                    model: "m".into(),
+                    failures: 5,
+                    window: Duration::from_secs(300),
+                    last_output: String::new(),
+                },
+                503,
+                "server_error",
+                "model_failed",
+            ),
+            (
                 LaunchError::ShuttingDown,
                 503,
                 "server_error",
@@ -1004,6 +1025,23 @@ mod tests {
             assert!(!message.contains("hunter2"), "{message}");
             assert!(!message.contains("/secret/path"), "{message}");
         }
+    }
+
+    #[test]
+    fn a_failed_model_is_answered_with_its_last_output_and_how_to_start_it_again() {
+        let error = ApiError::StartFailed {
+            model: "m".into(),
+            source: LaunchError::Failed {
+                model: "m".into(),
+                failures: 5,
+                window: Duration::from_secs(300),
+                last_output: "error: the model file is corrupt".into(),
+            },
+        };
+        let message = error.to_string();
+        assert!(message.contains("the model file is corrupt"), "{message}");
+        assert!(message.contains("/api/models/load/m"), "{message}");
+        assert!(message.contains("300 s"), "{message}");
     }
 
     #[test]

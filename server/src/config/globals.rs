@@ -28,6 +28,8 @@ pub(crate) struct Globals {
     pub(crate) log_requests: bool,
     pub(crate) global_ttl: Option<Duration>,
     pub(crate) max_queue_wait: Option<Duration>,
+    /// `healthCheckInterval`, `healthCheckFailures`, `maxRestarts`, `restartWindow`.
+    pub(crate) monitor: crate::upstream::Monitor,
     pub(crate) request_body_timeout: Option<Duration>,
     pub(crate) unload_timeout: Duration,
     pub(crate) start_port: u16,
@@ -50,6 +52,7 @@ impl Default for Globals {
             log_requests: false,
             global_ttl: None,
             max_queue_wait: None,
+            monitor: crate::upstream::Monitor::default(),
             request_body_timeout: Some(DEFAULT_REQUEST_BODY_TIMEOUT),
             unload_timeout: DEFAULT_UNLOAD_TIMEOUT,
             start_port: DEFAULT_START_PORT,

@@ -90,6 +90,7 @@ mod loader;
 mod matrix;
 mod memory;
 mod model;
+mod monitor;
 mod peers;
 mod priority;
 mod profiles;

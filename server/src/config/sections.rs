@@ -15,6 +15,7 @@ use super::hooks::read_hooks;
 use super::keys::read_keys;
 use super::model::parallel::check_parallel;
 use super::model::{ModelDefaults, ParsedModel, read_models};
+use super::monitor;
 use super::peers::{check_peer_names, read_peers};
 use super::priority::read_priority;
 use super::profiles::read_profiles;
@@ -64,6 +65,10 @@ pub(crate) const STEPS: &[Step] = &[
     Step::Global("logRequests", globals::log_requests),
     Step::Global("globalTTL", globals::global_ttl),
     Step::Global("maxQueueWait", globals::max_queue_wait),
+    Step::Global("healthCheckInterval", monitor::health_check_interval),
+    Step::Global("healthCheckFailures", monitor::health_check_failures),
+    Step::Global("maxRestarts", monitor::max_restarts),
+    Step::Global("restartWindow", monitor::restart_window),
     Step::Global("requestBodyTimeout", globals::request_body_timeout),
     Step::Global("unloadTimeout", globals::unload_timeout),
     Step::Global("startPort", globals::start_port),
@@ -301,6 +306,7 @@ pub(crate) fn build(root: &Node, inputs: &Inputs<'_>, cx: &mut Diagnostics) -> O
                     global_macros: &global_macros,
                     global_ttl: globals.global_ttl,
                     max_queue_wait: globals.max_queue_wait,
+                    monitor: globals.monitor,
                     unload_timeout: globals.unload_timeout,
                     send_loading_state: globals.send_loading_state,
                     start_port: globals.start_port,

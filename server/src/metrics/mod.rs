@@ -16,6 +16,7 @@
 //! | `llamaswap_queue_timeouts_total` | counter | `model`, `band` (requests that left the queue at their `X-Queue-Timeout` or `maxQueueWait`) |
 //! | `llamaswap_requests_in_progress` | gauge | |
 //! | `llamaswap_idle_preloads_total` | counter | `model` (loaded back by `hooks.on_idle`) |
+//! | `llamaswap_upstream_failures_total` | counter | `model`, `reason` (start_failed, exited: a monitored ready process exited, health_check: one failed poll, unhealthy: `healthCheckFailures` in a row, failed: the failure that made the model failed) |
 //! | `llamaswap_key_requests_total` | counter | `key` (the names of `keys`, `key<N>` for others), `outcome` (ok, error) |
 //! | `llamaswap_key_tokens_total` | counter | `key`, `kind` (input, output) |
 //! | `llamaswap_swaps_total` | counter | `model`, `result` (ok, failed) |
@@ -222,6 +223,7 @@ pub struct Metrics {
     queue_timeouts: Family<L2, Counter>,
     key_requests: Family<L2, Counter>,
     key_tokens: Family<L2, Counter>,
+    upstream_failures: Family<L2, Counter>,
     idle_preloads: Family<L1, Counter>,
     swaps: Family<L2, Counter>,
     swap_duration: Family<L1, Histogram, fn() -> Histogram>,
@@ -298,6 +300,12 @@ impl Metrics {
             "idle_preloads",
             "Models loaded back by hooks.on_idle after a quiet spell",
             idle_preloads.clone(),
+        );
+        let upstream_failures = Family::<L2, Counter>::default();
+        registry.register(
+            "upstream_failures",
+            "Failed starts, exits of monitored upstreams, failed health checks and unhealthy or failed upstreams, by model and reason",
+            upstream_failures.clone(),
         );
         let key_requests = Family::<L2, Counter>::default();
         registry.register(
@@ -386,6 +394,7 @@ impl Metrics {
             queue_timeouts,
             key_requests,
             key_tokens,
+            upstream_failures,
             idle_preloads,
             swaps,
             swap_duration,
@@ -571,6 +580,17 @@ impl Metrics {
     pub fn idle_preload(&self, model: &str) {
         self.idle_preloads
             .get_or_create(&[("model", self.model_label_of(model))])
+            .inc();
+    }
+
+    /// Records a failure of `model`'s upstream (`reason`: start_failed,
+    /// exited, health_check, unhealthy, failed).
+    pub fn upstream_failure(&self, model: &str, reason: &'static str) {
+        self.upstream_failures
+            .get_or_create(&[
+                ("model", self.model_label_of(model)),
+                ("reason", reason.into()),
+            ])
             .inc();
     }
 

@@ -44,16 +44,18 @@ impl Instance {
         let settings = config.scheduler_settings();
         let specs = config.process_specs();
         let tls = config.upstream_tls()?;
-        let (supervisor, events) = Supervisor::with_options(
-            specs,
-            LOG_LINES_PER_MODEL,
-            SupervisorOptions::default().tls(tls.clone()),
-        );
-        let launcher: Arc<dyn Launcher> = supervisor.clone();
         let metrics = Arc::new(Metrics::new(
             config.models.iter().map(|m| m.id.clone()),
             config.priority_rules.bands.clone(),
         ));
+        let (supervisor, events) = Supervisor::with_options(
+            specs,
+            LOG_LINES_PER_MODEL,
+            SupervisorOptions::default()
+                .tls(tls.clone())
+                .metrics(Arc::clone(&metrics)),
+        );
+        let launcher: Arc<dyn Launcher> = supervisor.clone();
         let router = Router::spawn_with(
             settings,
             launcher,

@@ -55,6 +55,7 @@ mod tests {
             check_endpoint: None,
             health_check_timeout: Duration::from_secs(1),
             sleep: None,
+            monitor: crate::upstream::Monitor::default(),
         }
     }
 

@@ -236,6 +236,13 @@ impl HealthTarget {
         }
     }
 
+    /// One check of a ready upstream (`healthCheckInterval`): `true` when it
+    /// answers 200 within `limit`; refused, reset, another status or a hang
+    /// is `false`.
+    pub(crate) async fn check(&self, limit: Duration) -> bool {
+        timeout(limit, self.probe_unbounded()).await.ok().flatten() == Some(StatusCode::OK)
+    }
+
     /// Probes until a 200 arrives (`true`) or `limit` has passed (`false`).
     pub(crate) async fn wait_healthy(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;

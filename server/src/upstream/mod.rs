@@ -6,7 +6,8 @@
 //! | `command` | splitting `cmd` into an argv like a POSIX shell, without one |
 //! | `process` | one child: process group, output pumps, SIGTERM/SIGKILL, reaping |
 //! | `health` | polling the check endpoint with a fast-then-slower backoff |
-//! | `actor` | the per-model state machine (Stopped, Starting, Ready, Stopping) |
+//! | `actor` | the per-model state machine (Stopped, Starting, Ready, Stopping, Sleeping) |
+//! | `monitor` | health monitoring of ready models, crash-loop backoff and the failed state |
 //! | `logs` | bounded per-model output history with live subscription |
 //! | `port` | refusing to start a model on a port another process listens on |
 //! | `props` | a ready upstream's slot count (`GET /props` `total_slots`), for `parallel: auto` |
@@ -22,7 +23,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use llama_swap_server::testing::launcher::Launcher;
-//! use llama_swap_server::testing::upstream::{ProcessSpec, Supervisor};
+//! use llama_swap_server::testing::upstream::{Monitor, ProcessSpec, Supervisor};
 //!
 //! # async fn demo() -> Result<(), llama_swap_server::testing::launcher::LaunchError> {
 //! let spec = ProcessSpec {
@@ -34,6 +35,7 @@
 //!     check_endpoint: Some("/health".into()),
 //!     health_check_timeout: Duration::from_secs(120),
 //!     sleep: None,
+//!     monitor: Monitor::default(),
 //! };
 //! let (supervisor, _exits) = Supervisor::new(vec![spec], 1000);
 //! supervisor.ensure_ready("qwen").await?;
@@ -48,6 +50,7 @@ mod command;
 mod gpu;
 mod health;
 mod logs;
+mod monitor;
 mod orphans;
 mod port;
 mod process;
@@ -69,12 +72,17 @@ pub use logs::{
     DEFAULT_RING_BYTES, LogHub, LogLimits, LogLine, LogRing, LogStream, LogSubscription,
     MAX_LINE_BYTES, SharedLine,
 };
+pub use monitor::{
+    DEFAULT_HEALTH_CHECK_FAILURES, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FIRST_BACKOFF,
+    MAX_BACKOFF, Monitor,
+};
 pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
 pub use port::ephemeral_ports;
 pub use sleep::{HttpCall, SleepCallError};
 pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};
 
 use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use crate::metrics::Metrics;
 use crate::proxy::UpstreamTls;
 use actor::{ModelActor, Request};
 
@@ -125,6 +133,10 @@ pub struct ProcessSpec {
     /// How it sleeps instead of stopping when a swap frees it (`sleep:`);
     /// `None`: it is stopped.
     pub sleep: Option<SleepSpec>,
+    /// How the ready process is watched and its restarts paced
+    /// (`healthCheckInterval`, `maxRestarts`, ...). Not part of
+    /// [`starts_like`](Self::starts_like): read at the next start.
+    pub monitor: Monitor,
 }
 
 /// A sleep mode: the calls that put a model's server to sleep (its process
@@ -186,6 +198,8 @@ pub struct Supervisor {
     events: Mutex<Option<mpsc::Sender<UpstreamEvent>>>,
     /// TLS client for `https://` upstreams (`/props` of `parallel: auto`).
     tls: RwLock<Option<UpstreamTls>>,
+    /// Where upstream failures are counted.
+    metrics: Option<Arc<Metrics>>,
 }
 
 #[derive(Debug)]
@@ -275,9 +289,20 @@ pub struct SupervisorOptions {
     /// TLS client for health checks of `https://` upstreams (default: the
     /// system's roots, read when such a check first runs).
     pub tls: Option<UpstreamTls>,
+    /// Where upstream failures are counted
+    /// (`llamaswap_upstream_failures_total`; default: nowhere).
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl SupervisorOptions {
+    /// Counts upstream failures (failed starts, exits, failed health
+    /// checks) into `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Sets the TLS client for health checks of `https://` upstreams.
     #[must_use]
     pub fn tls(mut self, tls: Option<UpstreamTls>) -> Self {
@@ -349,6 +374,7 @@ impl Supervisor {
             shutdown_at,
             events: Mutex::new(Some(events)),
             tls: RwLock::new(options.tls),
+            metrics: options.metrics,
         };
         {
             let mut models = supervisor.write_models();
@@ -391,6 +417,8 @@ impl Supervisor {
             cancel: self.cancel.clone(),
             shutdown_at: self.shutdown_at.subscribe(),
             tls,
+            restarts: monitor::Restarts::default(),
+            metrics: self.metrics.clone(),
         };
         self.tasks.spawn(actor.run());
         ModelHandle {
@@ -571,6 +599,16 @@ impl Supervisor {
     /// no owner task.
     pub fn watch_status(&self, model: &str) -> Option<watch::Receiver<ProcessStatus>> {
         self.read_models().get(model).map(|h| h.status.clone())
+    }
+
+    /// Forgets `model`'s recent failures (an explicit load): a failed model
+    /// is started again by the next request, and no crash-loop backoff holds
+    /// that start back. Requests sent after this one see it done.
+    pub async fn clear_failures(&self, model: &str) {
+        if let Some(requests) = self.requests(model) {
+            // An error means the task ended: nothing to clear.
+            let _ = requests.send(Request::ClearFailures).await;
+        }
     }
 
     fn requests(&self, model: &str) -> Option<mpsc::Sender<Request>> {

@@ -1,5 +1,5 @@
 //! The keys for running the server for months (issue 29): `maxQueueWait`,
-//! `hooks.on_idle`.
+//! `hooks.on_idle`, the health monitor's keys.
 
 use std::time::Duration;
 
@@ -85,4 +85,103 @@ fn on_idle_without_after_or_with_zero_names_its_key() {
         found.iter().any(|(p, _)| p == "hooks.on_idle.after"),
         "{found:?}"
     );
+}
+
+#[test]
+fn health_monitoring_is_off_by_default_with_documented_defaults() {
+    let Loaded { config, .. } = load("models:\n  a:\n    cmd: srv --port ${PORT}\n");
+    let monitor = config.model("a").unwrap().monitor;
+    assert_eq!(monitor.interval, None, "healthCheckInterval: off");
+    assert_eq!(monitor.failures, 3, "healthCheckFailures");
+    assert_eq!(monitor.max_restarts, 5, "maxRestarts");
+    assert_eq!(
+        monitor.restart_window,
+        Duration::from_secs(300),
+        "restartWindow"
+    );
+}
+
+#[test]
+fn health_keys_are_global_with_per_model_overrides_and_zero_turns_polling_off() {
+    let Loaded { config, warnings } = load(concat!(
+        "healthCheckInterval: 10\nhealthCheckFailures: 4\nmaxRestarts: 2\nrestartWindow: 60\n",
+        "unloadTimeout: 7\n",
+        "models:\n",
+        "  a:\n    cmd: srv --port ${PORT}\n",
+        "  b:\n    cmd: srv --port ${PORT}\n    healthCheckInterval: 2\n    healthCheckFailures: 1\n",
+        "    maxRestarts: 9\n    restartWindow: 30\n    unloadTimeout: 3\n",
+        "  c:\n    cmd: srv --port ${PORT}\n    healthCheckInterval: 0\n",
+    ));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let monitor = |id: &str| config.model(id).unwrap().monitor;
+    let a = monitor("a");
+    assert_eq!(
+        (a.interval, a.failures, a.max_restarts, a.restart_window),
+        (Some(Duration::from_secs(10)), 4, 2, Duration::from_secs(60))
+    );
+    let b = monitor("b");
+    assert_eq!(
+        (b.interval, b.failures, b.max_restarts, b.restart_window),
+        (Some(Duration::from_secs(2)), 1, 9, Duration::from_secs(30))
+    );
+    assert_eq!(monitor("c").interval, None, "0 = not polled");
+    // An unhealthy process is stopped with the model's unloadTimeout.
+    let specs = config.process_specs();
+    let grace = |id: &str| {
+        specs
+            .iter()
+            .find(|s| s.model == id)
+            .unwrap()
+            .monitor
+            .stop_grace
+    };
+    assert_eq!(grace("a"), Duration::from_secs(7));
+    assert_eq!(grace("b"), Duration::from_secs(3));
+    let summary = config.summary().to_string();
+    assert!(summary.contains("polled every 2s"), "{summary}");
+}
+
+#[test]
+fn health_keys_below_their_minimum_name_their_key() {
+    let found = issues(concat!(
+        "healthCheckFailures: 0\nrestartWindow: 0\n",
+        "models:\n  a:\n    cmd: srv --port ${PORT}\n    maxRestarts: 0\n",
+        "    healthCheckInterval: -1\n",
+    ));
+    let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    for key in [
+        "healthCheckFailures",
+        "restartWindow",
+        "models.a.maxRestarts",
+        "models.a.healthCheckInterval",
+    ] {
+        assert!(paths.contains(&key), "{key}: {found:?}");
+    }
+}
+
+#[test]
+fn a_health_check_interval_without_a_check_endpoint_warns_that_it_has_no_effect() {
+    let Loaded { config, warnings } = load(
+        "models:\n  a:\n    cmd: srv --port ${PORT}\n    checkEndpoint: none\n    healthCheckInterval: 5\n",
+    );
+    let shown = format!("{warnings:?}");
+    assert!(shown.contains("healthCheckInterval"), "{shown}");
+    assert!(shown.contains("nothing to poll"), "{shown}");
+    assert_eq!(config.model("a").unwrap().check_endpoint, None);
+}
+
+#[test]
+fn the_readme_health_section_loads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let section = &readme[readme
+        .find("### Running it for months: health checks and crash loops")
+        .expect("the README section")..];
+    let start = section.find("```yaml\n").unwrap() + "```yaml\n".len();
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let Loaded { config, warnings } = load(yaml);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let chat = config.model("chat").unwrap().monitor;
+    assert_eq!(chat.interval, Some(Duration::from_secs(5)));
+    assert_eq!(chat.failures, 3);
 }

@@ -12,6 +12,7 @@ mod credentials;
 mod errors;
 mod event_shapes;
 mod filters;
+mod health_monitoring;
 mod history;
 mod host_metrics;
 mod inflight;

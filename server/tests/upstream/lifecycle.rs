@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use llama_swap_server::testing::launcher::{LaunchError, Launcher, UpstreamEvent};
-use llama_swap_server::testing::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
+use llama_swap_server::testing::upstream::{
+    LogStream, Monitor, ProcessSpec, ProcessState, Supervisor,
+};
 
 use crate::support::{assert_gone, free_port, is_alive, wait_gone, within};
 
@@ -18,6 +20,7 @@ fn spec(model: &str, cmd: &str) -> ProcessSpec {
         check_endpoint: None,
         health_check_timeout: Duration::from_secs(60),
         sleep: None,
+        monitor: Monitor::default(),
     }
 }
 

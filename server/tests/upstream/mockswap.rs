@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use llama_swap_server::testing::launcher::{LaunchError, Launcher, PortHolder, UpstreamEvent};
-use llama_swap_server::testing::upstream::{LogStream, ProcessSpec, ProcessState, Supervisor};
+use llama_swap_server::testing::upstream::{
+    LogStream, Monitor, ProcessSpec, ProcessState, Supervisor,
+};
 
 use crate::support::{assert_gone, free_port, mockswap_bin, wait_gone, within};
 
@@ -29,6 +31,7 @@ fn mock_spec_on(model: &str, flags: &str, port: u16) -> ProcessSpec {
         check_endpoint: Some("/health".into()),
         health_check_timeout: Duration::from_secs(30),
         sleep: None,
+        monitor: Monitor::default(),
     }
 }
 

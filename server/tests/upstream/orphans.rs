@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use llama_swap_server::testing::launcher::Launcher;
-use llama_swap_server::testing::upstream::{ProcessSpec, Supervisor, adopt_orphans};
+use llama_swap_server::testing::upstream::{Monitor, ProcessSpec, Supervisor, adopt_orphans};
 
 use crate::support::{LIMIT, free_port, is_alive, wait_exit, within};
 
@@ -20,6 +20,7 @@ fn spec(model: &str, cmd: &str) -> ProcessSpec {
         check_endpoint: None,
         health_check_timeout: Duration::from_secs(60),
         sleep: None,
+        monitor: Monitor::default(),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use llama_swap_server::testing::launcher::{LaunchError, Launcher};
-use llama_swap_server::testing::upstream::{ProcessSpec, ProcessState, Supervisor};
+use llama_swap_server::testing::upstream::{Monitor, ProcessSpec, ProcessState, Supervisor};
 
 use crate::support::{assert_gone, free_port, is_alive, mockswap_bin, within};
 
@@ -23,6 +23,7 @@ fn mock_spec(model: &str, port: u16, flags: &str) -> ProcessSpec {
         check_endpoint: Some("/health".into()),
         health_check_timeout: Duration::from_secs(30),
         sleep: None,
+        monitor: Monitor::default(),
     }
 }
 

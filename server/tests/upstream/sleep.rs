@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use llama_swap_server::testing::launcher::Launcher;
 use llama_swap_server::testing::upstream::{
-    HttpCall, ProcessSpec, ProcessState, SleepSpec, Supervisor,
+    HttpCall, Monitor, ProcessSpec, ProcessState, SleepSpec, Supervisor,
 };
 use serde_json::Value;
 
@@ -27,6 +27,7 @@ fn spec(model: &str, flags: &str, sleep: SleepSpec) -> ProcessSpec {
         check_endpoint: Some("/health".into()),
         health_check_timeout: Duration::from_secs(30),
         sleep: Some(sleep),
+        monitor: Monitor::default(),
     }
 }
 

@@ -158,6 +158,10 @@ pub(crate) async fn load(
         }
         return ApiError::ModelNotFound { model }.into_response();
     };
+    // An explicit load starts a failed model again, without backoff.
+    if let Some(supervisor) = &state.inner.supervisor {
+        supervisor.clear_failures(&id).await;
+    }
     let requested = HeaderPriority::from_headers(&headers).value();
     let priority = state.inner.trust.cap(requested, key.map(|k| k.0));
     let result = async {

@@ -25,6 +25,7 @@ use crate::metrics::RequestOutcome;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
 use crate::proxy::{Outbound, SendError};
 use crate::router::{Lease, Submit, Ticket, WaitStatus};
+use crate::upstream::ProcessState;
 
 /// One model request from its arrival: its priority, parsed once, and the
 /// record of how it ends.
@@ -461,6 +462,17 @@ async fn forward_granted(
     lease: Lease,
     token: TaskTrackerToken,
 ) -> Result<Response, ApiError> {
+    let mut lease = lease;
+    let mut latest = None;
+    while !upstream_ready(state, &model.config.id) {
+        tracing::info!(model = %model.config.id, "granted while its upstream is not ready (an exit or a restart the router has not heard of yet); handing the request back to the router");
+        // As for a refused connection: the router grants it again once the
+        // model runs again, or fails it after REFUSAL_GRACE if the
+        // instance it was granted on does not go away.
+        lease = wait_for_grant(state, lease.refused(), None).await?;
+        latest = state.latest_model(&model.config.id);
+    }
+    let model = latest.as_deref().unwrap_or(model);
     let proxy = &model.client;
     match proxy
         .send(
@@ -494,6 +506,20 @@ async fn forward_granted(
         }
         Err(failed) => Err(failed.error.into()),
     }
+}
+
+/// Whether `model`'s process is ready now, as its supervisor sees it (the
+/// router hears of an exit or of the health monitor's restart an instant
+/// later): a request is never sent to a process that is starting, stopping
+/// or gone (issue 31 #10b). A model the supervisor does not run counts as
+/// ready.
+fn upstream_ready(state: &AppState, model: &str) -> bool {
+    let Some(supervisor) = &state.inner.supervisor else {
+        return true;
+    };
+    supervisor
+        .status(model)
+        .is_none_or(|status| status.state == ProcessState::Ready)
 }
 
 /// After a reload, waits until the previous configuration's upstreams are

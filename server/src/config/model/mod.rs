@@ -41,6 +41,7 @@ pub(crate) struct ModelDefaults<'a> {
     pub(crate) global_macros: &'a [(String, Node)],
     pub(crate) global_ttl: Option<Duration>,
     pub(crate) max_queue_wait: Option<Duration>,
+    pub(crate) monitor: crate::upstream::Monitor,
     pub(crate) unload_timeout: Duration,
     pub(crate) send_loading_state: bool,
     pub(crate) start_port: u16,
@@ -250,6 +251,12 @@ fn read_model(
         None => defaults.max_queue_wait,
         Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
     };
+    let monitor = crate::config::monitor::read_model(
+        &mut fields,
+        defaults.monitor,
+        check_endpoint.is_some(),
+        cx,
+    );
     let unload_timeout = match fields.take("unloadTimeout") {
         None => defaults.unload_timeout,
         Some((node, p)) => match cx.seconds(node, &p) {
@@ -329,6 +336,7 @@ fn read_model(
             check_endpoint,
             ttl,
             max_queue_wait,
+            monitor,
             unload_timeout,
             unlisted,
             use_model_name,

@@ -70,6 +70,8 @@ impl Config {
                 check_endpoint: model.check_endpoint.clone(),
                 health_check_timeout: self.health_check_timeout,
                 sleep: model.sleep.as_ref().map(|s| s.mode.clone()),
+                // An unhealthy process is stopped as an unload stops it.
+                monitor: model.monitor.stop_grace(model.unload_timeout),
             })
             .collect()
     }

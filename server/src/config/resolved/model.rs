@@ -40,6 +40,10 @@ pub struct ModelConfig {
     /// no bound): the longest a request waits for its turn, the default and
     /// the cap of its `X-Queue-Timeout` header.
     pub max_queue_wait: Option<Duration>,
+    /// `healthCheckInterval`, `healthCheckFailures`, `maxRestarts` and
+    /// `restartWindow` (this server's extensions; default: the global ones):
+    /// how the ready process is watched and its restarts paced.
+    pub monitor: crate::upstream::Monitor,
     /// `unloadTimeout` (default: the global one).
     pub unload_timeout: Duration,
     /// `unlisted` (default false): hidden from `/v1/models`, still routable.

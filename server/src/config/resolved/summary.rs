@@ -275,6 +275,15 @@ fn write_model(f: &mut fmt::Formatter<'_>, config: &Config, model: &ModelConfig)
             seconds(wait)
         )?;
     }
+    if let Some(interval) = model.monitor.interval {
+        writeln!(
+            f,
+            "    health:      {} polled every {} (healthCheckInterval); restarted after {} failed in a row",
+            model.check_endpoint.as_deref().unwrap_or("nothing"),
+            seconds(interval),
+            model.monitor.failures
+        )?;
+    }
     writeln!(f, "    concurrency: {}", model.concurrency_limit)?;
     match model.parallel {
         Parallel::Unlimited => {}

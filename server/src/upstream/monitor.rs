@@ -1,23 +1,25 @@
-//! Watching a ready model and pacing its restarts.
+//! Watching a ready model and pacing its restarts (pure: time is passed in).
 //!
 //! - **Health monitoring** (`healthCheckInterval`, off by default): a ready
 //!   model's check endpoint is polled that often, each poll bounded by the
-//!   interval; after `healthCheckFailures` failed or hung polls in a row the
-//!   model is unhealthy: the router is told it is gone (no new requests; its
-//!   waiters keep their places and start it again), and it is stopped with its
-//!   `unloadTimeout` as the grace.
-//! - **Crash-loop backoff** (every model): a start that fails (the process
-//!   exits or does not pass its health check in time) and a ready process that
-//!   exits by itself or turns unhealthy each count as a failure. The next start
-//!   waits `1 s × 2^(n-1)` (at most 60 s) after the last of the `n` failures
-//!   of the last `restartWindow`, whoever asks for it, so waiting requests never
-//!   respawn a crashing model faster than that. At `maxRestarts` failures
-//!   within the window the model is *failed*: every start is refused at once
-//!   (503 `model_failed`, with the last lines of its output) until the window
-//!   has passed since the last failure or an explicit load clears it. A
-//!   monitored model retries a failed start itself, for the same waiters,
-//!   until then; an unmonitored one answers its waiters with the start's
-//!   error, as before.
+//!   interval; after `healthCheckFailures` (default 3) failed or hung polls in
+//!   a row the model is unhealthy: the router is told it is gone (it grants it
+//!   nothing more; its waiters keep their places and start it again), and it
+//!   is stopped with its `unloadTimeout` as the grace, which ends the requests
+//!   forwarded to it (502, or an error frame in a stream).
+//! - **Crash-loop backoff**: a start that fails (the process exits or does not
+//!   pass its health check in time) counts as a failure of every model; for a
+//!   monitored model, so does a ready process that exits by itself or turns
+//!   unhealthy (an unmonitored one keeps llama-swap's restart on the next
+//!   request). After `n` failures within `restartWindow` the next start waits
+//!   until `1 s × 2^(n-1)` (at most 60 s) after the last one, whoever asks for
+//!   it, so waiting requests never respawn a crashing model faster than that.
+//!   At `maxRestarts` failures within the window the model is *failed*: every
+//!   start is refused at once (503 `model_failed`, with the last lines of its
+//!   output) until the window has passed since the last failure or an
+//!   explicit load clears it. A monitored model retries a failed start itself,
+//!   for the same waiters, until then; an unmonitored one answers its waiters
+//!   with the start's error.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -124,14 +126,17 @@ pub(crate) struct Restarts {
 }
 
 impl Restarts {
-    /// Records a failure at `now` with the process's last output.
-    pub(crate) fn record(&mut self, now: Instant, monitor: &Monitor, last_output: String) {
+    /// Records a failure at `now` with the process's last output; `true`
+    /// when it is the one that makes the model failed.
+    pub(crate) fn record(&mut self, now: Instant, monitor: &Monitor, last_output: String) -> bool {
         self.prune(now, monitor);
         self.failures.push_back(now);
         self.last_output = last_output;
+        let was = self.failed;
         if self.failures.len() >= monitor.max_restarts as usize {
             self.failed = true;
         }
+        self.failed && !was
     }
 
     /// Forgets every failure (an explicit load).
@@ -140,7 +145,8 @@ impl Restarts {
     }
 
     /// Whether the model is failed now.
-    pub(crate) fn is_failed(&mut self, now: Instant, monitor: &Monitor) -> bool {
+    #[cfg(test)]
+    fn is_failed(&mut self, now: Instant, monitor: &Monitor) -> bool {
         self.prune(now, monitor);
         self.failed
     }
@@ -194,7 +200,9 @@ pub(crate) fn backoff(n: usize) -> Duration {
         return Duration::ZERO;
     }
     let doublings = u32::try_from(n - 1).unwrap_or(u32::MAX).min(16);
-    FIRST_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF)
+    FIRST_BACKOFF
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF)
 }
 
 #[cfg(test)]
@@ -229,7 +237,7 @@ mod tests {
         r.record(t1, &m, "boom 2".into());
         assert_eq!(r.gate(t1, &m), Gate::At(t1 + Duration::from_secs(2)));
         let t2 = t1 + Duration::from_secs(2);
-        r.record(t2, &m, "boom 3".into());
+        assert!(r.record(t2, &m, "boom 3".into()));
         assert_eq!(
             r.gate(t2, &m),
             Gate::Failed {

@@ -1,0 +1,171 @@
+//! Health monitoring and crash-loop backoff (issue 29; issue 31 #6, #10b): a
+//! hung upstream (SIGSTOP) is found by its failed health checks, stopped and
+//! started again for the requests waiting for it, while the one forwarded to
+//! it ends with 502; a model that keeps crashing is started at a bounded rate
+//! and then refused (503 `model_failed` with its last output) until an
+//! explicit load; no request reaches a process before its health check passed.
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::support::{Harness, LIMIT, ModelSpec, free_port, model};
+
+async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
+    tokio::time::timeout(LIMIT, handle).await.unwrap().unwrap()
+}
+
+fn code(body: &str) -> String {
+    let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    json["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn send(h: &Harness, model: &str) -> (u16, String) {
+    let response = tokio::time::timeout(LIMIT, h.chat(model, None, false).send())
+        .await
+        .unwrap()
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn hung_upstream_is_restarted_for_its_waiters_and_its_request_in_flight_gets_502() {
+    let h = Harness::start(
+        &[ModelSpec {
+            id: "a",
+            args: "--gate-closed",
+            yaml: "parallel: 1\nhealthCheckInterval: 1\nhealthCheckFailures: 2\nunloadTimeout: 1",
+        }],
+        "",
+    )
+    .await;
+    let forwarded = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    // Its slot is taken: this one waits in the queue.
+    let waiting = h.spawn(h.chat("a", Some("10"), false));
+    h.wait_queue_len(1).await;
+    let hung = h.upstream_pid("a").expect("a's process");
+    kill(Pid::from_raw(i32::try_from(hung).unwrap()), Signal::SIGSTOP).unwrap();
+
+    // Two checks hang, the process is stopped (a stopped process keeps
+    // SIGTERM pending: SIGKILL after unloadTimeout), and its request fails.
+    let (status, body) = finish(forwarded).await;
+    assert_eq!(status, 502, "{body}");
+    // The waiter kept its place and is served by the restarted process.
+    h.wait_held("a", 1).await;
+    let restarted = h.upstream_pid("a").expect("a restarted");
+    assert_ne!(restarted, hung);
+    h.open_gate("a").await;
+    let (status, body) = finish(waiting).await;
+    assert_eq!(status, 200, "{body}");
+
+    let metrics = h.metrics().await;
+    for line in [
+        "llamaswap_upstream_failures_total{model=\"a\",reason=\"unhealthy\"} 1\n",
+        "llamaswap_upstream_failures_total{model=\"a\",reason=\"health_check\"} 2\n",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    h.shutdown().await;
+}
+
+/// A model whose process exits at once, with its last words.
+fn crashing(yaml: &str) -> String {
+    format!(
+        "models:\n  x:\n    cmd: /bin/sh -c 'echo the model file is corrupt; exit 3'\n    proxy: http://127.0.0.1:{}\n{yaml}",
+        free_port()
+    )
+}
+
+#[tokio::test]
+async fn crash_loop_is_paced_then_failed_with_its_last_output_until_an_explicit_load() {
+    let h = Harness::start_yaml(&crashing("    maxRestarts: 2\n    restartWindow: 600\n")).await;
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (502, "model_start_failed"),
+        "{body}"
+    );
+    // The second start waits for its backoff, fails, and makes the model failed.
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    assert!(body.contains("the model file is corrupt"), "{body}");
+    // Refused at once now: no third process.
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    let metrics = h.metrics().await;
+    for line in [
+        "llamaswap_upstream_failures_total{model=\"x\",reason=\"start_failed\"} 2\n",
+        "llamaswap_upstream_failures_total{model=\"x\",reason=\"failed\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    // An explicit load forgets the failures and starts it (it fails again).
+    let load = h
+        .http
+        .post(h.url("/api/models/load/x"))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (load.status().as_u16(), load.text().await.unwrap());
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (502, "model_start_failed"),
+        "{body}"
+    );
+    let metrics = h.metrics().await;
+    let line = "llamaswap_upstream_failures_total{model=\"x\",reason=\"start_failed\"} 3\n";
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn monitored_model_retries_a_failed_start_for_the_same_waiters_until_it_is_failed() {
+    let h = Harness::start_yaml(&crashing(
+        "    healthCheckInterval: 5\n    maxRestarts: 2\n    restartWindow: 600\n",
+    ))
+    .await;
+    // One request sees both starts: the first failure is retried, not answered.
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    assert!(body.contains("the model file is corrupt"), "{body}");
+    let metrics = h.metrics().await;
+    let line = "llamaswap_upstream_failures_total{model=\"x\",reason=\"start_failed\"} 2\n";
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn crashing_model_is_never_forwarded_a_request_before_its_health_check_passed() {
+    // Each process crashes after one answer and answers 503 "loading" for
+    // its first 300 ms: requests granted while the router still believes in
+    // the crashed process must wait for the next one to be healthy, never
+    // reach it while it loads. Several clients at once make that race.
+    let h = Harness::start(&[model("a", "--crash-after 1 --load-time 300ms")], "").await;
+    for round in 0..4 {
+        let clients: Vec<_> = (0..4).map(|_| h.spawn(h.chat("a", None, false))).collect();
+        for client in clients {
+            let (status, body) = finish(client).await;
+            assert!(
+                !body.contains("loading"),
+                "round {round}: a request reached the upstream before it was healthy: {status} {body}"
+            );
+        }
+    }
+    h.shutdown().await;
+}
