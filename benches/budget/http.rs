@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use crate::Res;
 
 /// One HTTP/1.1 connection; its driver task is aborted when the connection is dropped.
-pub struct Conn {
+pub(crate) struct Conn {
     send: SendRequest<Full<Bytes>>,
     driver: JoinHandle<()>,
 }
@@ -30,7 +30,7 @@ impl Drop for Conn {
 
 impl Conn {
     /// Opens a connection with Nagle off (every figure here is about small messages).
-    pub async fn open(addr: SocketAddr) -> Res<Self> {
+    pub(crate) async fn open(addr: SocketAddr) -> Res<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -43,13 +43,13 @@ impl Conn {
     }
 
     /// Sends one request and returns the response head with its body unread.
-    pub async fn send(&mut self, request: Request<Full<Bytes>>) -> Res<Response<Incoming>> {
+    pub(crate) async fn send(&mut self, request: Request<Full<Bytes>>) -> Res<Response<Incoming>> {
         self.send.ready().await?;
         Ok(self.send.send_request(request).await?)
     }
 
     /// Sends one request and reads the whole body.
-    pub async fn call(&mut self, request: Request<Full<Bytes>>) -> Res<(StatusCode, Bytes)> {
+    pub(crate) async fn call(&mut self, request: Request<Full<Bytes>>) -> Res<(StatusCode, Bytes)> {
         let response = self.send(request).await?;
         let status = response.status();
         let body = response.into_body().collect().await?.to_bytes();
@@ -58,7 +58,11 @@ impl Conn {
 }
 
 /// A POST of a JSON body to `path`, with extra headers.
-pub fn post(path: &str, body: Bytes, headers: &[(&str, String)]) -> Res<Request<Full<Bytes>>> {
+pub(crate) fn post(
+    path: &str,
+    body: Bytes,
+    headers: &[(&str, String)],
+) -> Res<Request<Full<Bytes>>> {
     let mut builder = Request::post(path)
         .header(header::HOST, "127.0.0.1")
         .header(header::CONTENT_TYPE, "application/json");
@@ -69,14 +73,14 @@ pub fn post(path: &str, body: Bytes, headers: &[(&str, String)]) -> Res<Request<
 }
 
 /// A GET of `path`.
-pub fn get(path: &str) -> Res<Request<Full<Bytes>>> {
+pub(crate) fn get(path: &str) -> Res<Request<Full<Bytes>>> {
     Ok(Request::get(path)
         .header(header::HOST, "127.0.0.1")
         .body(Full::new(Bytes::new()))?)
 }
 
 /// One GET on a fresh connection, body parsed as JSON.
-pub async fn get_json(addr: SocketAddr, path: &str) -> Res<serde_json::Value> {
+pub(crate) async fn get_json(addr: SocketAddr, path: &str) -> Res<serde_json::Value> {
     let mut conn = Conn::open(addr).await?;
     let (status, body) = conn.call(get(path)?).await?;
     if !status.is_success() {
@@ -86,7 +90,7 @@ pub async fn get_json(addr: SocketAddr, path: &str) -> Res<serde_json::Value> {
 }
 
 /// A small non-streaming chat completion for `model`.
-pub fn chat_body(model: &str, stream: bool) -> Bytes {
+pub(crate) fn chat_body(model: &str, stream: bool) -> Bytes {
     Bytes::from(
         serde_json::json!({
             "model": model,
@@ -99,7 +103,7 @@ pub fn chat_body(model: &str, stream: bool) -> Bytes {
 
 /// The outcome of one timed request.
 #[derive(Debug, Clone, Copy)]
-pub struct Timed {
+pub(crate) struct Timed {
     /// When it was sent.
     pub sent: Instant,
     /// When the body ended (or the request failed).
@@ -110,13 +114,13 @@ pub struct Timed {
 
 impl Timed {
     /// Seconds from `sent` to `done`.
-    pub fn secs(&self) -> f64 {
+    pub(crate) fn secs(&self) -> f64 {
         self.done.duration_since(self.sent).as_secs_f64()
     }
 }
 
 /// Sends a chat completion on a fresh connection and times it to the end of the body.
-pub async fn timed_chat(addr: SocketAddr, model: &str, headers: &[(&str, String)]) -> Timed {
+pub(crate) async fn timed_chat(addr: SocketAddr, model: &str, headers: &[(&str, String)]) -> Timed {
     let sent = Instant::now();
     let status = async {
         let mut conn = Conn::open(addr).await?;

@@ -14,7 +14,7 @@ use crate::stats::quantile;
 
 /// What to send, how hard and for how long.
 #[derive(Debug, Clone)]
-pub struct LoadSpec {
+pub(crate) struct LoadSpec {
     /// Where to send it.
     pub addr: SocketAddr,
     /// Request path.
@@ -31,7 +31,7 @@ pub struct LoadSpec {
 
 /// The figures of one closed-loop run.
 #[derive(Debug, Clone)]
-pub struct LoadResult {
+pub(crate) struct LoadResult {
     /// Latency of every successful request in the window, seconds.
     pub latencies: Vec<f64>,
     /// Failed requests (non-2xx or transport error) in the whole run.
@@ -42,17 +42,17 @@ pub struct LoadResult {
 
 impl LoadResult {
     /// Median latency, seconds.
-    pub fn p50(&self) -> Option<f64> {
+    pub(crate) fn p50(&self) -> Option<f64> {
         quantile(&self.latencies, 0.50)
     }
 
     /// 99th percentile latency, seconds.
-    pub fn p99(&self) -> Option<f64> {
+    pub(crate) fn p99(&self) -> Option<f64> {
         quantile(&self.latencies, 0.99)
     }
 
     /// Successful requests per second in the window.
-    pub fn throughput(&self) -> f64 {
+    pub(crate) fn throughput(&self) -> f64 {
         self.latencies.len() as f64 / self.window
     }
 }
@@ -67,7 +67,7 @@ struct ClientOutcome {
 /// # Errors
 ///
 /// When no client could connect at all.
-pub async fn run(spec: &LoadSpec) -> Res<LoadResult> {
+pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
     let start = Instant::now();
     let window_start = start + spec.warmup;
     let end = window_start + spec.measure;

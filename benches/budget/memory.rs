@@ -27,7 +27,7 @@ fn waiting(ctx: &Ctx) -> usize {
 }
 
 /// Number of waiters in a `GET /api/queue` answer (an array, or an object holding one).
-pub fn queue_len(answer: &serde_json::Value) -> Option<usize> {
+pub(crate) fn queue_len(answer: &serde_json::Value) -> Option<usize> {
     if let Some(list) = answer.as_array() {
         return Some(list.len());
     }
@@ -60,7 +60,7 @@ async fn wait_for_queue(addr: SocketAddr, n: usize, deadline: Duration) -> Res<u
 }
 
 /// Measures the server's memory and returns the rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let dir = ctx.tempdir()?;
     let extra = "";
     let mut config = crate::procs::server_config(

@@ -11,7 +11,7 @@ use crate::Res;
 use crate::procs::{Proc, free_port, listening};
 
 /// The nginx executable: `$NGINX`, else on `PATH`, else Debian's `/usr/sbin/nginx`.
-pub fn find() -> Option<PathBuf> {
+pub(crate) fn find() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("NGINX") {
         return Some(PathBuf::from(path));
     }
@@ -94,7 +94,11 @@ http {{
 
 /// Starts nginx answering every request with `200` and `body` (JSON, no
 /// single quote); returns it and its address.
-pub async fn start_answering(nginx: &Path, dir: &Path, body: &str) -> Res<(Proc, SocketAddr)> {
+pub(crate) async fn start_answering(
+    nginx: &Path,
+    dir: &Path,
+    body: &str,
+) -> Res<(Proc, SocketAddr)> {
     if body.contains('\'') {
         return Err("the answer must not contain a single quote".into());
     }
@@ -103,7 +107,11 @@ pub async fn start_answering(nginx: &Path, dir: &Path, body: &str) -> Res<(Proc,
 }
 
 /// Starts nginx proxying to `upstream`; returns it and its address.
-pub async fn start(nginx: &Path, dir: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAddr)> {
+pub(crate) async fn start(
+    nginx: &Path,
+    dir: &Path,
+    upstream: SocketAddr,
+) -> Res<(Proc, SocketAddr)> {
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     launch(nginx, dir, listen, &config(dir, listen, upstream)).await
 }

@@ -43,7 +43,7 @@ impl Series {
 }
 
 /// Runs the overhead comparison and returns its rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let dir = ctx.tempdir()?;
     let args: Vec<String> = UPSTREAM_ARGS
         .split_whitespace()

@@ -456,7 +456,7 @@ async fn conservation_rows(ctx: &Ctx, reps: usize, span: Duration) -> Res<Vec<Ro
 }
 
 /// Runs every scenario and returns the rows; a scenario that fails is reported as n/a.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let reps = if ctx.quick { 1 } else { ctx.reps.min(5) };
     let cap = Duration::from_secs(if ctx.quick { 2 } else { 4 });
     let span = Duration::from_secs(if ctx.quick { 4 } else { 15 });

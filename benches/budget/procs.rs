@@ -20,7 +20,7 @@ use crate::Res;
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Where the release binaries live (the bench binary sits in `target/release/deps`).
-pub fn bin_dir() -> Res<PathBuf> {
+pub(crate) fn bin_dir() -> Res<PathBuf> {
     let exe = std::env::current_exe()?;
     let deps = exe.parent().ok_or("bench binary has no directory")?;
     let dir = if deps.ends_with("deps") {
@@ -32,13 +32,13 @@ pub fn bin_dir() -> Res<PathBuf> {
 }
 
 /// A port that was free a moment ago (for programs that cannot report the one they bound).
-pub fn free_port() -> Res<u16> {
+pub(crate) fn free_port() -> Res<u16> {
     let listener = StdListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
 
 /// A child process stopped and reaped on [`Proc::stop`] or, as a last resort, killed on drop.
-pub struct Proc {
+pub(crate) struct Proc {
     child: Child,
     name: &'static str,
     /// Reads the child's stdout after its first line, so it never blocks on the pipe.
@@ -55,19 +55,19 @@ impl Drop for Proc {
 
 impl Proc {
     /// The process id.
-    pub fn pid(&self) -> Res<u32> {
+    pub(crate) fn pid(&self) -> Res<u32> {
         self.child
             .id()
             .ok_or_else(|| format!("{} already exited", self.name).into())
     }
 
     /// Resident set size in bytes, from `/proc/<pid>/status` (VmRSS).
-    pub fn rss_bytes(&self) -> Res<u64> {
+    pub(crate) fn rss_bytes(&self) -> Res<u64> {
         rss_bytes(self.pid()?)
     }
 
     /// SIGTERM, wait up to the grace period, then SIGKILL; always reaps.
-    pub async fn stop(mut self) -> Res<()> {
+    pub(crate) async fn stop(mut self) -> Res<()> {
         if let Some(pid) = self.child.id() {
             let pid = Pid::from_raw(i32::try_from(pid)?);
             let _ = kill(pid, Signal::SIGTERM);
@@ -88,7 +88,7 @@ impl Proc {
 }
 
 /// Resident set size in bytes of any process.
-pub fn rss_bytes(pid: u32) -> Res<u64> {
+pub(crate) fn rss_bytes(pid: u32) -> Res<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
         .lines()
@@ -146,7 +146,7 @@ async fn announced(
 }
 
 /// Starts `mockswap` with `args` and returns it with the address it bound.
-pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
+pub(crate) async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
     let mut command = Command::new(bin.join("mockswap"));
     command
         .args(["--listen", "127.0.0.1:0"])
@@ -156,11 +156,11 @@ pub async fn mockswap(bin: &Path, args: &[String]) -> Res<(Proc, SocketAddr)> {
 }
 
 /// The floor reference's binary name (benches/budget/bare_proxy.rs).
-pub const BARE_PROXY: &str = "bare-hyper-proxy";
+pub(crate) const BARE_PROXY: &str = "bare-hyper-proxy";
 
 /// Starts `bare-hyper-proxy` in front of `upstream` and returns it with the address it
 /// bound.
-pub async fn bare_proxy(bin: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAddr)> {
+pub(crate) async fn bare_proxy(bin: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAddr)> {
     let path = bin.join(BARE_PROXY);
     if !path.is_file() {
         return Err(format!(
@@ -178,7 +178,7 @@ pub async fn bare_proxy(bin: &Path, upstream: SocketAddr) -> Res<(Proc, SocketAd
 
 /// Starts a program that listens on `addr` (given on its command line) and waits until
 /// that port accepts connections.
-pub async fn listening(
+pub(crate) async fn listening(
     name: &'static str,
     mut command: Command,
     addr: SocketAddr,
@@ -214,13 +214,13 @@ pub async fn listening(
 
 /// Starts llama-swap-server with the YAML `config` written into `dir`, logging
 /// warnings only (`RUST_LOG=warn`).
-pub async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
+pub(crate) async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
     server_logging(bin, dir, config, Some("warn")).await
 }
 
 /// As [`server`], with `RUST_LOG` set to `rust_log`, or unset (the default log:
 /// an access line per request on stdout, which the harness reads and drops).
-pub async fn server_logging(
+pub(crate) async fn server_logging(
     bin: &Path,
     dir: &Path,
     config: &str,
@@ -243,7 +243,7 @@ pub async fn server_logging(
 
 /// The first of `count` consecutive free ports below the kernel's ephemeral range (from
 /// 32768), so upstream ports cannot collide with the local ends of client connections.
-pub fn upstream_ports(count: u16) -> Res<u16> {
+pub(crate) fn upstream_ports(count: u16) -> Res<u16> {
     let seed = u64::from(std::process::id()) ^ u64::from(free_port()?);
     let mut next = seed;
     for _ in 0..1000 {
@@ -260,7 +260,7 @@ pub fn upstream_ports(count: u16) -> Res<u16> {
 }
 
 /// A llama-swap config: one entry per `(model, mockswap args)`, extra top-level YAML first.
-pub fn server_config(bin: &Path, extra: &str, models: &[(&str, String)]) -> Res<String> {
+pub(crate) fn server_config(bin: &Path, extra: &str, models: &[(&str, String)]) -> Res<String> {
     let mut yaml = format!(
         "healthCheckTimeout: 60\nstartPort: {}\n{extra}\nmodels:\n",
         upstream_ports(16)?

@@ -7,7 +7,7 @@ use crate::Res;
 
 /// Whether a figure meets its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Meets the target.
     Pass,
     /// Misses the target.
@@ -18,7 +18,7 @@ pub enum Verdict {
 
 /// One published figure.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// Budget line or topic.
     pub section: &'static str,
     /// What was measured.
@@ -37,7 +37,7 @@ pub struct Row {
 
 impl Row {
     /// A reference figure without a target.
-    pub fn info(
+    pub(crate) fn info(
         section: &'static str,
         name: impl Into<String>,
         value: Option<f64>,
@@ -55,7 +55,7 @@ impl Row {
     }
 
     /// A figure that must stay at or below `limit`.
-    pub fn at_most(
+    pub(crate) fn at_most(
         section: &'static str,
         name: impl Into<String>,
         value: Option<f64>,
@@ -75,7 +75,7 @@ impl Row {
     }
 
     /// A figure that must stay at or above `limit`.
-    pub fn at_least(
+    pub(crate) fn at_least(
         section: &'static str,
         name: impl Into<String>,
         value: Option<f64>,
@@ -95,7 +95,11 @@ impl Row {
     }
 
     /// A row for a figure that could not be measured, with the reason.
-    pub fn missing(section: &'static str, name: impl Into<String>, why: impl Into<String>) -> Self {
+    pub(crate) fn missing(
+        section: &'static str,
+        name: impl Into<String>,
+        why: impl Into<String>,
+    ) -> Self {
         Self {
             note: why.into(),
             ..Self::info(section, name, None, "")
@@ -104,14 +108,14 @@ impl Row {
 
     /// Adds a note.
     #[must_use]
-    pub fn note(mut self, note: impl Into<String>) -> Self {
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Self {
         self.note = note.into();
         self
     }
 }
 
 /// A value with three significant digits, without exponent notation.
-pub fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".to_owned()
@@ -143,7 +147,7 @@ fn value_text(row: &Row) -> String {
 }
 
 /// The table as aligned plain text for the terminal.
-pub fn plain_table(rows: &[Row]) -> String {
+pub(crate) fn plain_table(rows: &[Row]) -> String {
     let cells: Vec<[String; 5]> = rows
         .iter()
         .map(|r| {
@@ -178,7 +182,7 @@ pub fn plain_table(rows: &[Row]) -> String {
 }
 
 /// The table as Markdown.
-pub fn markdown_table(rows: &[Row]) -> String {
+pub(crate) fn markdown_table(rows: &[Row]) -> String {
     let mut out = String::from(
         "| area | figure | median | target | verdict | note |\n|---|---|---:|---|---|---|\n",
     );
@@ -198,7 +202,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
 }
 
 /// The machine, as one line: cores, CPU model, memory.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -225,7 +229,7 @@ pub fn machine() -> String {
 }
 
 /// What the report header says about the run.
-pub struct RunInfo<'a> {
+pub(crate) struct RunInfo<'a> {
     /// The exact command.
     pub command: &'a str,
     /// When it ran (UTC).
@@ -237,7 +241,7 @@ pub struct RunInfo<'a> {
 }
 
 /// Rewrites `path` with the figures, keeping the hand-written notes from `notes`.
-pub fn write_markdown(
+pub(crate) fn write_markdown(
     path: &Path,
     rows: &[Row],
     info: &RunInfo<'_>,

@@ -40,7 +40,7 @@ fn criterion_dir(ctx: &Ctx) -> PathBuf {
 }
 
 /// Reads the scheduler figures.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let criterion = criterion_dir(ctx);
     // scripts/bench exports when it started, so estimates left by an older run are refused.
     let since = std::env::var("BENCH_SINCE")

@@ -56,7 +56,7 @@ async fn one_stream(addr: SocketAddr) -> Res<Vec<f64>> {
 }
 
 /// Runs the SSE comparison and returns its rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let dir = ctx.tempdir()?;
     let upstream = Stamped::start().await?;
     let direct = upstream.addr();

@@ -19,26 +19,26 @@ use tokio::task::JoinSet;
 use crate::Res;
 
 /// Events per stream.
-pub const EVENTS: usize = 40;
+pub(crate) const EVENTS: usize = 40;
 /// Gap between events.
-pub const GAP: Duration = Duration::from_millis(5);
+pub(crate) const GAP: Duration = Duration::from_millis(5);
 
 /// Nanoseconds since the epoch, the clock every process on the host shares.
-pub fn now_ns() -> u128 {
+pub(crate) fn now_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
 }
 
 /// The running upstream; its tasks end when it is dropped.
-pub struct Stamped {
+pub(crate) struct Stamped {
     addr: SocketAddr,
     _tasks: JoinSet<()>,
 }
 
 impl Stamped {
     /// Binds `127.0.0.1:0` and serves: `GET /health` → 200, anything else → the stream.
-    pub async fn start() -> Res<Self> {
+    pub(crate) async fn start() -> Res<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let mut tasks = JoinSet::new();
@@ -63,7 +63,7 @@ impl Stamped {
     }
 
     /// Where it listens.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 }

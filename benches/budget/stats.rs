@@ -2,7 +2,7 @@
 //! percentiles inside one run use the nearest-rank definition.
 
 /// The `q`-quantile (0..=1) of `values` by nearest rank; `None` when empty.
-pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile(values: &[f64], q: f64) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
@@ -13,7 +13,7 @@ pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
 }
 
 /// The median of `values` (mean of the two middle ones for an even count).
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     if sorted.is_empty() {
         return None;
@@ -28,7 +28,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// The arithmetic mean; `None` when empty.
-pub fn mean(values: &[f64]) -> Option<f64> {
+pub(crate) fn mean(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
         None
     } else {
@@ -37,7 +37,7 @@ pub fn mean(values: &[f64]) -> Option<f64> {
 }
 
 /// The median of the `Some` values of per-run figures.
-pub fn median_of(runs: &[Option<f64>]) -> Option<f64> {
+pub(crate) fn median_of(runs: &[Option<f64>]) -> Option<f64> {
     let present: Vec<f64> = runs.iter().flatten().copied().collect();
     median(&present)
 }

@@ -70,7 +70,7 @@ async fn start_server(ctx: &Ctx, dir: &Path, config: &str) -> Res<(Proc, SocketA
 }
 
 /// Runs the section and returns its rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let Some(nginx) = &ctx.nginx else {
         return Ok(vec![Row::missing(
             SECTION,

@@ -71,7 +71,7 @@ async fn one_swap(server: SocketAddr, model: &str, load: Duration) -> Res<Sample
 }
 
 /// Runs the swap measurements and returns their rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let (cold, samples) = series(ctx, LOAD, ctx.reps * 2).await?;
     let col = |samples: &[Sample], f: fn(&Sample) -> f64| {
         median(&samples.iter().map(f).collect::<Vec<_>>())

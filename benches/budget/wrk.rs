@@ -35,7 +35,7 @@ const SERVER: usize = 3;
 const QUIET: usize = 4;
 
 /// `wrk` from `WRK` or the PATH.
-pub fn find() -> Option<PathBuf> {
+pub(crate) fn find() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("WRK") {
         return Some(PathBuf::from(path));
     }
@@ -48,7 +48,7 @@ pub fn find() -> Option<PathBuf> {
 
 /// One wrk run's figures.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WrkResult {
+pub(crate) struct WrkResult {
     /// Requests per second.
     pub rps: f64,
     /// Seconds.
@@ -104,7 +104,7 @@ fn parse(output: &str) -> Option<WrkResult> {
 }
 
 /// Runs `wrk` with `script` against `addr`'s chat completions endpoint.
-pub async fn run_wrk(
+pub(crate) async fn run_wrk(
     wrk: &Path,
     script: &Path,
     addr: SocketAddr,
@@ -127,7 +127,7 @@ pub async fn run_wrk(
 }
 
 /// A wrk script in `dir` that POSTs `body` as JSON.
-pub fn post_script(dir: &Path, body: &[u8]) -> Res<PathBuf> {
+pub(crate) fn post_script(dir: &Path, body: &[u8]) -> Res<PathBuf> {
     let script = dir.join("post.lua");
     let body_text = String::from_utf8_lossy(body);
     std::fs::write(
@@ -140,7 +140,7 @@ pub fn post_script(dir: &Path, body: &[u8]) -> Res<PathBuf> {
 }
 
 /// Runs the wrk comparison and returns its rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let Some(wrk) = find() else {
         return Ok(vec![Row::missing(
             SECTION,

@@ -1,4 +1,3 @@
-#![warn(unreachable_pub)]
 //! Rust SDK for llama-swap style model-swapping proxies, where every call can say how
 //! urgent it is.
 //!

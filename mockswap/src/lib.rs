@@ -1,4 +1,3 @@
-#![warn(unreachable_pub)]
 #![doc = include_str!("../README.md")]
 //!
 //! ## The public surface

@@ -68,10 +68,6 @@
 //! | `priority` | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 //! | `names` | where a requested name leads (profile pin, selector, local model, peer model): the one resolution, used by the config's checks and the request path; pure |
 
-// Every `pub` item is reachable from the crate's root or `pub(crate)`: what a user can
-// name is what lib.rs exports. (Into [workspace.lints] once client and mockswap follow.)
-#![warn(unreachable_pub)]
-
 // `api`, `peers`, `policy`, `proxy` and `upstream` are still public, hidden from the
 // docs: made private, they show dead code to sort out first (issue 32). Code outside
 // the crate reaches them through `testing` already.

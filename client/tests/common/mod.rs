@@ -13,13 +13,13 @@ use tokio::sync::oneshot;
 use wiremock::{MockServer, Request};
 
 /// A complete, well-formed chat stream.
-pub const CHAT_SSE: &str = concat!(
+pub(crate) const CHAT_SSE: &str = concat!(
     "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}}]}\n\n",
     "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n",
     "data: [DONE]\n\n",
 );
 
-pub fn chat_json() -> serde_json::Value {
+pub(crate) fn chat_json() -> serde_json::Value {
     json!({
         "id": "c1", "object": "chat.completion", "created": 1, "model": "demo",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
@@ -28,14 +28,14 @@ pub fn chat_json() -> serde_json::Value {
 }
 
 /// A builder with millisecond backoff so retry tests never wait seconds.
-pub fn fast_builder(base: &str) -> ClientBuilder {
+pub(crate) fn fast_builder(base: &str) -> ClientBuilder {
     Client::builder().base_url(base).retry_policy(
         RetryPolicy::default().with_backoff(Duration::from_millis(1), Duration::from_millis(5)),
     )
 }
 
 /// Every `X-Priority` value of a recorded request, in order.
-pub fn priority_values(req: &Request) -> Vec<String> {
+pub(crate) fn priority_values(req: &Request) -> Vec<String> {
     req.headers
         .get_all("x-priority")
         .iter()
@@ -43,12 +43,12 @@ pub fn priority_values(req: &Request) -> Vec<String> {
         .collect()
 }
 
-pub async fn requests(server: &MockServer) -> Vec<Request> {
+pub(crate) async fn requests(server: &MockServer) -> Vec<Request> {
     server.received_requests().await.unwrap()
 }
 
 /// What the raw server saw of its one connection.
-pub struct RawServer {
+pub(crate) struct RawServer {
     pub base_url: String,
     /// Fires when the client closes the connection.
     pub closed: oneshot::Receiver<()>,
@@ -58,7 +58,7 @@ pub struct RawServer {
 
 /// Accepts one connection, reads the request head, writes `head` and then each of
 /// `parts` (never more), and reports when the client hangs up.
-pub async fn raw_server(head: &'static str, parts: Vec<Vec<u8>>) -> RawServer {
+pub(crate) async fn raw_server(head: &'static str, parts: Vec<Vec<u8>>) -> RawServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (closed_tx, closed) = oneshot::channel();
@@ -95,10 +95,10 @@ pub async fn raw_server(head: &'static str, parts: Vec<Vec<u8>>) -> RawServer {
 }
 
 /// A chunked SSE response head.
-pub const SSE_HEAD: &str =
+pub(crate) const SSE_HEAD: &str =
     "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 
 /// Frames `data` as one HTTP chunk.
-pub fn http_chunk(data: &str) -> Vec<u8> {
+pub(crate) fn http_chunk(data: &str) -> Vec<u8> {
     format!("{:x}\r\n{data}\r\n", data.len()).into_bytes()
 }

@@ -11,18 +11,18 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStderr, Command};
 
 /// Generous upper bound for anything that should happen promptly.
-pub const BOUND: Duration = Duration::from_secs(10);
+pub(crate) const BOUND: Duration = Duration::from_secs(10);
 
 /// A spawned `mockswap`. Tests wait for its exit; if one fails first, the process is
 /// killed on drop and tokio reaps it in the background.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub uri: String,
     stderr: Lines<BufReader<ChildStderr>>,
 }
 
 impl Proc {
-    pub async fn spawn(args: &[&str]) -> Self {
+    pub(crate) async fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mockswap"))
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
@@ -48,12 +48,12 @@ impl Proc {
         Self { child, uri, stderr }
     }
 
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let pid = i32::try_from(self.child.id().unwrap()).unwrap();
         kill(Pid::from_raw(pid), signal).unwrap();
     }
 
-    pub async fn wait(&mut self) -> ExitStatus {
+    pub(crate) async fn wait(&mut self) -> ExitStatus {
         tokio::time::timeout(BOUND, self.child.wait())
             .await
             .expect("mockswap did not exit in time")
@@ -61,7 +61,7 @@ impl Proc {
     }
 
     /// Reads stderr until a line containing `needle` (the process logs what it does).
-    pub async fn stderr_line(&mut self, needle: &str) -> String {
+    pub(crate) async fn stderr_line(&mut self, needle: &str) -> String {
         tokio::time::timeout(BOUND, async {
             loop {
                 let line = self
@@ -87,6 +87,6 @@ impl Drop for Proc {
     }
 }
 
-pub fn chat(model: &str, text: &str, stream: bool) -> Value {
+pub(crate) fn chat(model: &str, text: &str, stream: bool) -> Value {
     json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]})
 }

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Upper bound for anything a test waits on; hitting it means a hang, not slowness.
-pub const LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const LIMIT: Duration = Duration::from_secs(30);
 
 /// Awaits `fut`, failing the test if it takes longer than [`LIMIT`].
-pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
+pub(crate) async fn within<F: Future>(what: &str, fut: F) -> F::Output {
     match tokio::time::timeout(LIMIT, fut).await {
         Ok(out) => out,
         Err(_) => panic!("timed out after {LIMIT:?} waiting for {what}"),
@@ -20,7 +20,7 @@ pub async fn within<F: Future>(what: &str, fut: F) -> F::Output {
 
 /// The mockswap binary: `$MOCKSWAP_BIN` if set, else `mockswap` next to the test's
 /// `deps/` directory (`target/debug/mockswap`).
-pub fn mockswap_bin() -> PathBuf {
+pub(crate) fn mockswap_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("MOCKSWAP_BIN") {
         return PathBuf::from(path);
     }
@@ -44,13 +44,13 @@ pub fn mockswap_bin() -> PathBuf {
 /// process until it exits: no other test process is handed it
 /// ([`mockswap::reserve_port`]: below the kernel's ephemeral range, issue 31
 /// #12, and locked across processes, since nextest runs each test in its own).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     free_port_run(1)
 }
 
 /// `n` consecutive free loopback ports, for a config numbering `${PORT}` from the
 /// first; reserved as [`free_port`] reserves one.
-pub fn free_port_run(n: u16) -> u16 {
+pub(crate) fn free_port_run(n: u16) -> u16 {
     mockswap::reserve_ports(n).unwrap_or_else(|e| panic!("no run of {n} ports for upstreams: {e}"))
 }
 
@@ -68,12 +68,12 @@ fn stat(pid: u32) -> Option<(char, u32)> {
 }
 
 /// Whether `pid` is a live process (a zombie has finished running and counts as gone).
-pub fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     matches!(stat(pid), Some((state, _)) if state != 'Z' && state != 'X')
 }
 
 /// Live members of process group `pgid`.
-pub fn group_members(pgid: u32) -> Vec<u32> {
+pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -87,7 +87,7 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 /// when the process terminates, whether or not it is our child (a zombie
 /// counts as exited, as it does for [`is_alive`]). Returns at once when there
 /// is no such process; panics after [`LIMIT`].
-pub async fn wait_exit(pid: u32) {
+pub(crate) async fn wait_exit(pid: u32) {
     use rustix::event::{PollFd, PollFlags, Timespec};
     use rustix::process::{Pid, PidfdFlags, pidfd_open};
     let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
@@ -119,7 +119,7 @@ pub async fn wait_exit(pid: u32) {
 /// Waits until `pid` is not running and process group `pid` (the supervisor makes
 /// each upstream a group leader) has no live member: waits for every process
 /// seen in the group to exit, then looks again (a member may have forked).
-pub async fn wait_gone(pid: u32) {
+pub(crate) async fn wait_gone(pid: u32) {
     within(&format!("process {pid} and its group to be gone"), async {
         loop {
             let mut seen = group_members(pid);
@@ -136,7 +136,7 @@ pub async fn wait_gone(pid: u32) {
 }
 
 /// Asserts right now that neither `pid` nor any process of its group is running.
-pub fn assert_gone(pid: u32) {
+pub(crate) fn assert_gone(pid: u32) {
     assert!(!is_alive(pid), "process {pid} is still running");
     let members = group_members(pid);
     assert!(
@@ -147,7 +147,7 @@ pub fn assert_gone(pid: u32) {
 
 /// PIDs and command lines of the mockswap processes started with
 /// `--listen 127.0.0.1:<port>` for one of `ports`.
-pub fn processes_listening_on(ports: &[u16]) -> Vec<(u32, String)> {
+pub(crate) fn processes_listening_on(ports: &[u16]) -> Vec<(u32, String)> {
     // The trailing space keeps port 4000 from matching 40001.
     let needles: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p} ")).collect();
     let mut found = Vec::new();

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// `tests/fixtures/config/<relative>` of this package.
-pub fn fixture(relative: &str) -> PathBuf {
+pub(crate) fn fixture(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/config")
         .join(relative)

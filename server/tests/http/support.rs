@@ -3,7 +3,7 @@
 
 #[path = "../common/procs.rs"]
 mod procs;
-pub use procs::{
+pub(crate) use procs::{
     LIMIT, free_port, free_port_run, is_alive, mockswap_bin, processes_listening_on, wait_exit,
 };
 
@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 /// One model of a test config.
 #[derive(Debug, Clone)]
-pub struct ModelSpec {
+pub(crate) struct ModelSpec {
     /// Model ID.
     pub id: &'static str,
     /// Extra mockswap flags (`--gate-closed`, `--load-time 200ms`, ...).
@@ -28,12 +28,12 @@ pub struct ModelSpec {
 }
 
 /// A model with default settings and extra mockswap flags.
-pub fn model(id: &'static str, args: &'static str) -> ModelSpec {
+pub(crate) fn model(id: &'static str, args: &'static str) -> ModelSpec {
     ModelSpec { id, args, yaml: "" }
 }
 
 /// A config whose models are mockswap processes listening on the given ports.
-pub fn config_yaml(models: &[(ModelSpec, u16)]) -> String {
+pub(crate) fn config_yaml(models: &[(ModelSpec, u16)]) -> String {
     let bin = mockswap_bin();
     let mut yaml = String::from("healthCheckTimeout: 15\nmodels:\n");
     for (m, port) in models {
@@ -57,7 +57,7 @@ pub fn config_yaml(models: &[(ModelSpec, u16)]) -> String {
 }
 
 /// A running server and its upstreams.
-pub struct Harness {
+pub(crate) struct Harness {
     /// `http://127.0.0.1:<port>` of the server.
     pub base: String,
     /// A client with no timeouts of its own (tests bound waits with `LIMIT`).
@@ -73,12 +73,12 @@ pub struct Harness {
 
 impl Harness {
     /// Starts a server for `models`, with `global_yaml` appended at the top level.
-    pub async fn start(models: &[ModelSpec], global_yaml: &str) -> Self {
+    pub(crate) async fn start(models: &[ModelSpec], global_yaml: &str) -> Self {
         Self::start_with(models, global_yaml, ServeOptions::default()).await
     }
 
     /// As [`start`](Self::start) with serve options.
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         models: &[ModelSpec],
         global_yaml: &str,
         options: ServeOptions,
@@ -99,7 +99,7 @@ impl Harness {
     }
 
     /// Starts a server for a complete YAML document (no mockswap models).
-    pub async fn start_yaml(yaml: &str) -> Self {
+    pub(crate) async fn start_yaml(yaml: &str) -> Self {
         Self::launch(yaml, BTreeMap::new(), ServeOptions::default())
     }
 
@@ -143,7 +143,7 @@ impl Harness {
 
     /// Reloads the same configuration (same models, same ports): the server
     /// replaces its router and supervisor.
-    pub async fn reload_same(&self) {
+    pub(crate) async fn reload_same(&self) {
         let loaded = Config::loader()
             .yaml("test.yaml", &self.yaml)
             .env(&|_: &str| None)
@@ -155,7 +155,7 @@ impl Harness {
     /// Reloads with `models` (kept IDs keep their port, new ones get a free
     /// one) and `global_yaml`; returns once the server has applied it (its
     /// model list shows the new models and not the removed ones).
-    pub async fn reload(&mut self, models: &[ModelSpec], global_yaml: &str) {
+    pub(crate) async fn reload(&mut self, models: &[ModelSpec], global_yaml: &str) {
         for m in models {
             self.ports.entry(m.id.to_owned()).or_insert_with(free_port);
         }
@@ -192,31 +192,31 @@ impl Harness {
 
     /// Gives `model` a new port at the next [`reload`](Self::reload) (its
     /// command and upstream address change); returns the old one.
-    pub fn move_port(&mut self, model: &str) -> u16 {
+    pub(crate) fn move_port(&mut self, model: &str) -> u16 {
         let old = self.ports[model];
         self.ports.insert(model.to_owned(), free_port());
         old
     }
 
     /// The pid of the process listening on `model`'s port, if any.
-    pub fn upstream_pid(&self, model: &str) -> Option<u32> {
+    pub(crate) fn upstream_pid(&self, model: &str) -> Option<u32> {
         processes_listening_on(&[self.ports[model]])
             .first()
             .map(|(pid, _)| *pid)
     }
 
     /// A URL on the server.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// The base URL of a model's mockswap process.
-    pub fn upstream(&self, model: &str) -> String {
+    pub(crate) fn upstream(&self, model: &str) -> String {
         format!("http://127.0.0.1:{}", self.ports[model])
     }
 
     /// A chat request for `model` with an optional raw `X-Priority` value.
-    pub fn chat(
+    pub(crate) fn chat(
         &self,
         model: &str,
         priority: Option<&str>,
@@ -237,7 +237,7 @@ impl Harness {
     }
 
     /// Sends a request in the background; the handle yields status and body.
-    pub fn spawn(&self, request: reqwest::RequestBuilder) -> JoinHandle<(u16, String)> {
+    pub(crate) fn spawn(&self, request: reqwest::RequestBuilder) -> JoinHandle<(u16, String)> {
         tokio::spawn(async move {
             let response = request.send().await.unwrap();
             let status = response.status().as_u16();
@@ -246,20 +246,20 @@ impl Harness {
     }
 
     /// `GET /api/queue`.
-    pub async fn queue(&self) -> Vec<Value> {
+    pub(crate) async fn queue(&self) -> Vec<Value> {
         let body: Value = self.get_json(&self.url("/api/queue")).await;
         body["queue"].as_array().cloned().unwrap_or_default()
     }
 
     /// `GET /metrics` as text.
-    pub async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         let response = self.http.get(self.url("/metrics")).send().await.unwrap();
         assert_eq!(response.status(), 200);
         response.text().await.unwrap()
     }
 
     /// `GET /running`: the IDs of non-stopped models.
-    pub async fn running(&self) -> Vec<String> {
+    pub(crate) async fn running(&self) -> Vec<String> {
         let body: Value = self.get_json(&self.url("/running")).await;
         body["running"]
             .as_array()
@@ -281,7 +281,7 @@ impl Harness {
     }
 
     /// Waits until `/api/queue` holds `n` waiters and returns them.
-    pub async fn wait_queue_len(&self, n: usize) -> Vec<Value> {
+    pub(crate) async fn wait_queue_len(&self, n: usize) -> Vec<Value> {
         self.wait_for(|h| async move {
             let q = h.queue().await;
             (q.len() == n).then_some(q)
@@ -292,7 +292,7 @@ impl Harness {
     /// Waits until the model's mockswap holds `n` requests at its gate, with
     /// mockswap's long-poll; retried on the server's events only while the
     /// process is not up yet (the model becoming ready is an event).
-    pub async fn wait_held(&self, model: &str, n: u64) {
+    pub(crate) async fn wait_held(&self, model: &str, n: u64) {
         let timeout_ms = LIMIT.as_millis();
         let url = format!(
             "{}/__mockswap/gate?wait_held={n}&timeout_ms={timeout_ms}",
@@ -311,7 +311,7 @@ impl Harness {
     }
 
     /// Opens a model's gate so held requests proceed.
-    pub async fn open_gate(&self, model: &str) {
+    pub(crate) async fn open_gate(&self, model: &str) {
         let url = format!("{}/__mockswap/gate", self.upstream(model));
         let response = self
             .http
@@ -324,7 +324,7 @@ impl Harness {
     }
 
     /// The journal of a model's mockswap; `None` when it is not running.
-    pub async fn journal(&self, model: &str) -> Option<Vec<Value>> {
+    pub(crate) async fn journal(&self, model: &str) -> Option<Vec<Value>> {
         let url = format!("{}/__mockswap/requests", self.upstream(model));
         let response = self.http.get(url).send().await.ok()?;
         response.json().await.ok()
@@ -335,7 +335,7 @@ impl Harness {
     /// profile switches) until it yields a value, up to `LIMIT`. The probe must
     /// read server state, or wait on its own like a mockswap long-poll: a
     /// change only an upstream sees wakes nothing here.
-    pub async fn wait_for<'a, T, F, Fut>(&'a self, probe: F) -> T
+    pub(crate) async fn wait_for<'a, T, F, Fut>(&'a self, probe: F) -> T
     where
         F: Fn(&'a Self) -> Fut,
         Fut: std::future::Future<Output = Option<T>>,
@@ -347,7 +347,7 @@ impl Harness {
     }
 
     /// Signals shutdown without waiting.
-    pub fn begin_shutdown(&mut self) {
+    pub(crate) fn begin_shutdown(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -355,7 +355,7 @@ impl Harness {
 
     /// Shuts the server down, checks it returned cleanly and that no upstream
     /// process is left.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.begin_shutdown();
         let task = self.task.take().unwrap();
         let result = tokio::time::timeout(LIMIT, task)
@@ -383,7 +383,7 @@ impl Drop for Harness {
 /// A subscription to a server's `/api/events`, renewed when the stream ends,
 /// as the web UI does: a reload drains the instance that served it (which ends
 /// its streams at once) after the new instance took over new connections.
-pub struct ServerEvents {
+pub(crate) struct ServerEvents {
     base: String,
     key: Option<String>,
     response: reqwest::Response,
@@ -391,7 +391,7 @@ pub struct ServerEvents {
 
 impl ServerEvents {
     /// Subscribes to `<base>/api/events`, with `key` as the bearer token.
-    pub async fn subscribe(base: &str, key: Option<&str>) -> Self {
+    pub(crate) async fn subscribe(base: &str, key: Option<&str>) -> Self {
         let response = Self::connect(base, key).await;
         Self {
             base: base.to_owned(),
@@ -419,7 +419,7 @@ impl ServerEvents {
 
     /// Evaluates `probe` now and after every change until it yields a value,
     /// up to `LIMIT`.
-    pub async fn until<T, F, Fut>(&mut self, probe: F) -> T
+    pub(crate) async fn until<T, F, Fut>(&mut self, probe: F) -> T
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Option<T>>,

@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 /// A test certificate authority.
-pub struct TestCa {
+pub(crate) struct TestCa {
     /// The CA certificate, PEM.
     pub pem: String,
     params: CertificateParams,
@@ -26,7 +26,7 @@ pub struct TestCa {
 
 impl TestCa {
     /// A fresh CA.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -50,13 +50,13 @@ impl TestCa {
 }
 
 /// A running `https://localhost:<port>` upstream; stops when dropped.
-pub struct TlsUpstream {
+pub(crate) struct TlsUpstream {
     _tasks: JoinSet<()>,
 }
 
 impl TlsUpstream {
     /// Serves on 127.0.0.1:`port` with a certificate signed by `ca`.
-    pub async fn start_on(ca: &TestCa, port: u16) -> Self {
+    pub(crate) async fn start_on(ca: &TestCa, port: u16) -> Self {
         let (cert, key) = ca.leaf();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)

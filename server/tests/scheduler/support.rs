@@ -17,10 +17,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 
 /// Upper bound that turns a hang into a failure (virtual time on the paused clock).
-pub const BOUND: Duration = Duration::from_secs(3600);
+pub(crate) const BOUND: Duration = Duration::from_secs(3600);
 
 /// A request for `model` at header priority `priority`.
-pub fn submit(model: &str, priority: impl Into<Priority>) -> Submit {
+pub(crate) fn submit(model: &str, priority: impl Into<Priority>) -> Submit {
     Submit {
         model: model.to_owned(),
         priority: priority.into(),
@@ -29,12 +29,12 @@ pub fn submit(model: &str, priority: impl Into<Priority>) -> Submit {
 
 /// How a request ended, as far as the scheduler said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Granted,
     Failed(RouteError),
 }
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub s: Scheduler,
     pub now: Tick,
     /// Every effect, in order.
@@ -51,15 +51,15 @@ pub struct Harness {
     pub stops: Vec<(StopId, Vec<Vec<StopModel>>)>,
 }
 
-pub fn model(id: &str) -> ModelSettings {
+pub(crate) fn model(id: &str) -> ModelSettings {
     ModelSettings::new(id)
 }
 
-pub fn models(ids: &[&str]) -> Vec<ModelSettings> {
+pub(crate) fn models(ids: &[&str]) -> Vec<ModelSettings> {
     ids.iter().map(|id| ModelSettings::new(*id)).collect()
 }
 
-pub fn group(
+pub(crate) fn group(
     name: &str,
     members: &[&str],
     swap: bool,
@@ -75,16 +75,16 @@ pub fn group(
     }
 }
 
-pub fn settings(models: Vec<ModelSettings>) -> SchedulerSettings {
+pub(crate) fn settings(models: Vec<ModelSettings>) -> SchedulerSettings {
     SchedulerSettings::new(models)
 }
 
-pub fn names(list: &[&str]) -> Vec<String> {
+pub(crate) fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()
 }
 
 impl Harness {
-    pub fn new(settings: SchedulerSettings) -> Self {
+    pub(crate) fn new(settings: SchedulerSettings) -> Self {
         Self {
             s: Scheduler::new(&settings).expect("valid settings"),
             now: Tick::ZERO,
@@ -99,16 +99,16 @@ impl Harness {
     }
 
     /// Default group, FIFO with the fence.
-    pub fn with_models(ids: &[&str]) -> Self {
+    pub(crate) fn with_models(ids: &[&str]) -> Self {
         Self::new(settings(models(ids)))
     }
 
-    pub fn with_kind(mut settings: SchedulerSettings, kind: SchedulerKind) -> Self {
+    pub(crate) fn with_kind(mut settings: SchedulerSettings, kind: SchedulerKind) -> Self {
         settings.kind = kind;
         Self::new(settings)
     }
 
-    pub fn advance(&mut self, by: Duration) {
+    pub(crate) fn advance(&mut self, by: Duration) {
         self.now = self.now + by;
     }
 
@@ -164,11 +164,11 @@ impl Harness {
     }
 
     /// Effects since the last call.
-    pub fn take(&mut self) -> Vec<Effect> {
+    pub(crate) fn take(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.pending)
     }
 
-    pub fn try_submit(
+    pub(crate) fn try_submit(
         &mut self,
         model: &str,
         priority: impl Into<Priority>,
@@ -179,36 +179,36 @@ impl Harness {
         result.map(|a| a.id)
     }
 
-    pub fn submit(&mut self, model: &str, priority: impl Into<Priority>) -> RequestId {
+    pub(crate) fn submit(&mut self, model: &str, priority: impl Into<Priority>) -> RequestId {
         self.try_submit(model, priority).expect("admitted")
     }
 
-    pub fn swap_ok(&mut self, model: &str) {
+    pub(crate) fn swap_ok(&mut self, model: &str) {
         let mut out = Vec::new();
         self.s.swap_done(self.now, model, Ok(()), &mut out);
         self.record(out);
     }
 
-    pub fn swap_err(&mut self, model: &str, error: LaunchError) {
+    pub(crate) fn swap_err(&mut self, model: &str, error: LaunchError) {
         let mut out = Vec::new();
         self.s.swap_done(self.now, model, Err(error), &mut out);
         self.record(out);
     }
 
-    pub fn done(&mut self, id: RequestId) {
+    pub(crate) fn done(&mut self, id: RequestId) {
         let mut out = Vec::new();
         self.s.serve_done(self.now, id, &mut out);
         self.record(out);
     }
 
-    pub fn cancel(&mut self, id: RequestId) {
+    pub(crate) fn cancel(&mut self, id: RequestId) {
         let mut out = Vec::new();
         self.s.cancel(self.now, id, &mut out);
         self.record(out);
     }
 
     /// The upstream refused granted request `id`: its grant is undone.
-    pub fn refused(&mut self, id: RequestId) {
+    pub(crate) fn refused(&mut self, id: RequestId) {
         assert_eq!(self.outcomes.remove(&id), Some(Outcome::Granted), "{id:?}");
         self.status.remove(&id);
         let mut out = Vec::new();
@@ -217,14 +217,14 @@ impl Harness {
     }
 
     /// An absorbed fast-path grant of model index `t` ended.
-    pub fn fast_done(&mut self, t: usize) {
+    pub(crate) fn fast_done(&mut self, t: usize) {
         let mut out = Vec::new();
         self.s.fast_done(self.now, t, &mut out);
         self.record(out);
     }
 
     /// The upstream refused fast-path grant `id` of model index `t`.
-    pub fn fast_refused(
+    pub(crate) fn fast_refused(
         &mut self,
         t: usize,
         id: RequestId,
@@ -245,13 +245,13 @@ impl Harness {
         self.record(out);
     }
 
-    pub fn exited(&mut self, model: &str) {
+    pub(crate) fn exited(&mut self, model: &str) {
         let mut out = Vec::new();
         self.s.upstream_exited(model, &mut out);
         self.record(out);
     }
 
-    pub fn unload(&mut self, models: Option<&[&str]>) -> Result<Option<StopId>, RouteError> {
+    pub(crate) fn unload(&mut self, models: Option<&[&str]>) -> Result<Option<StopId>, RouteError> {
         let list: Option<Vec<String>> = models.map(names);
         let mut out = Vec::new();
         let result = self.s.unload(self.now, list.as_deref(), &mut out);
@@ -259,7 +259,7 @@ impl Harness {
         result
     }
 
-    pub fn shutdown(&mut self) -> Option<StopId> {
+    pub(crate) fn shutdown(&mut self) -> Option<StopId> {
         let mut out = Vec::new();
         let result = self.s.shutdown(self.now, &mut out);
         self.record(out);
@@ -267,7 +267,7 @@ impl Harness {
     }
 
     /// A reload: `settings` apply from now on; `restart` changed their process.
-    pub fn reconfigure(
+    pub(crate) fn reconfigure(
         &mut self,
         settings: &SchedulerSettings,
         restart: &[&str],
@@ -279,7 +279,7 @@ impl Harness {
     }
 
     /// A reload with the launcher's whole answer.
-    pub fn reconfigure_restarts(
+    pub(crate) fn reconfigure_restarts(
         &mut self,
         settings: &SchedulerSettings,
         restarts: &llama_swap_server::testing::scheduler::Restarts,
@@ -290,20 +290,20 @@ impl Harness {
         result
     }
 
-    pub fn stop_done(&mut self, id: StopId) {
+    pub(crate) fn stop_done(&mut self, id: StopId) {
         let mut out = Vec::new();
         self.s.stop_done(id, &mut out);
         self.record(out);
     }
 
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         let mut out = Vec::new();
         self.s.tick(self.now, &mut out);
         self.record(out);
     }
 
     /// Loads `model` through a request that then ends; the model is left ready and idle.
-    pub fn make_ready(&mut self, model: &str) {
+    pub(crate) fn make_ready(&mut self, model: &str) {
         let id = self.submit(model, 0);
         if self.s.model_state(model) == Some(ModelState::Starting) {
             self.swap_ok(model);
@@ -314,23 +314,23 @@ impl Harness {
         self.take();
     }
 
-    pub fn granted(&self, id: RequestId) -> bool {
+    pub(crate) fn granted(&self, id: RequestId) -> bool {
         self.outcomes.get(&id) == Some(&Outcome::Granted)
     }
 
-    pub fn failed(&self, id: RequestId) -> Option<&RouteError> {
+    pub(crate) fn failed(&self, id: RequestId) -> Option<&RouteError> {
         match self.outcomes.get(&id) {
             Some(Outcome::Failed(e)) => Some(e),
             _ => None,
         }
     }
 
-    pub fn ended(&self, id: RequestId) -> bool {
+    pub(crate) fn ended(&self, id: RequestId) -> bool {
         self.outcomes.contains_key(&id)
     }
 
     /// Grant order of the given requests, as indices into `ids`.
-    pub fn grant_order(&self, ids: &[RequestId]) -> Vec<RequestId> {
+    pub(crate) fn grant_order(&self, ids: &[RequestId]) -> Vec<RequestId> {
         self.grants
             .iter()
             .map(|(id, _)| *id)
@@ -338,37 +338,37 @@ impl Harness {
             .collect()
     }
 
-    pub fn swaps_of(&self, model: &str) -> usize {
+    pub(crate) fn swaps_of(&self, model: &str) -> usize {
         self.swaps.iter().filter(|(m, _)| m == model).count()
     }
 
-    pub fn grants_of(&self, model: &str) -> usize {
+    pub(crate) fn grants_of(&self, model: &str) -> usize {
         self.grants.iter().filter(|(_, m)| m == model).count()
     }
 
     /// Models stopped by evictions and stop operations, in order of issue.
-    pub fn evicted(&self) -> Vec<String> {
+    pub(crate) fn evicted(&self) -> Vec<String> {
         self.swaps
             .iter()
             .flat_map(|(_, e)| e.iter().cloned())
             .collect()
     }
 
-    pub fn position(&self, id: RequestId) -> Option<usize> {
+    pub(crate) fn position(&self, id: RequestId) -> Option<usize> {
         match self.status.get(&id) {
             Some(WaitStatus::Queued { position }) => Some(*position),
             _ => None,
         }
     }
 
-    pub fn queue_ids(&self) -> Vec<RequestId> {
+    pub(crate) fn queue_ids(&self) -> Vec<RequestId> {
         self.s.queue(self.now).into_iter().map(|e| e.id).collect()
     }
 }
 
 /// A launcher that hands every call to the test, which completes it.
 #[derive(Debug)]
-pub enum Call {
+pub(crate) enum Call {
     EnsureReady {
         model: String,
         done: oneshot::Sender<Result<(), LaunchError>>,
@@ -380,7 +380,7 @@ pub enum Call {
     },
 }
 
-pub struct FakeLauncher {
+pub(crate) struct FakeLauncher {
     pub calls: mpsc::UnboundedSender<Call>,
 }
 
@@ -408,13 +408,13 @@ impl Launcher for FakeLauncher {
     }
 }
 
-pub struct Rig {
+pub(crate) struct Rig {
     pub router: RouterHandle,
     pub calls: mpsc::UnboundedReceiver<Call>,
     pub exits: mpsc::Sender<UpstreamEvent>,
 }
 
-pub fn rig(settings: SchedulerSettings) -> Rig {
+pub(crate) fn rig(settings: SchedulerSettings) -> Rig {
     let (calls_tx, calls) = mpsc::unbounded_channel();
     let (exits, exits_rx) = mpsc::channel(8);
     let router = Router::spawn(
@@ -431,21 +431,24 @@ pub fn rig(settings: SchedulerSettings) -> Rig {
 }
 
 impl Rig {
-    pub async fn next_call(&mut self) -> Call {
+    pub(crate) async fn next_call(&mut self) -> Call {
         timeout(BOUND, self.calls.recv())
             .await
             .expect("a launcher call")
             .expect("launcher alive")
     }
 
-    pub async fn expect_ensure(&mut self, model: &str) -> oneshot::Sender<Result<(), LaunchError>> {
+    pub(crate) async fn expect_ensure(
+        &mut self,
+        model: &str,
+    ) -> oneshot::Sender<Result<(), LaunchError>> {
         match self.next_call().await {
             Call::EnsureReady { model: m, done } if m == model => done,
             other => panic!("expected ensure_ready({model}), got {other:?}"),
         }
     }
 
-    pub async fn expect_stop(&mut self, model: &str) -> (Duration, oneshot::Sender<()>) {
+    pub(crate) async fn expect_stop(&mut self, model: &str) -> (Duration, oneshot::Sender<()>) {
         match self.next_call().await {
             Call::Stop {
                 model: m,
@@ -457,7 +460,7 @@ impl Rig {
     }
 
     /// Loads `model` (stopping `evicting` first) and returns the lease of the request that did it.
-    pub async fn load(&mut self, model: &str, evicting: &[&str]) -> Lease {
+    pub(crate) async fn load(&mut self, model: &str, evicting: &[&str]) -> Lease {
         let ticket = self.router.submit(submit(model, 0)).await.unwrap();
         for e in evicting {
             let (_, done) = self.expect_stop(e).await;
@@ -469,11 +472,11 @@ impl Rig {
     }
 
     /// Round trip through the actor: every notice sent before it has been handled.
-    pub async fn sync(&self) {
+    pub(crate) async fn sync(&self) {
         self.router.queue().await;
     }
 
-    pub fn no_call_pending(&mut self) -> bool {
+    pub(crate) fn no_call_pending(&mut self) -> bool {
         self.calls.try_recv().is_err()
     }
 }

@@ -2,6 +2,6 @@
 
 #[path = "../common/procs.rs"]
 mod procs;
-pub use procs::{
+pub(crate) use procs::{
     LIMIT, assert_gone, free_port, is_alive, mockswap_bin, wait_exit, wait_gone, within,
 };
