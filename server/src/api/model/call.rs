@@ -607,6 +607,80 @@ mod tests {
     use super::*;
     use http::header;
 
+    /// Starts every model at once without running anything: the router
+    /// believes in processes the supervisor does not have.
+    struct BelievedReady;
+
+    impl crate::launcher::Launcher for BelievedReady {
+        fn ensure_ready(
+            &self,
+            _: &str,
+        ) -> crate::launcher::BoxFuture<'static, Result<(), crate::launcher::LaunchError>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn stop(&self, _: &str, _: Duration) -> crate::launcher::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn a_grant_for_a_model_whose_process_is_not_ready_is_handed_back_not_forwarded() {
+        // Something listens at the model's address: a forwarded request would connect.
+        let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = upstream.local_addr().unwrap().port();
+        let yaml = format!(
+            "models:\n  a:\n    cmd: model-server --port {port}\n    proxy: http://127.0.0.1:{port}\n"
+        );
+        let config = crate::config::Config::loader()
+            .yaml("test.yaml", &yaml)
+            .env(&|_: &str| None)
+            .load()
+            .unwrap()
+            .config;
+        // The router grants at once; the supervisor never started the model
+        // (Stopped): the state after an exit the router has not heard of.
+        let (supervisor, _exits) = crate::upstream::Supervisor::new(config.process_specs(), 10);
+        let (_events, events_rx) = tokio::sync::mpsc::channel(1);
+        let router = crate::router::Router::spawn(
+            config.scheduler_settings(),
+            Arc::new(BelievedReady),
+            events_rx,
+        )
+        .unwrap();
+        let state = AppState::builder(&config, router)
+            .supervisor(Arc::clone(&supervisor))
+            .build();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, crate::api::routes::app(state))
+                .await
+                .unwrap();
+        });
+
+        let request = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/chat/completions"))
+            .json(&serde_json::json!({"model": "a", "messages": []}))
+            .send();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::select! {
+                _ = upstream.accept() => None,
+                response = request => Some(response.unwrap()),
+            }
+        })
+        .await
+        .unwrap();
+        let response = outcome.expect("forwarded to a model whose process is not ready");
+        // Handed back and held for the exit that never comes here, then
+        // failed as a refused connection is (REFUSAL_GRACE).
+        assert_eq!(response.status(), 502);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "upstream_unreachable", "{body}");
+        server.abort();
+        supervisor.shutdown(Duration::from_secs(1)).await;
+    }
+
     #[test]
     fn detached_headers_keep_every_value_but_not_the_parse_buffer() {
         // Values sliced out of one buffer, as hyper parses them.

@@ -51,7 +51,8 @@ impl<'a> AppStateBuilder<'a> {
     }
 
     /// Serves `supervisor`'s output in `/logs` (default: the log endpoints
-    /// serve nothing).
+    /// serve nothing), and asks it before forwarding whether the model's
+    /// process is ready (default: every granted request is forwarded).
     pub fn supervisor(mut self, supervisor: Arc<Supervisor>) -> Self {
         self.supervisor = Some(supervisor);
         self
