@@ -43,7 +43,8 @@ async fn server_answering(template: ResponseTemplate) -> MockServer {
 
 #[tokio::test]
 async fn error_envelope_keeps_status_type_code_and_raw_body() {
-    let body = r#"{"error":{"message":"model 'nope' is not configured","type":"not_found_error","code":"model_not_found"}}"#;
+    // The server's bytes (docs/ERRORS.md): llama-swap's envelope.
+    let body = r#"{"src":"llama-swap","error":{"message":"model 'nope' is not configured","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#;
     let server =
         server_answering(ResponseTemplate::new(404).set_body_raw(body, "application/json")).await;
     let client = Client::new(server.uri()).unwrap();
@@ -55,7 +56,7 @@ async fn error_envelope_keeps_status_type_code_and_raw_body() {
     assert_eq!(api.status.as_u16(), 404);
     let env = api.envelope.as_ref().unwrap();
     assert_eq!(env.message, "model 'nope' is not configured");
-    assert_eq!(env.kind.as_deref(), Some("not_found_error"));
+    assert_eq!(env.kind.as_deref(), Some("invalid_request_error"));
     assert_eq!(env.code.as_deref(), Some("model_not_found"));
     assert_eq!(api.raw_body, body);
     assert_eq!(api.retry_after, None);

@@ -1,13 +1,14 @@
 //! The HTTP error envelope shared with the real server (docs/ERRORS.md in the repository):
-//! `{"error": {"message", "type", "code"}}` with a fixed status per situation.
+//! `{"src": "llama-swap", "error": {"message", "type", "param", "code"}}` with a fixed
+//! status and `code` per situation, and the `type` llama-swap gives that status.
 
 use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::json;
 
 use crate::body::MockBody;
 
-/// A situation the mock answers with an error envelope. Status, `type` and `code` are
-/// fixed per variant, as in docs/ERRORS.md.
+/// A situation the mock answers with an error envelope. Status and `code` are fixed
+/// per variant, as in docs/ERRORS.md; `type` follows from the status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApiError {
@@ -103,20 +104,9 @@ impl ApiError {
         }
     }
 
-    /// The envelope's `type`.
+    /// The envelope's `type`: llama-swap's for the status (see [`error_type_for`]).
     pub fn kind(&self) -> &'static str {
-        match self {
-            Self::InvalidJson { .. }
-            | Self::ModelMissing
-            | Self::MethodNotAllowed { .. }
-            | Self::BodyTooLarge { .. }
-            | Self::BadAdminRequest { .. }
-            | Self::BodyRead { .. }
-            | Self::BadWebsocket => "invalid_request_error",
-            Self::ModelNotFound { .. } | Self::NotFound { .. } => "not_found_error",
-            Self::ShuttingDown | Self::Loading | Self::Sleeping => "server_error",
-            Self::WaitTimeout { .. } => "timeout_error",
-        }
+        error_type_for(self.status())
     }
 
     /// The envelope's `code`.
@@ -138,9 +128,10 @@ impl ApiError {
         }
     }
 
-    /// The envelope as JSON.
+    /// The envelope as JSON, as the server sends its own errors:
+    /// `{"src": "llama-swap", "error": {"message", "type", "param": null, "code"}}`.
     pub fn envelope(&self) -> serde_json::Value {
-        envelope(&self.to_string(), self.kind(), self.code())
+        proxy_envelope(&self.to_string(), self.kind(), self.code())
     }
 
     /// The complete HTTP response.
@@ -155,9 +146,31 @@ impl ApiError {
     }
 }
 
-/// An error envelope `{"error": {"message", "type", "code"}}`.
+/// The `type` llama-swap (and the server) give an error of `status`:
+/// `authentication_error` for 401 and 403, `rate_limit_error` for 429,
+/// `invalid_request_error` for any other 4xx, `server_error` otherwise.
+pub(crate) fn error_type_for(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 | 403 => "authentication_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    }
+}
+
+/// An error envelope `{"error": {"message", "type", "code"}}`, as a model
+/// server sends one.
 pub(crate) fn envelope(message: &str, kind: &str, code: &str) -> serde_json::Value {
     json!({"error": {"message": message, "type": kind, "code": code}})
+}
+
+/// The proxy's error envelope (llama-swap's and the server's):
+/// `{"src": "llama-swap", "error": {"message", "type", "param": null, "code"}}`.
+pub(crate) fn proxy_envelope(message: &str, kind: &str, code: &str) -> serde_json::Value {
+    json!({
+        "src": "llama-swap",
+        "error": {"message": message, "type": kind, "param": null, "code": code},
+    })
 }
 
 /// A JSON response with `Content-Type: application/json` and a known length.
@@ -196,13 +209,13 @@ mod tests {
             (
                 ApiError::ModelNotFound { model: "q".into() },
                 404,
-                "not_found_error",
+                "invalid_request_error",
                 "model_not_found",
             ),
             (
                 ApiError::NotFound { path: "/x".into() },
                 404,
-                "not_found_error",
+                "invalid_request_error",
                 "not_found",
             ),
             (
@@ -212,12 +225,47 @@ mod tests {
                 "body_too_large",
             ),
             (ApiError::ShuttingDown, 503, "server_error", "shutting_down"),
+            (
+                ApiError::WaitTimeout {
+                    what: "requests",
+                    wanted: 1,
+                    got: 0,
+                    timeout_ms: 10,
+                },
+                408,
+                "invalid_request_error",
+                "wait_timeout",
+            ),
         ];
         for (err, status, kind, code) in cases {
             assert_eq!(err.status().as_u16(), status, "{err:?}");
             assert_eq!(err.kind(), kind, "{err:?}");
             assert_eq!(err.code(), code, "{err:?}");
-            assert_eq!(err.envelope()["error"]["code"], code);
+            let envelope = err.envelope();
+            assert_eq!(envelope["src"], "llama-swap");
+            assert_eq!(envelope["error"]["type"], kind);
+            assert_eq!(envelope["error"]["code"], code);
+            assert!(envelope["error"]["param"].is_null());
+        }
+    }
+
+    #[test]
+    fn the_type_follows_the_status_as_the_server_derives_it() {
+        let table = [
+            (400, "invalid_request_error"),
+            (401, "authentication_error"),
+            (403, "authentication_error"),
+            (404, "invalid_request_error"),
+            (408, "invalid_request_error"),
+            (429, "rate_limit_error"),
+            (500, "server_error"),
+            (502, "server_error"),
+            (503, "server_error"),
+            (504, "server_error"),
+        ];
+        for (status, kind) in table {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(error_type_for(status), kind, "{status}");
         }
     }
 

@@ -95,7 +95,7 @@ impl Fault {
     pub fn too_many_requests(retry_after_secs: u64) -> Self {
         Self::Status {
             status: StatusCode::TOO_MANY_REQUESTS,
-            body: Some(crate::envelope::envelope(
+            body: Some(crate::envelope::proxy_envelope(
                 "too many requests for this model; retry after the Retry-After delay",
                 "rate_limit_error",
                 "concurrency_limit",

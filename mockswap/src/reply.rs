@@ -136,7 +136,8 @@ impl Reply {
 
     /// An error envelope with this status: `{"error": {"message", "type", "code"}}`
     /// (Anthropic's `{"type": "error", "error": {"type", "message"}}` on
-    /// `/v1/messages`). `type` defaults from the status (`rate_limit_error` for 429,
+    /// `/v1/messages`). `type` defaults from the status as the server's does
+    /// (`authentication_error` for 401 and 403, `rate_limit_error` for 429,
     /// `invalid_request_error` for other 4xx, `server_error` for 5xx), `code` to
     /// `scripted_error`.
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {

@@ -35,7 +35,7 @@ async fn unknown_model_is_typed_404_model_not_found() {
         .unwrap_err();
     assert_eq!(
         api_parts(&plain),
-        (404, Some("not_found_error"), Some("model_not_found"))
+        (404, Some("invalid_request_error"), Some("model_not_found"))
     );
     // A streaming call gets the status too: nothing is streamed for a model
     // that does not exist, even with sendLoadingState.
@@ -48,7 +48,7 @@ async fn unknown_model_is_typed_404_model_not_found() {
         .unwrap_err();
     assert_eq!(
         api_parts(&stream),
-        (404, Some("not_found_error"), Some("model_not_found"))
+        (404, Some("invalid_request_error"), Some("model_not_found"))
     );
     assert!(stack.running().await.is_empty());
     stack.shutdown().await;

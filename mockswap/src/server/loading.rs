@@ -74,10 +74,10 @@ async fn error_frames(response: Response<MockBody>, shape: &StreamShape) -> Byte
         Ok(json) if json.get("error").is_some() => json,
         _ => crate::envelope::envelope(
             &format!(
-                "the model answered {status}: {}",
+                "the upstream answered {status}: {}",
                 String::from_utf8_lossy(&body).trim()
             ),
-            "upstream_error",
+            crate::envelope::error_type_for(status),
             "upstream_error",
         ),
     };

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::shared::{ConnControl, Crash, Shared};
 use crate::body::MockBody;
-use crate::envelope::{ApiError, envelope, json_response};
+use crate::envelope::{ApiError, envelope, error_type_for, json_response};
 use crate::fault::Fault;
 use crate::gate::Permit;
 use crate::journal::RecordedRequest;
@@ -228,16 +228,9 @@ fn error_reply(
         }
         body
     } else {
-        let default_kind = if status == StatusCode::TOO_MANY_REQUESTS {
-            "rate_limit_error"
-        } else if status.is_server_error() {
-            "server_error"
-        } else {
-            "invalid_request_error"
-        };
         envelope(
             message,
-            kind.as_deref().unwrap_or(default_kind),
+            kind.as_deref().unwrap_or(error_type_for(status)),
             code.as_deref().unwrap_or("scripted_error"),
         )
     };
@@ -261,16 +254,11 @@ fn status_response(
         Some(value) => json_response(status, &value),
         None => {
             let reason = status.canonical_reason().unwrap_or("error");
-            let kind = if status.is_server_error() {
-                "server_error"
-            } else {
-                "invalid_request_error"
-            };
             json_response(
                 status,
                 &envelope(
                     &format!("mockswap injected fault: {reason}"),
-                    kind,
+                    error_type_for(status),
                     "injected_fault",
                 ),
             )

@@ -168,13 +168,13 @@ async fn error_envelopes_match_the_server_contract() {
             )
             .await,
             404,
-            "not_found_error",
+            "invalid_request_error",
             "model_not_found",
         ),
         (
             post(&mock, "/no/such/path", &json!({}), &[]).await,
             404,
-            "not_found_error",
+            "invalid_request_error",
             "not_found",
         ),
     ];

@@ -83,7 +83,8 @@ pub struct InFlight {
     pub path: CompactString,
     /// The request's method.
     pub method: http::Method,
-    /// The client's address.
+    /// The address of the connection it came on (the `inflight` event's
+    /// `remote_ip` prefers the forwarding headers, as llama-swap's does).
     pub remote_ip: Option<IpAddr>,
     /// The client's headers (rendered with secrets redacted).
     pub req_headers: http::HeaderMap,

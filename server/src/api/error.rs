@@ -1,7 +1,8 @@
 //! The typed HTTP error of the server and its JSON envelope (docs/ERRORS.md).
 //!
-//! Every error a client can see is an [`ApiError`] variant with a fixed status,
-//! `type` and `code`. The message says what happened and what to do; internal
+//! Every error a client can see is an [`ApiError`] variant with a fixed status
+//! and `code`; its `type` follows from the status as in llama-swap
+//! ([`error_type_for`]). The message says what happened and what to do; internal
 //! details (socket errors, process output) are logged, never sent.
 
 use std::time::Duration;
@@ -14,8 +15,9 @@ use crate::launcher::LaunchError;
 use crate::proxy::ProxyError;
 use crate::scheduler::RouteError;
 
-/// An error answered to an HTTP client, rendered as the OpenAI-style envelope
-/// `{"error":{"message","type","code"}}` with an honest status.
+/// An error answered to an HTTP client, rendered as llama-swap's OpenAI-style
+/// envelope `{"src":"llama-swap","error":{"message","type","param","code"}}`
+/// with an honest status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApiError {
@@ -446,138 +448,85 @@ pub struct ErrorKind {
     pub code: &'static str,
 }
 
-const INVALID: &str = "invalid_request_error";
-const SERVER: &str = "server_error";
-const UPSTREAM: &str = "upstream_error";
+/// llama-swap's `type` for an HTTP status (its `swaputil/httperror.go`
+/// `errorTypeForStatus`): a client written for llama-swap (or for OpenAI's
+/// API) branches on it, so it is derived from the status, never chosen per
+/// error; the `code` says which situation it is.
+pub(crate) fn error_type_for(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 | 403 => "authentication_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    }
+}
 
 impl ApiError {
     /// The status, `type` and `code` of this error (docs/ERRORS.md).
     pub fn kind(&self) -> ErrorKind {
-        let (status, error_type, code) = match self {
-            Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_json"),
-            Self::ModelMissing => (StatusCode::BAD_REQUEST, INVALID, "model_missing"),
-            Self::InvalidPath { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_path"),
-            Self::InvalidQuery { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_query"),
-            Self::BadParameter { .. } => (StatusCode::BAD_REQUEST, INVALID, "invalid_parameter"),
-            Self::CaptureNotFound { .. } => (
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "capture_not_found",
-            ),
-            Self::InFlightNotFound { .. } => (
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "inflight_not_found",
-            ),
-            Self::Cancelled { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "cancelled"),
-            Self::HardwareUnavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                SERVER,
-                "hardware_unavailable",
-            ),
-            Self::HistoryUnavailable => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                SERVER,
-                "history_unavailable",
-            ),
-            Self::DuplicateField { .. } => (StatusCode::BAD_REQUEST, INVALID, "duplicate_field"),
-            Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, INVALID, "filter_failed"),
-            Self::ModelNotFound { .. } => {
-                (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
+        let (status, code) = match self {
+            Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, "invalid_json"),
+            Self::ModelMissing => (StatusCode::BAD_REQUEST, "model_missing"),
+            Self::InvalidPath { .. } => (StatusCode::BAD_REQUEST, "invalid_path"),
+            Self::InvalidQuery { .. } => (StatusCode::BAD_REQUEST, "invalid_query"),
+            Self::BadParameter { .. } => (StatusCode::BAD_REQUEST, "invalid_parameter"),
+            Self::CaptureNotFound { .. } => (StatusCode::NOT_FOUND, "capture_not_found"),
+            Self::InFlightNotFound { .. } => (StatusCode::NOT_FOUND, "inflight_not_found"),
+            Self::Cancelled { .. } => (StatusCode::SERVICE_UNAVAILABLE, "cancelled"),
+            Self::HardwareUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "hardware_unavailable"),
+            Self::HistoryUnavailable => (StatusCode::INTERNAL_SERVER_ERROR, "history_unavailable"),
+            Self::DuplicateField { .. } => (StatusCode::BAD_REQUEST, "duplicate_field"),
+            Self::FilterFailed { .. } => (StatusCode::BAD_REQUEST, "filter_failed"),
+            Self::ModelNotFound { .. } => (StatusCode::NOT_FOUND, "model_not_found"),
+            Self::PeerModel { .. } => (StatusCode::NOT_FOUND, "model_not_found"),
+            Self::ModelDisabled { .. } => (StatusCode::NOT_FOUND, "model_not_found"),
+            Self::SelectorUnavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "selector_unavailable")
             }
-            Self::PeerModel { .. } => (StatusCode::NOT_FOUND, "not_found_error", "model_not_found"),
-            Self::ModelDisabled { .. } => {
-                (StatusCode::NOT_FOUND, "not_found_error", "model_not_found")
-            }
-            Self::SelectorUnavailable { .. } => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                SERVER,
-                "selector_unavailable",
-            ),
-            Self::BadProfileRequest { .. } => {
-                (StatusCode::BAD_REQUEST, INVALID, "invalid_profile_request")
-            }
-            Self::ProfileNotFound { .. } => (
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                "profile_not_found",
-            ),
-            Self::UnknownLog { .. } => (StatusCode::BAD_REQUEST, INVALID, "unknown_log"),
-            Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found_error", "not_found"),
-            Self::MethodNotAllowed { .. } => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                INVALID,
-                "method_not_allowed",
-            ),
+            Self::BadProfileRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_profile_request"),
+            Self::ProfileNotFound { .. } => (StatusCode::NOT_FOUND, "profile_not_found"),
+            Self::UnknownLog { .. } => (StatusCode::BAD_REQUEST, "unknown_log"),
+            Self::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            Self::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::PriorityNotSupported { .. } => {
-                (StatusCode::BAD_REQUEST, INVALID, "priority_not_supported")
+                (StatusCode::BAD_REQUEST, "priority_not_supported")
             }
-            Self::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "authentication_error",
-                "invalid_api_key",
-            ),
-            Self::MultipleCredentials => (StatusCode::BAD_REQUEST, INVALID, "multiple_credentials"),
-            Self::ProxyLoop | Self::TooManyHops { .. } => {
-                (StatusCode::LOOP_DETECTED, SERVER, "proxy_loop")
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
+            Self::MultipleCredentials => (StatusCode::BAD_REQUEST, "multiple_credentials"),
+            Self::ProxyLoop | Self::TooManyHops { .. } => (StatusCode::LOOP_DETECTED, "proxy_loop"),
+            Self::TooManyAuthFailures { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "too_many_auth_failures")
             }
-            Self::TooManyAuthFailures { .. } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "too_many_auth_failures",
-            ),
-            Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, INVALID, "body_too_large"),
-            Self::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, INVALID, "request_timeout"),
-            Self::BodyIncomplete => (StatusCode::BAD_REQUEST, INVALID, "body_incomplete"),
+            Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            Self::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            Self::BodyIncomplete => (StatusCode::BAD_REQUEST, "body_incomplete"),
             Self::BodiesOverCapacity { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, SERVER, "server_overloaded")
+                (StatusCode::SERVICE_UNAVAILABLE, "server_overloaded")
             }
-            Self::ConcurrencyLimit { .. } | Self::PeerBusy { .. } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "concurrency_limit",
-            ),
-            Self::QueueFull { .. } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "queue_full",
-            ),
-            Self::KeyBusy { .. } => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "key_busy",
-            ),
-            Self::AdminKeyRequired => (
-                StatusCode::FORBIDDEN,
-                "permission_error",
-                "admin_key_required",
-            ),
-            Self::InvalidQueueTimeout { .. } => {
-                (StatusCode::BAD_REQUEST, INVALID, "invalid_queue_timeout")
+            Self::ConcurrencyLimit { .. } | Self::PeerBusy { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "concurrency_limit")
             }
-            Self::QueueTimeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "queue_timeout"),
-            Self::UpstreamUnreachable { .. } => {
-                (StatusCode::BAD_GATEWAY, UPSTREAM, "upstream_unreachable")
-            }
+            Self::QueueFull { .. } => (StatusCode::TOO_MANY_REQUESTS, "queue_full"),
+            Self::KeyBusy { .. } => (StatusCode::TOO_MANY_REQUESTS, "key_busy"),
+            Self::AdminKeyRequired => (StatusCode::FORBIDDEN, "admin_key_required"),
+            Self::InvalidQueueTimeout { .. } => (StatusCode::BAD_REQUEST, "invalid_queue_timeout"),
+            Self::QueueTimeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, "queue_timeout"),
+            Self::UpstreamUnreachable { .. } => (StatusCode::BAD_GATEWAY, "upstream_unreachable"),
             Self::PeerUnreachable { .. } | Self::PeerBroke { .. } => {
-                (StatusCode::BAD_GATEWAY, UPSTREAM, "peer_unreachable")
+                (StatusCode::BAD_GATEWAY, "peer_unreachable")
             }
-            Self::PeerTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, UPSTREAM, "peer_timeout"),
-            Self::NotLoaded { .. } => (StatusCode::CONFLICT, INVALID, "model_not_loaded"),
-            Self::UpstreamTimeout { .. } => {
-                (StatusCode::GATEWAY_TIMEOUT, UPSTREAM, "upstream_timeout")
-            }
+            Self::PeerTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "peer_timeout"),
+            Self::NotLoaded { .. } => (StatusCode::CONFLICT, "model_not_loaded"),
+            Self::UpstreamTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
             Self::StartFailed { source, .. } => launch_kind(source),
-            Self::ModelUnloaded { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_unloaded")
-            }
-            Self::ModelRemoved { .. } => (StatusCode::NOT_FOUND, INVALID, "model_removed"),
-            Self::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "shutting_down"),
-            Self::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error"),
+            Self::ModelUnloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "model_unloaded"),
+            Self::ModelRemoved { .. } => (StatusCode::NOT_FOUND, "model_removed"),
+            Self::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            Self::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         };
         ErrorKind {
             status,
-            error_type,
+            error_type: error_type_for(status),
             code,
         }
     }
@@ -746,25 +695,19 @@ pub(crate) fn stream_error_frames(error: &ProxyError) -> Bytes {
     ApiError::from(error.clone()).sse_frames()
 }
 
-fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str, &'static str) {
+fn launch_kind(error: &LaunchError) -> (StatusCode, &'static str) {
     match error {
-        LaunchError::ExitedDuringStart { .. } => {
-            (StatusCode::BAD_GATEWAY, UPSTREAM, "model_start_failed")
-        }
+        LaunchError::ExitedDuringStart { .. } => (StatusCode::BAD_GATEWAY, "model_start_failed"),
         LaunchError::HealthCheckTimeout { .. } => {
-            (StatusCode::GATEWAY_TIMEOUT, SERVER, "model_start_timeout")
+            (StatusCode::GATEWAY_TIMEOUT, "model_start_timeout")
         }
-        LaunchError::Aborted { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_unloaded"),
-        LaunchError::Failed { .. } => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "model_failed"),
-        LaunchError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, SERVER, "shutting_down"),
-        LaunchError::UnknownModel { .. } => {
-            (StatusCode::INTERNAL_SERVER_ERROR, SERVER, "internal_error")
+        LaunchError::Aborted { .. } => (StatusCode::SERVICE_UNAVAILABLE, "model_unloaded"),
+        LaunchError::Failed { .. } => (StatusCode::SERVICE_UNAVAILABLE, "model_failed"),
+        LaunchError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        LaunchError::UnknownModel { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        LaunchError::SpawnFailed { .. } | LaunchError::PortInUse { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "model_start_failed")
         }
-        LaunchError::SpawnFailed { .. } | LaunchError::PortInUse { .. } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            SERVER,
-            "model_start_failed",
-        ),
     }
 }
 
@@ -909,10 +852,55 @@ mod tests {
             body,
             serde_json::json!({"src": "llama-swap", "error": {
                 "message": "model 'qwen' is not configured; GET /v1/models lists the models",
-                "type": "not_found_error",
+                "type": "invalid_request_error",
                 "param": null,
                 "code": "model_not_found",
             }})
+        );
+    }
+
+    #[test]
+    fn the_type_follows_the_status_as_llama_swap_derives_it() {
+        // llama-swap's swaputil/httperror.go errorTypeForStatus, status by status.
+        let table = [
+            (400, "invalid_request_error"),
+            (401, "authentication_error"),
+            (403, "authentication_error"),
+            (404, "invalid_request_error"),
+            (405, "invalid_request_error"),
+            (408, "invalid_request_error"),
+            (409, "invalid_request_error"),
+            (413, "invalid_request_error"),
+            (429, "rate_limit_error"),
+            (500, "server_error"),
+            (502, "server_error"),
+            (503, "server_error"),
+            (504, "server_error"),
+            (508, "server_error"),
+        ];
+        for (status, error_type) in table {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(error_type_for(status), error_type, "{status}");
+        }
+        let upstream = ApiError::UpstreamUnreachable { model: "m".into() }.kind();
+        assert_eq!(
+            (upstream.status.as_u16(), upstream.error_type, upstream.code),
+            (502, "server_error", "upstream_unreachable")
+        );
+        let timeout = ApiError::UpstreamTimeout {
+            model: "m".into(),
+            phase: crate::proxy::TimeoutPhase::ResponseHeader,
+            after: Duration::from_secs(1),
+        }
+        .kind();
+        assert_eq!(
+            (timeout.status.as_u16(), timeout.error_type, timeout.code),
+            (504, "server_error", "upstream_timeout")
+        );
+        let admin = ApiError::AdminKeyRequired.kind();
+        assert_eq!(
+            (admin.status.as_u16(), admin.error_type, admin.code),
+            (403, "authentication_error", "admin_key_required")
         );
     }
 
@@ -976,7 +964,7 @@ mod tests {
                     last_output: "token=hunter2".into(),
                 },
                 502,
-                "upstream_error",
+                "server_error",
                 "model_start_failed",
             ),
             (

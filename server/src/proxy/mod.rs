@@ -39,7 +39,7 @@ pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
 pub use hops::{HopMark, MAX_HOPS, VIA_HEADER, came_through_here, hops};
 pub use timeouts::{DEFAULT_BODY_IDLE, DEFAULT_RESPONSE_HEADER, Timeouts};
 pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
-pub use upgrade::{is_websocket_upgrade, splice};
+pub use upgrade::{Cancelled, is_websocket_upgrade, splice};
 
 /// A request on its way to an upstream.
 #[derive(Debug)]

@@ -15,6 +15,8 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt as _;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -49,14 +51,19 @@ pub(super) fn switched_to_websocket(status: StatusCode, headers: &HeaderMap) -> 
     status == StatusCode::SWITCHING_PROTOCOLS && has_token(headers, &header::UPGRADE, "websocket")
 }
 
+/// Resolves when an operator cancelled the request a websocket belongs to
+/// (`POST /api/inflight/{id}/cancel`): its pipe then closes.
+pub type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// Turns the upstream's `101` into the client's: the client gets the status
 /// and headers with an empty body, and a task on `tasks` pipes bytes between
 /// the client's connection (`client`, taken from its request) and the
-/// upstream's until either side closes or `cancel` fires, or `retire`'s token
-/// fires and its grace passes (the model's process was changed by a reload:
-/// requests for its new definition wait for this socket). The response's body,
-/// with everything it holds (the lease, the activity record), is kept by that
-/// task and ended when the pipe ends.
+/// upstream's until either side closes, `cancel` fires (the server drains),
+/// `cancelled` resolves (an operator cancelled the request), or `retire`'s
+/// token fires and its grace passes (the model's process was changed by a
+/// reload: requests for its new definition wait for this socket). The
+/// response's body, with everything it holds (the lease, the activity
+/// record), is kept by that task and ended when the pipe ends.
 ///
 /// A response that is not a `101` is returned unchanged.
 pub fn splice(
@@ -64,6 +71,7 @@ pub fn splice(
     client: OnUpgrade,
     tasks: &TaskTracker,
     cancel: CancellationToken,
+    cancelled: Option<Cancelled>,
     retire: Option<(CancellationToken, Duration)>,
     model: &str,
 ) -> Response {
@@ -88,10 +96,20 @@ pub fn splice(
             tracing::warn!(%model, ?grace, "a reload changed the model under an open websocket; it is closed after the model's unloadTimeout, so requests for the new definition do not wait on it");
             tokio::time::sleep(grace).await;
         };
+        let cancelled_by_operator = async {
+            match cancelled {
+                Some(cancelled) => cancelled.await,
+                None => std::future::pending().await,
+            }
+        };
         let piped = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 tracing::debug!(%model, "websocket closed: the server is draining");
+                true
+            }
+            () = cancelled_by_operator => {
+                tracing::info!(%model, "websocket closed: an operator cancelled its request");
                 true
             }
             () = retired => {
@@ -200,6 +218,7 @@ mod tests {
             client,
             &tasks,
             CancellationToken::new(),
+            None,
             None,
             "m",
         );

@@ -146,6 +146,37 @@ async fn rows_older_than_the_maximum_age_are_deleted() {
     assert_eq!(ids, [2]);
 }
 
+#[tokio::test]
+async fn a_stalled_database_never_holds_up_recording_and_every_row_is_accounted_for() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = History::open(&settings(&path, 0)).unwrap();
+    // Another connection holds the write lock: the writer waits as on a
+    // stalled disk, and its queue (65 536 rows) fills.
+    let blocker = rusqlite::Connection::open(&path).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let db = history.database().unwrap();
+    let sent = 70_000_u64;
+    for id in 1..=sent {
+        db.record(row(id));
+    }
+    let counters = db.counters();
+    // A recording that waited for room would never drop a row.
+    let dropped = counters.dropped.load(Relaxed);
+    assert!(dropped > 0, "nothing was dropped");
+    blocker.execute_batch("COMMIT").unwrap();
+    // Writes what was queued, then stops: every row is written, dropped or
+    // lost with a refused batch, none silently.
+    history.close();
+    let counters = history.database().unwrap().counters();
+    let written = counters.written.load(Relaxed);
+    let failed = counters.failed.load(Relaxed);
+    assert_eq!(counters.sent.load(Relaxed), sent);
+    assert_eq!(written + counters.dropped.load(Relaxed) + failed, sent);
+    assert!(written > 0, "nothing was written once the lock went");
+}
+
 fn open_error(path: &Path) -> String {
     History::open(&settings(path, 0)).unwrap_err().to_string()
 }

@@ -231,3 +231,40 @@ fn check_config_names_start_port_when_the_looping_port_was_allocated() {
     );
     assert!(stderr.contains("allocated from startPort 8080"), "{stderr}");
 }
+
+#[test]
+fn a_store_path_that_is_not_a_history_database_stops_the_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.txt");
+    std::fs::write(
+        &db,
+        "not a database, and not to be overwritten\n".repeat(200),
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("models: {{}}\nstore:\n  path: {}\n", db.display()),
+    )
+    .unwrap();
+    let out = server()
+        .arg("--config")
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("error: ") && l.contains(db.to_str().unwrap())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&db).unwrap(),
+        "not a database, and not to be overwritten\n".repeat(200),
+        "the file was changed"
+    );
+}

@@ -95,7 +95,7 @@ async fn malformed_missing_and_unknown_models_get_typed_errors() {
         (status, body["error"]["code"].as_str()),
         (404, Some("model_not_found"))
     );
-    assert_eq!(body["error"]["type"], "not_found_error");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
     assert!(body["error"]["message"].as_str().unwrap().contains("nope"));
 
     let response = h

@@ -100,7 +100,7 @@ async fn upstream_that_exits_while_starting_is_502_model_start_failed() {
     let h = Harness::start(&[model("a", "--no-such-flag")], "").await;
     let (status, body) = error_of(h.chat("a", None, false).send().await.unwrap()).await;
     assert_eq!((status, code(&body)), (502, "model_start_failed"));
-    assert_eq!(body["error"]["type"], "upstream_error");
+    assert_eq!(body["error"]["type"], "server_error");
     h.shutdown().await;
 }
 

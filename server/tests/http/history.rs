@@ -305,6 +305,115 @@ async fn token_usage_in_every_format_reaches_the_history() {
     h.shutdown().await;
 }
 
+/// `text` in `encoding` (`gzip`, `deflate`, `br` or `zstd`).
+fn encoded(encoding: &str, text: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    match encoding {
+        "gzip" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        }
+        "deflate" => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(text).unwrap();
+            e.finish().unwrap()
+        }
+        "zstd" => zstd::bulk::compress(text, 1).unwrap(),
+        "br" => {
+            // One uncompressed meta-block (RFC 7932 9.2): WBITS=16, ISLAST=0,
+            // MNIBBLES=4, MLEN-1, ISUNCOMPRESSED=1; then ISLAST, ISLASTEMPTY.
+            let len = u32::try_from(text.len() - 1).unwrap();
+            let bits: u32 = (len << 4) | (1 << 20);
+            let mut out = bits.to_le_bytes()[..3].to_vec();
+            out.extend_from_slice(text);
+            out.push(0b11);
+            out
+        }
+        other => panic!("{other}"),
+    }
+}
+
+const USAGE_ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"x"}}],"usage":{"prompt_tokens":21,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":5}}}"#;
+
+/// An upstream that answers every chat with [`USAGE_ANSWER`] in the encoding
+/// its prompt names (`enc-gzip`, ...). Not mockswap: it sends no encoded bodies.
+async fn encoding_upstream() -> (u16, tokio::task::JoinHandle<()>) {
+    use axum::response::IntoResponse as _;
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        let text = String::from_utf8_lossy(&body);
+        let encoding = ["gzip", "deflate", "br", "zstd"]
+            .into_iter()
+            .find(|e| text.contains(&format!("enc-{e}")))
+            .unwrap_or("identity");
+        let bytes = if encoding == "identity" {
+            USAGE_ANSWER.as_bytes().to_vec()
+        } else {
+            encoded(encoding, USAGE_ANSWER.as_bytes())
+        };
+        (
+            [
+                ("content-type", "application/json"),
+                ("content-encoding", encoding),
+            ],
+            bytes,
+        )
+            .into_response()
+    }
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (port, server)
+}
+
+#[tokio::test]
+async fn usage_of_an_encoded_answer_is_counted_and_the_client_gets_the_encoded_bytes() {
+    let (port, upstream) = encoding_upstream().await;
+    let h = Harness::start_yaml(&format!(
+        "models:\n  a:\n    cmd: sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
+    ))
+    .await;
+    let encodings = ["gzip", "deflate", "br", "zstd"];
+    for encoding in encodings {
+        let response = h
+            .http
+            .post(h.url("/v1/chat/completions"))
+            .json(&json!({"model": "a",
+                          "messages": [{"role": "user", "content": format!("enc-{encoding}")}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{encoding}");
+        assert_eq!(response.headers()["content-encoding"], encoding);
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(
+            &bytes[..],
+            &encoded(encoding, USAGE_ANSWER.as_bytes())[..],
+            "{encoding}: the client's bytes changed"
+        );
+    }
+    let rows = page(&h, "order=asc").await["data"].clone();
+    for (i, encoding) in encodings.iter().enumerate() {
+        let tokens = &rows[i]["tokens"];
+        assert_eq!(
+            (
+                &tokens["input_tokens"],
+                &tokens["output_tokens"],
+                &tokens["cache_tokens"]
+            ),
+            (&json!(21), &json!(8), &json!(5)),
+            "{encoding}: {}",
+            rows[i]
+        );
+        assert!(rows[i]["error_msg"].is_null(), "{encoding}: {}", rows[i]);
+    }
+    h.shutdown().await;
+    upstream.abort();
+}
+
 fn load(yaml: &str) -> Result<llama_swap_server::config::Loaded, String> {
     llama_swap_server::config::Config::loader()
         .yaml("test.yaml", yaml)

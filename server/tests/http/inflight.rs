@@ -84,6 +84,7 @@ async fn inflight_events_follow_a_request_from_queued_to_running_to_removed_in_l
         h.chat("a", Some("10"), false)
             .header("User-Agent", "inflight-test/1")
             .header("Cookie", "session=secret")
+            .header("X-Forwarded-For", "203.0.113.9, 10.0.0.1")
             .header("X-Request-Id", "follow-me"),
     );
     // Listed while the model starts, then running once granted.
@@ -99,7 +100,9 @@ async fn inflight_events_follow_a_request_from_queued_to_running_to_removed_in_l
     assert_eq!(running["method"], "POST");
     assert_eq!(running["req_headers"]["User-Agent"], "inflight-test/1");
     assert_eq!(running["req_headers"]["Cookie"], "[REDACTED]");
-    assert_eq!(running["remote_ip"], "127.0.0.1");
+    // llama-swap's: the first X-Forwarded-For hop; the connection's beside it.
+    assert_eq!(running["remote_ip"], "203.0.113.9");
+    assert_eq!(running["connection_ip"], "127.0.0.1");
     assert_eq!(running["resp_headers"], json!({}));
     assert_eq!(running["resp_bytes"], 0);
     assert!(running["elapsed_ms"].is_u64());
@@ -267,5 +270,35 @@ async fn a_cancelled_stream_ends_with_an_error_frame_and_its_slot_serves_the_nex
     let next = h.chat("a", None, false).send().await.unwrap();
     assert_eq!(next.status(), 200);
     assert_nothing_left(&h, "a").await;
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancelling_an_open_websocket_closes_it_and_frees_its_model() {
+    use tokio_tungstenite::tungstenite::Message;
+
+    let h = Harness::start(&[model("a", ""), model("b", "")], "").await;
+    let mut events = Events::connect(&h, None).await;
+    let mut ws = crate::websockets::open(&h, "/upstream/a/ws", &[("x-request-id", "socket")]).await;
+    crate::websockets::echo(&mut ws, Message::text("open")).await;
+    let entry = upsert(&mut events, "a", "running").await;
+    assert_eq!(entry["req_path"], "/ws");
+    let id = entry["id"].as_str().unwrap();
+    // b waits for a, which the open socket holds like a request in flight.
+    let waiting = h.spawn(h.chat("b", None, false));
+    h.wait_queue_len(1).await;
+
+    assert_eq!(cancel(&h, id).await, (200, json!({"msg": "ok"})));
+    crate::websockets::wait_closed(&mut ws).await;
+    events
+        .until("inflight", |p| p["operation"] == "remove" && p["id"] == id)
+        .await;
+    // The socket's lease went back: b is served.
+    let (status, body) = tokio::time::timeout(LIMIT, waiting).await.unwrap().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let row = row(&h, "socket").await;
+    assert_eq!(row["resp_status_code"], 101);
+    assert_eq!(row["error"], "cancelled");
+    assert_nothing_left(&h, "b").await;
     h.shutdown().await;
 }

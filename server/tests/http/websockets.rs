@@ -83,7 +83,7 @@ pub(crate) async fn close(mut ws: Ws) {
 }
 
 /// Expects the socket to end next (a close frame, EOF or a reset).
-async fn wait_closed(ws: &mut Ws) {
+pub(crate) async fn wait_closed(ws: &mut Ws) {
     match next(ws).await {
         None | Some(Err(_) | Ok(Message::Close(_))) => {}
         Some(Ok(other)) => panic!("unexpected message {other:?}"),

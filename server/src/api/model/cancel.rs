@@ -3,7 +3,9 @@
 //! answer) and answers 503 `cancelled`, or its response body is cut. Either
 //! way what the request held is dropped at once: a waiting request's ticket
 //! (it leaves the queue, as when its client goes away), a running one's
-//! lease and upstream connection.
+//! lease and upstream connection. An upgraded websocket is closed: its `101`
+//! carries the request's entry to the pipe ([`crate::proxy::splice`]), which
+//! ends when the entry is cancelled.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +20,7 @@ use http_body::{Frame, SizeHint};
 
 use crate::activity::InFlight;
 use crate::api::error::ApiError;
+use crate::proxy::Cancelled;
 
 /// Runs `work` until it ends or the request is cancelled.
 pub(super) async fn or_cancelled<F>(
@@ -39,12 +42,15 @@ where
 
 /// `response` with a body that a cancel cuts: an event stream ends with the
 /// error's `data:` frame and `data: [DONE]`, any other body is aborted
-/// (the client sees it end early). A websocket's `101` is left alone.
-pub(super) fn cut_on_cancel(response: Response, entry: Option<Arc<InFlight>>) -> Response {
+/// (the client sees it end early). A websocket's `101` keeps its body (the
+/// pipe holds it until the socket closes) and carries the entry instead, for
+/// [`websocket_cancel`].
+pub(super) fn cut_on_cancel(mut response: Response, entry: Option<Arc<InFlight>>) -> Response {
     let Some(entry) = entry else {
         return response;
     };
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        response.extensions_mut().insert(Cancellable(entry));
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -55,6 +61,19 @@ pub(super) fn cut_on_cancel(response: Response, entry: Option<Arc<InFlight>>) ->
         stream,
     };
     Response::from_parts(parts, Body::new(body))
+}
+
+/// The in-flight entry of a request answered `101`, in the response's
+/// extensions from [`cut_on_cancel`] to the pipe.
+#[derive(Debug, Clone)]
+struct Cancellable(Arc<InFlight>);
+
+/// What closes the websocket of `response` (a `101` that [`cut_on_cancel`]
+/// marked) when an operator cancels its request; `None` for a response
+/// without an in-flight entry.
+pub(super) fn websocket_cancel(response: &mut Response) -> Option<Cancelled> {
+    let Cancellable(entry) = response.extensions_mut().remove::<Cancellable>()?;
+    Some(Box::pin(async move { entry.cancelled().await }))
 }
 
 /// A response body that ends when its request is cancelled.

@@ -306,18 +306,22 @@ pub(super) async fn serve(
     match forwarded {
         Ok(response) => {
             outcome.served();
-            let response = super::cancel::cut_on_cancel(tracked.respond(response), entry);
+            let mut response = super::cancel::cut_on_cancel(tracked.respond(response), entry);
             // The pipe holds the body, and with it the in-flight count, until
-            // the socket closes.
+            // the socket closes (or an operator cancels the request).
             Ok(match upgrade {
-                Some(client) => splice(
-                    response,
-                    client,
-                    &state.inner.inflight,
-                    state.inner.draining.clone(),
-                    None,
-                    &name,
-                ),
+                Some(client) => {
+                    let cancelled = super::cancel::websocket_cancel(&mut response);
+                    splice(
+                        response,
+                        client,
+                        &state.inner.inflight,
+                        state.inner.draining.clone(),
+                        cancelled,
+                        None,
+                        &name,
+                    )
+                }
                 None => response,
             })
         }

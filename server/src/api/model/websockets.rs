@@ -13,7 +13,9 @@
 //! close by themselves). A reload keeps them: the socket's lease keeps its
 //! model running. A model the reload changed or removed stops once its last
 //! socket closes, which the reload bounds: its sockets close after its
-//! `unloadTimeout`, as requests for the new definition wait for them.
+//! `unloadTimeout`, as requests for the new definition wait for them. An
+//! operator's `POST /api/inflight/{id}/cancel` closes the socket (its lease
+//! goes back, its row says `cancelled`).
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use hyper::upgrade::OnUpgrade;
 
+use super::cancel::websocket_cancel;
 use crate::api::error::{ApiError, NotLoadedReason};
 use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
@@ -35,18 +38,21 @@ pub(super) fn take_websocket(parts: &mut Parts) -> Option<OnUpgrade> {
 }
 
 /// Completes a handshake the upstream accepted: the pipe holds `response`'s
-/// body (and the lease in it) until the socket closes.
+/// body (and the lease in it) until the socket closes, or until an operator
+/// cancels its request.
 pub(super) fn open(
     state: &AppState,
     model: &ModelEntry,
-    response: Response,
+    mut response: Response,
     client: OnUpgrade,
 ) -> Response {
+    let cancelled = websocket_cancel(&mut response);
     splice(
         response,
         client,
         &state.inner.inflight,
         state.inner.draining.clone(),
+        cancelled,
         Some((model.retired.clone(), model.config.unload_timeout)),
         &model.config.id,
     )

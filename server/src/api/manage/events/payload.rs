@@ -344,7 +344,7 @@ impl Serialize for InFlightEvent<'_> {
 /// `req_headers`, `remote_ip`, `resp_headers`, `resp_bytes`, `elapsed_ms`,
 /// `metadata`), then this server's fields (`state`: `queued` or `running`,
 /// `request_id`, `seq`, the three priorities, `band`, `time_ms`,
-/// `granted_ms`, `queue_ms`, `api_key`, `session_id`).
+/// `granted_ms`, `queue_ms`, `api_key`, `session_id`, `connection_ip`).
 pub(super) struct InFlightEntry<'a> {
     pub(super) entry: &'a InFlight,
     pub(super) band: String,
@@ -374,10 +374,7 @@ impl Serialize for InFlightEntry<'_> {
         map.serialize_entry("req_path", e.path.as_str())?;
         map.serialize_entry("method", e.method.as_str())?;
         map.serialize_entry("req_headers", &redacted_headers(&e.req_headers))?;
-        map.serialize_entry(
-            "remote_ip",
-            &e.remote_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-        )?;
+        map.serialize_entry("remote_ip", &client_address(&e.req_headers, e.remote_ip))?;
         map.serialize_entry(
             "resp_headers",
             &e.resp_headers().map(redacted_headers).unwrap_or_default(),
@@ -414,8 +411,35 @@ impl Serialize for InFlightEntry<'_> {
         map.serialize_entry("queue_ms", &e.queue_ms())?;
         map.serialize_entry("api_key", &e.api_key.as_deref())?;
         map.serialize_entry("session_id", &e.session_id.as_deref())?;
+        map.serialize_entry(
+            "connection_ip",
+            &e.remote_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        )?;
         map.end()
     }
+}
+
+/// llama-swap's `clientIP` (its `internal/server/log.go`): the first hop of
+/// `X-Forwarded-For`, else `X-Real-IP`, else the connection's address. The
+/// headers are taken as sent, as llama-swap takes them: this server has no
+/// list of trusted proxies, and the value is only shown (`remote_ip`); the
+/// connection's own address is beside it (`connection_ip`), and it alone
+/// counts for the API-key attempt limit and the `X-Forwarded-For` sent on.
+fn client_address(headers: &http::HeaderMap, connection: Option<std::net::IpAddr>) -> String {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(forwarded) = header("x-forwarded-for") {
+        let first = forwarded.split(',').next().unwrap_or_default();
+        return first.trim().to_owned();
+    }
+    if let Some(real) = header("x-real-ip") {
+        return real.trim().to_owned();
+    }
+    connection.map(|ip| ip.to_string()).unwrap_or_default()
 }
 
 /// A time in ms since the Unix epoch as RFC 3339 in UTC.
@@ -507,7 +531,29 @@ pub(super) fn log_dropped(n: u64) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    use super::{QueueEvent, QueuePlace, QueueRow, named_model};
+    use super::{QueueEvent, QueuePlace, QueueRow, client_address, named_model};
+
+    #[test]
+    fn the_remote_ip_prefers_the_forwarded_headers_as_llama_swap_does() {
+        let connection = Some("127.0.0.1".parse().unwrap());
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = http::HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(*name, http::HeaderValue::from_static(value));
+            }
+            map
+        };
+        let both = headers(&[
+            ("x-forwarded-for", " 203.0.113.9 , 10.0.0.1"),
+            ("x-real-ip", "198.51.100.2"),
+        ]);
+        assert_eq!(client_address(&both, connection), "203.0.113.9");
+        let real = headers(&[("x-real-ip", " 198.51.100.2 ")]);
+        assert_eq!(client_address(&real, connection), "198.51.100.2");
+        let none = headers(&[("x-forwarded-for", "")]);
+        assert_eq!(client_address(&none, connection), "127.0.0.1");
+        assert_eq!(client_address(&none, None), "");
+    }
 
     fn row(position: usize, reason: &'static str, waited_ms: u64) -> QueueRow {
         QueueRow {

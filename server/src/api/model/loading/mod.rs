@@ -33,7 +33,7 @@ use axum::body::{Body, BodyDataStream};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderValue, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -301,19 +301,11 @@ async fn upstream_error_frames(response: Response) -> Bytes {
                 "the upstream answered {status}: {}",
                 String::from_utf8_lossy(&body).trim()
             ),
-            "type": "upstream_error",
-            "code": upstream_code(status),
+            "type": crate::api::error::error_type_for(status),
+            "code": "upstream_error",
         }}),
     };
     Bytes::from(format!("data: {payload}\n\ndata: [DONE]\n\n"))
-}
-
-fn upstream_code(status: StatusCode) -> &'static str {
-    if status.is_client_error() {
-        "invalid_request_error"
-    } else {
-        "upstream_error"
-    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::Body;
+use http::StatusCode;
 use http_body_util::BodyExt;
 use tokio::sync::oneshot;
 
@@ -140,6 +141,35 @@ async fn an_upstream_error_status_is_relayed_as_an_error_frame() {
         "{text}"
     );
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_error_without_an_envelope_gets_the_type_of_its_status() {
+    for (status, error_type) in [
+        (StatusCode::BAD_REQUEST, "invalid_request_error"),
+        (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error"),
+        (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+    ] {
+        let (_status_tx, status_rx) = watch::channel(None);
+        let response = loading_response(target(), status_rx, describe, async move {
+            Ok(Response::builder()
+                .status(status)
+                .body(Body::from("model is busy"))
+                .unwrap())
+        });
+        let text = response.into_body().collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&text).unwrap();
+        let error = frames(text)
+            .into_iter()
+            .find_map(|f| f.get("error").cloned())
+            .unwrap_or_else(|| panic!("no error frame in {text}"));
+        assert_eq!(error["type"], error_type, "{text}");
+        assert_eq!(error["code"], "upstream_error", "{text}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("model is busy"), "{message}");
+        assert!(message.contains(status.as_str()), "{message}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
