@@ -22,6 +22,7 @@
 //! | `llamaswap_swaps_total` | counter | `model`, `result` (ok, failed) |
 //! | `llamaswap_swap_duration_seconds` | histogram | `model` |
 //! | `llamaswap_drain_fence_holds_total` | counter | |
+//! | `llamaswap_subscriber_lags_total` | counter | `feed` (activity, log): times an `/api/events` reader fell behind a feed (activity rows are then sent from the in-memory history, log lines are dropped with a note) |
 //! | `llamaswap_priority_header_rejected_total` | counter | `reason` (invalid, duplicated) |
 //! | `llamaswap_priority_capped_total` | counter | |
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
@@ -228,6 +229,7 @@ pub struct Metrics {
     swaps: Family<L2, Counter>,
     swap_duration: Family<L1, Histogram, fn() -> Histogram>,
     fence_holds: Counter,
+    subscriber_lags: Family<L1, Counter>,
     header_rejected: Family<L1, Counter>,
     capped: Counter,
     model_state: Family<L2, Gauge>,
@@ -338,6 +340,12 @@ impl Metrics {
             "Requests the drain fence held back for higher-priority work (each counted once)",
             fence_holds.clone(),
         );
+        let subscriber_lags = Family::<L1, Counter>::default();
+        registry.register(
+            "subscriber_lags",
+            "Times an /api/events reader fell behind a feed",
+            subscriber_lags.clone(),
+        );
         let header_rejected = Family::<L1, Counter>::default();
         registry.register(
             "priority_header_rejected",
@@ -399,6 +407,7 @@ impl Metrics {
             swaps,
             swap_duration,
             fence_holds,
+            subscriber_lags,
             header_rejected,
             capped,
             model_state,
@@ -626,6 +635,14 @@ impl Metrics {
     pub fn peer_failed(&self, peer: &str, reason: &'static str) {
         self.peer_failures
             .get_or_create(&[("peer", peer.to_owned().into()), ("reason", reason.into())])
+            .inc();
+    }
+
+    /// Counts a reader of `/api/events` that fell behind `feed` (`activity`
+    /// or `log`).
+    pub fn subscriber_lagged(&self, feed: &'static str) {
+        self.subscriber_lags
+            .get_or_create(&[("feed", feed.into())])
             .inc();
     }
 

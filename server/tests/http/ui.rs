@@ -929,3 +929,102 @@ async fn log_subscribers_that_never_read_lose_lines_and_are_told_instead_of_queu
     read_until_seen(&mut logs, "all-written").await;
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_event_subscriber_that_fell_behind_gets_every_activity_row_it_missed() {
+    // More finished requests than the feed buffers (256) and the stalled
+    // connection holds (some 3 000 rows in the socket buffers here): the
+    // subscriber falls behind, then catches up from the in-memory history,
+    // which keeps them all.
+    const REQUESTS: u64 = 8_000;
+    let h = Harness::start(&[model("a", "")], "metricsMaxInMemory: 10000\n").await;
+    let mut events = stalled_reader(&h, "/api/events").await;
+    read_until_seen(&mut events, "uiConfig").await;
+    let sent = futures_util::stream::iter(0..REQUESTS)
+        .map(|_| async { h.chat("a", None, false).send().await.map(|r| r.status()) })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let failed: Vec<_> = sent
+        .iter()
+        .filter(|s| !matches!(s, Ok(s) if s.as_u16() == 200))
+        .take(3)
+        .collect();
+    assert!(failed.is_empty(), "requests failed: {failed:?}");
+    let (ids, text) = read_activity_until(&mut events, REQUESTS).await;
+    let breaks: Vec<(u64, u64)> = ids
+        .windows(2)
+        .filter(|w| w[1] != w[0] + 1)
+        .map(|w| (w[0], w[1]))
+        .take(5)
+        .collect();
+    assert!(
+        breaks.is_empty() && ids.first() == Some(&1) && ids.len() as u64 == REQUESTS,
+        "{} rows from {:?} to {:?}; the first breaks in the sequence: {breaks:?}",
+        ids.len(),
+        ids.first(),
+        ids.last()
+    );
+    assert!(
+        !text.contains("activity rows not sent"),
+        "the history held them all"
+    );
+    // It did fall behind (else this test proves nothing): /metrics counts it.
+    let metrics = h
+        .http
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("llamaswap_subscriber_lags_total{feed=\"activity\"} "),
+        "the reader never fell behind the activity feed"
+    );
+    h.shutdown().await;
+}
+
+/// Reads `/api/events` from `stream` until the `activity` frame of row `last`;
+/// returns the rows' ids in the order they came, and all the text read.
+async fn read_activity_until(stream: &mut tokio::net::TcpStream, last: u64) -> (Vec<u64>, String) {
+    use tokio::io::AsyncReadExt;
+    let mut text = String::new();
+    let mut ids = Vec::new();
+    let mut parsed = 0;
+    let mut chunk = vec![0u8; 64 * 1024];
+    let found = tokio::time::timeout(LIMIT, async {
+        loop {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the stream ended before row {last}");
+            text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            // Whole lines only; a frame's line may end in the next read.
+            let complete = text.rfind('\n').map_or(parsed, |i| i + 1);
+            for line in text[parsed..complete].lines() {
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let Ok(envelope) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if envelope["type"] == "activity" {
+                    let row: Value =
+                        serde_json::from_str(envelope["data"].as_str().unwrap()).unwrap();
+                    ids.push(row["id"].as_u64().unwrap());
+                }
+            }
+            parsed = complete;
+            if ids.last() == Some(&last) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        found.is_ok(),
+        "no activity row {last} in {} bytes",
+        text.len()
+    );
+    (ids, text)
+}

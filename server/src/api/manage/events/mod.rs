@@ -216,6 +216,36 @@ impl Subscriber {
         );
     }
 
+    /// After this subscriber fell `skipped` rows behind the activity feed:
+    /// queues the rows it missed from the in-memory history, in order, and
+    /// says how many are gone when the history no longer holds them all.
+    fn catch_up_activity(&mut self, skipped: u64) {
+        let missed: Vec<_> = self
+            .state
+            .inner
+            .activity
+            .recent(usize::MAX)
+            .into_iter()
+            .filter(|row| row.id > self.finished_after)
+            .collect();
+        let lost = missed.first().map_or(skipped, |row| {
+            row.id.saturating_sub(self.finished_after + 1)
+        });
+        tracing::debug!(
+            skipped,
+            lost,
+            "an event subscriber fell behind the activity feed"
+        );
+        self.state.inner.metrics.subscriber_lagged("activity");
+        if lost > 0 {
+            self.pending.push_back(payload::activity_dropped(lost));
+        }
+        for row in missed {
+            self.finished_after = row.id;
+            self.pending.push_back(frame("activity", &*row));
+        }
+    }
+
     /// The next chunk to send; `None` ends the stream. The history goes out
     /// before anything live is read.
     async fn next(&mut self) -> Option<Bytes> {
@@ -257,16 +287,18 @@ impl Subscriber {
             }
             received = self.finished.recv() => match received {
                 Ok(row) if row.id <= self.finished_after => {}
-                Ok(row) => self.pending.push_back(frame("activity", &*row)),
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::debug!(dropped = n, "an event subscriber fell behind the activity feed");
+                Ok(row) => {
+                    self.finished_after = row.id;
+                    self.pending.push_back(frame("activity", &*row));
                 }
+                Err(broadcast::error::RecvError::Lagged(n)) => self.catch_up_activity(n),
                 Err(broadcast::error::RecvError::Closed) => return None,
             },
             received = recv_log(self.logs.as_mut()) => match received {
                 Ok(line) if self.logs_after.is_some_and(|after| line.seq <= after) => {}
                 Ok(line) => self.pending.push_back(payload::log_line(&line)),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.state.inner.metrics.subscriber_lagged("log");
                     self.pending.push_back(payload::log_dropped(n));
                 }
                 Err(broadcast::error::RecvError::Closed) => self.logs = None,
@@ -274,6 +306,7 @@ impl Subscriber {
             received = recv_log(self.proxy_logs.as_mut()) => match received {
                 Ok(line) => self.pending.push_back(payload::proxy_line(&self.state, &line)),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.state.inner.metrics.subscriber_lagged("log");
                     self.pending.push_back(payload::log_dropped(n));
                 }
                 Err(broadcast::error::RecvError::Closed) => self.proxy_logs = None,

@@ -529,6 +529,19 @@ pub(super) fn log_dropped(n: u64) -> Bytes {
     )
 }
 
+/// A `logData` note that finished requests were not sent to this reader: it
+/// fell behind further than the in-memory history reaches. The rows are in
+/// `/api/metrics/activity` (when a store keeps them).
+pub(super) fn activity_dropped(n: u64) -> Bytes {
+    frame(
+        "logData",
+        &json!({
+            "source": "proxy",
+            "data": format!("--- {n} activity rows not sent: this reader fell behind; /api/metrics/activity has the history ---\n"),
+        }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::{QueueEvent, QueuePlace, QueueRow, client_address, named_model};
