@@ -72,6 +72,60 @@ async fn hung_upstream_is_restarted_for_its_waiters_and_its_request_in_flight_ge
     h.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_stream_from_an_upstream_that_hangs_mid_response_ends_with_an_error_frame() {
+    // One token every 5 s: the stream has begun and is far from its end
+    // when the process is stopped.
+    let h = Harness::start(
+        &[ModelSpec {
+            id: "a",
+            args: "--tokens-per-second 0.2",
+            yaml: "healthCheckInterval: 1\nhealthCheckFailures: 2\nunloadTimeout: 1",
+        }],
+        "",
+    )
+    .await;
+    let mut response = tokio::time::timeout(LIMIT, h.chat("a", None, true).send())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let first = tokio::time::timeout(LIMIT, response.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a first frame");
+    assert!(!first.is_empty());
+    let hung = h.upstream_pid("a").expect("a's process");
+    kill(Pid::from_raw(i32::try_from(hung).unwrap()), Signal::SIGSTOP).unwrap();
+
+    // Found unhealthy and stopped: the stream ends with the error envelope
+    // as its last frame, then [DONE].
+    let mut rest = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(LIMIT, response.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        rest.extend_from_slice(&chunk);
+    }
+    let rest = String::from_utf8_lossy(&rest);
+    let frames: Vec<&str> = rest
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .collect();
+    assert_eq!(frames.last(), Some(&"data: [DONE]"), "{rest}");
+    let error = frames[frames.len() - 2]
+        .strip_prefix("data: ")
+        .unwrap_or_default();
+    assert_eq!(code(error), "upstream_unreachable", "{rest}");
+    let metrics = h.metrics().await;
+    let line = "llamaswap_upstream_failures_total{model=\"a\",reason=\"unhealthy\"} 1\n";
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    h.shutdown().await;
+}
+
 /// A model whose process exits at once, with its last words.
 fn crashing(yaml: &str) -> String {
     format!(
