@@ -91,6 +91,53 @@ async fn listen_colon_port_listens_on_every_interface() {
 }
 
 #[tokio::test]
+async fn without_listen_it_listens_on_port_8080_of_every_interface() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    write(&file, &models_file("a"));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
+        .args(["-config", file.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(LIMIT, stdout.next_line())
+        .await
+        .expect("no first line")
+        .unwrap();
+    match first {
+        Some(line) => {
+            assert!(
+                line == "listening on http://[::]:8080"
+                    || line == "listening on http://0.0.0.0:8080",
+                "{line}"
+            );
+            let pid = i32::try_from(child.id().unwrap()).unwrap();
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM).unwrap();
+            let status = tokio::time::timeout(LIMIT, child.wait())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(status.success(), "{status}");
+        }
+        None => {
+            // Something else on this machine holds 8080: the start fails naming it.
+            let output = tokio::time::timeout(LIMIT, child.wait_with_output())
+                .await
+                .unwrap()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{stderr}");
+            assert!(stderr.contains(":8080"), "{stderr}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn config_dir_is_merged_after_config_and_watched_for_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("main.yaml");
