@@ -100,7 +100,8 @@ async fn every_event_carries_llama_swaps_fields_with_their_types() {
     let config = &seen.first["uiConfig"];
     assert_eq!(
         config["activity"]["session_id"],
-        serde_json::json!(["x-session-id", "x-litellm-session-id"])
+        serde_json::json!(["X-Session-ID", "X-Litellm-Session-Id"]),
+        "llama-swap's defaults, spelt as configured"
     );
     let models = &seen.first["modelStatus"];
     assert_eq!(models[0]["capabilities"]["vision"], true);

@@ -225,6 +225,7 @@ impl<'a> AppStateBuilder<'a> {
                     .iter()
                     .filter_map(|name| http::HeaderName::try_from(name.as_str()).ok())
                     .collect(),
+                session_header_names: config.activity.session_headers.clone(),
                 auth_failures: AuthLimiter::default(),
                 ignore_paths: config.upstream.ignore_paths.clone(),
                 body_limits: BodyLimits {

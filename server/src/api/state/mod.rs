@@ -139,6 +139,9 @@ pub(crate) struct Inner {
     pub(crate) key_rules: crate::api::front::scopes::KeyRules,
     /// `ui.activity.session_id`: the headers that name a client's session.
     pub(crate) session_headers: Vec<http::HeaderName>,
+    /// The same names as configured, for the `uiConfig` event (llama-swap
+    /// sends them as written).
+    pub(crate) session_header_names: Vec<String>,
     /// Failed API-key attempts per client address.
     pub(crate) auth_failures: AuthLimiter,
     /// `upstream.ignorePaths`.

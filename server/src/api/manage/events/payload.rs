@@ -452,8 +452,9 @@ fn rfc3339(ms: u64) -> String {
 }
 
 /// The `uiConfig` event: what the page needs to know once: llama-swap's
-/// `ui` section (`activity.session_id`, the headers naming a session, in
-/// lower case), this server's version and the priority bands.
+/// `ui` section (`activity.session_id`, the headers naming a session, as
+/// configured: trimmed, the first spelling of each name), this server's
+/// version and the priority bands.
 pub(super) fn ui_config(state: &AppState) -> serde_json::Value {
     let bands: Vec<serde_json::Value> = state
         .inner
@@ -462,14 +463,8 @@ pub(super) fn ui_config(state: &AppState) -> serde_json::Value {
         .iter()
         .map(|b| json!({"name": b.name, "from": b.from}))
         .collect();
-    let session_headers: Vec<&str> = state
-        .inner
-        .session_headers
-        .iter()
-        .map(http::HeaderName::as_str)
-        .collect();
     json!({
-        "activity": {"session_id": session_headers},
+        "activity": {"session_id": &state.inner.session_header_names},
         "version": env!("CARGO_PKG_VERSION"),
         "bands": bands,
     })
