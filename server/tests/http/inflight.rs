@@ -302,3 +302,48 @@ async fn cancelling_an_open_websocket_closes_it_and_frees_its_model() {
     assert_nothing_left(&h, "b").await;
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn cancelling_an_open_websocket_to_a_peer_model_closes_it() {
+    use tokio_tungstenite::tungstenite::Message;
+
+    let back = Harness::start(&[model("a", "")], "").await;
+    let front = Harness::start(
+        &[],
+        &format!(
+            "peers:\n  back:\n    proxy: {}\n    models: [a]\n",
+            back.base
+        ),
+    )
+    .await;
+    let mut events = Events::connect(&front, None).await;
+    let mut ws = crate::websockets::open(
+        &front,
+        "/upstream/back/a/ws",
+        &[("x-request-id", "peer-socket")],
+    )
+    .await;
+    crate::websockets::echo(&mut ws, Message::text("open")).await;
+    let entry = events
+        .until("inflight", |p| {
+            p["operation"] == "upsert" && p["request"]["request_id"] == "peer-socket"
+        })
+        .await;
+    let id = entry["request"]["id"].as_str().unwrap();
+
+    assert_eq!(cancel(&front, id).await, (200, json!({"msg": "ok"})));
+    crate::websockets::wait_closed(&mut ws).await;
+    events
+        .until("inflight", |p| p["operation"] == "remove" && p["id"] == id)
+        .await;
+    wait_metric(
+        &front,
+        "llamaswap_peer_requests_in_flight{peer=\"back\"} 0\n",
+    )
+    .await;
+    let row = row(&front, "peer-socket").await;
+    assert_eq!(row["resp_status_code"], 101);
+    assert_eq!(row["error"], "cancelled");
+    front.shutdown().await;
+    back.shutdown().await;
+}
