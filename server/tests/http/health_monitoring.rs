@@ -185,6 +185,64 @@ async fn crash_loop_is_paced_then_failed_with_its_last_output_until_an_explicit_
 }
 
 #[tokio::test]
+async fn many_clients_of_a_crash_looping_model_start_it_once_per_backoff_step_not_per_request() {
+    // Eight clients (under the default concurrencyLimit of 10) that send
+    // again as soon as they are answered: the model is started once per
+    // backoff step (1 s, then 2 s), never once per waiting request, and is
+    // failed at the third failure.
+    let h = Harness::start_yaml(&crashing("    maxRestarts: 3\n    restartWindow: 600\n")).await;
+    let began = std::time::Instant::now();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let http = h.http.clone();
+            let url = h.url("/v1/chat/completions");
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                loop {
+                    let response = http
+                        .post(&url)
+                        .json(&serde_json::json!({"model": "x", "messages": []}))
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = response.status().as_u16();
+                    let code = code(&response.text().await.unwrap());
+                    answers.push((status, code.clone()));
+                    if code == "model_failed" || answers.len() == 10 {
+                        return answers;
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        let answers = tokio::time::timeout(LIMIT, client).await.unwrap().unwrap();
+        assert_eq!(
+            answers.last(),
+            Some(&(503, "model_failed".to_owned())),
+            "{answers:?}"
+        );
+        assert!(
+            answers[..answers.len() - 1]
+                .iter()
+                .all(|answer| *answer == (502, "model_start_failed".to_owned())),
+            "{answers:?}"
+        );
+    }
+    // A lower bound, not a timing figure: the second start came at least 1 s
+    // after the first failure, the third at least 2 s after the second.
+    assert!(began.elapsed() >= std::time::Duration::from_secs(3));
+    let metrics = h.metrics().await;
+    for line in [
+        "llamaswap_upstream_failures_total{model=\"x\",reason=\"start_failed\"} 3\n",
+        "llamaswap_upstream_failures_total{model=\"x\",reason=\"failed\"} 1\n",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn monitored_model_retries_a_failed_start_for_the_same_waiters_until_it_is_failed() {
     let h = Harness::start_yaml(&crashing(
         "    healthCheckInterval: 5\n    maxRestarts: 2\n    restartWindow: 600\n",
