@@ -131,10 +131,8 @@ enum Router<'a> {
     Memory(Option<(&'a Node, KeyPath)>),
 }
 
-/// The routers `routing.router.use` accepts. `memory` (its settings, the
-/// models' keys and `${GPU}` are read already) joins them once the scheduler
-/// places by memory.
-const ROUTERS: &[&str] = &["group", "matrix"];
+/// The routers `routing.router.use` accepts (`memory` is this server's).
+const ROUTERS: &[&str] = &["group", "matrix", "memory"];
 
 /// Reads `routing.router`. Both `settings.groups` and `settings.matrix` may be
 /// present (as in llama-swap); `use` selects one and the other has no effect.

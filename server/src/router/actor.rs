@@ -623,12 +623,16 @@ impl Actor {
         let cancel = self.swaps_cancel.clone();
         let target = model.clone();
         let ask_slots = self.scheduler.wants_slots(&model);
+        let gpus = self.scheduler.placement(&model);
         let handle = self.tasks.spawn(async move {
             let work = async {
                 // A model with a sleep mode sleeps instead of stopping; each
                 // gets its own unloadTimeout as grace.
                 join_all(stops.iter().map(|s| launcher.release(&s.model, s.grace))).await;
-                launcher.ensure_ready(&target).await?;
+                match &gpus {
+                    Some(gpus) => launcher.ensure_ready_on(&target, gpus).await?,
+                    None => launcher.ensure_ready(&target).await?,
+                }
                 Ok(if ask_slots {
                     launcher.slots(&target).await
                 } else {

@@ -30,6 +30,9 @@ pub struct Scheduler {
     /// model off (the policy is asked pair by pair about these only, so
     /// nothing here grows with the square of the model count).
     pub(super) waiting_models: BTreeSet<usize>,
+    /// The memory router's placements (`placement.rs`); `None` under groups
+    /// and the matrix.
+    pub(super) placements: Option<super::gpus::Placements>,
     /// For each model, the highest rank of a queued request whose current
     /// decision needs it stopped: evictions that depend on what runs (the
     /// matrix's cheapest combination), beyond `conflicts`. Rebuilt by every
@@ -105,16 +108,36 @@ impl Scheduler {
             listed(&sorted[index].id)
         })?);
         let ids: Vec<String> = models.iter().map(|m| m.id.clone()).collect();
-        let policy: Box<dyn EvictionPolicy> = match &settings.matrix {
-            Some(matrix) => Box::new(Matrix::new(&ids, matrix, |name| {
+        let memory = match &settings.memory {
+            Some(pool) => {
+                let needs = sorted
+                    .iter()
+                    .map(|m| {
+                        m.memory
+                            .unwrap_or(crate::policy::memory::MemoryModel::new(0))
+                    })
+                    .collect();
+                Some(crate::policy::memory::Memory::new(
+                    &ids,
+                    &pool.with_models(needs),
+                )?)
+            }
+            None => None,
+        };
+        let policy: Box<dyn EvictionPolicy> = match (&memory, &settings.matrix) {
+            (Some(memory), _) => Box::new(memory.clone()),
+            (None, Some(matrix)) => Box::new(Matrix::new(&ids, matrix, |name| {
                 names.resolve(name).map(str::to_owned)
             })?),
-            None => Box::new(Groups::new(&ids, &settings.groups)?),
+            (None, None) => Box::new(Groups::new(&ids, &settings.groups)?),
         };
+        let placements =
+            memory.map(|memory| super::gpus::Placements::new(memory, ids.len()));
         Ok(Self {
             kind: settings.kind,
             policy,
             waiting_models: BTreeSet::new(),
+            placements,
             needed_stopped: vec![None; models.len()],
             models,
             names,

@@ -58,7 +58,7 @@ pub(super) fn verdict(decision: Decision, rank: i32, fence: Option<i32>) -> Verd
 
 impl Scheduler {
     /// Whether an operation (swap or stop) touches model `t`.
-    fn is_busy(&self, t: usize) -> bool {
+    pub(super) fn is_busy(&self, t: usize) -> bool {
         let m = &self.models[t];
         m.swap.is_some() || m.is_stopping() || m.evicted_by.is_some()
     }
@@ -74,6 +74,10 @@ impl Scheduler {
 
     /// Models that are up (ready, starting or stopping) and must stop before `t` can run.
     fn evict_set(&self, t: usize) -> Vec<usize> {
+        if self.placements.is_some() {
+            // Under the memory router a model that cannot fit waits (see `decide`).
+            return self.memory_plan(t).map(|plan| plan.evict).unwrap_or_default();
+        }
         let up = self.up();
         if up.iter().all(|&r| r == t) {
             return Vec::new();
@@ -112,6 +116,14 @@ impl Scheduler {
             // a non-exclusive group beside an exclusive one): a swap started now
             // could not serve it, and would mark a serving model as starting.
             return Decision::Full;
+        }
+        if m.is_ready() && self.placements.is_some() {
+            // Placed when it started: it holds its memory already.
+            return Decision::Serve;
+        }
+        if self.placements.is_some() && self.memory_plan(t).is_none() {
+            // Persistent models hold the memory it needs: it waits for a change.
+            return Decision::Wait(Vec::new());
         }
         let evict = self.evict_set(t);
         if m.is_ready() && evict.is_empty() {
@@ -215,7 +227,10 @@ impl Scheduler {
 
     fn start_swap(&mut self, t: usize, evict: Vec<usize>, id: RequestId, out: &mut Vec<Effect>) {
         // Asked before the state changes, so it explains the decision just made.
-        let reason = self.policy.explain(t, &self.up());
+        let reason = match self.place_on_gpus(t) {
+            Some(reason) => Some(reason),
+            None => self.policy.explain(t, &self.up()),
+        };
         for &e in &evict {
             self.models[e].evicted_by = Some(t);
             self.models[e].unready();

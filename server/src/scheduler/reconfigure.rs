@@ -96,12 +96,20 @@ impl Scheduler {
                     ttl: None,
                     max_queued: None,
                     parallel: Parallel::Unlimited,
+                    memory: self
+                        .placements
+                        .as_ref()
+                        .and_then(|p| p.memory.model(t).copied()),
                 });
             }
         }
         let mut next = Self::build(&all, &|id| configured.contains(id))?;
         let map: Vec<Option<usize>> = self.models.iter().map(|m| next.index_of(&m.id)).collect();
         let remap = |t: usize| map.get(t).copied().flatten();
+        if let (Some(new), Some(old)) = (next.placements.as_mut(), self.placements.as_ref()) {
+            // Models that stay keep their GPUs.
+            new.keep(old, |u| map.iter().position(|&m| m == Some(u)));
+        }
 
         for (t, old) in std::mem::take(&mut self.models).into_iter().enumerate() {
             let Some(u) = remap(t) else { continue };

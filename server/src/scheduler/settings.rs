@@ -32,6 +32,10 @@ pub struct SchedulerSettings {
     /// Anti-starvation (`priority.agingAfter`, FIFO only): a request queued this
     /// long ranks ahead of every request that has not aged, oldest first. `None`: off.
     pub aging_after: Option<Duration>,
+    /// The memory router (`routing.router.use: memory`): when set, models are
+    /// placed on these GPUs by their [`ModelSettings::memory`], and it
+    /// decides evictions (`groups` and `matrix` are ignored).
+    pub memory: Option<crate::policy::memory::GpuPool>,
 }
 
 impl SchedulerSettings {
@@ -43,6 +47,7 @@ impl SchedulerSettings {
             matrix: None,
             kind: SchedulerKind::default(),
             aging_after: None,
+            memory: None,
         }
     }
 }
@@ -71,6 +76,9 @@ pub struct ModelSettings {
     /// How many requests may be in flight to the upstream at once (`parallel`);
     /// beyond that a request for the ready model waits in the ranked queue.
     pub parallel: Parallel,
+    /// What the memory router knows of it (`memory`, `gpus`, `persistent`);
+    /// `None`: it holds no GPU memory.
+    pub memory: Option<crate::policy::memory::MemoryModel>,
 }
 
 impl ModelSettings {
@@ -85,6 +93,7 @@ impl ModelSettings {
             ttl: None,
             max_queued: None,
             parallel: Parallel::Unlimited,
+            memory: None,
         }
     }
 }
@@ -177,4 +186,7 @@ pub enum SettingsError {
     /// The matrix does not compile.
     #[error("matrix: {0}")]
     Matrix(#[from] MatrixError),
+    /// The memory router's settings cannot place every model.
+    #[error(transparent)]
+    Memory(#[from] crate::policy::memory::MemoryError),
 }

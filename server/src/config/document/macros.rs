@@ -22,6 +22,10 @@ use super::node::Node;
 /// The placeholder left in `cmd`/`proxy`/... until ports are allocated.
 pub(crate) const PORT_PLACEHOLDER: &str = "${PORT}";
 
+/// The placeholder `${GPU}` leaves in `cmd`, `cmdStop` and `env` until the
+/// memory router has placed a model (the supervisor fills it in).
+pub(crate) const GPU_PLACEHOLDER: &str = "${GPU}";
+
 const RESERVED: [&str; 3] = ["PORT", "MODEL_ID", "PID"];
 const MAX_MACRO_NAME: usize = 63;
 /// Most bytes expansion may add to one value. Guards against macros that double in
@@ -349,7 +353,7 @@ impl Scope<'_> {
             // start; a user macro of that name wins (llama-swap has no such
             // built-in).
             if name == "GPU" && self.model_id.is_some() {
-                return Ok(Node::Str(crate::config::memory::GPU_PLACEHOLDER.to_owned()));
+                return Ok(Node::Str(GPU_PLACEHOLDER.to_owned()));
             }
             return Err(Reason::UnknownMacro {
                 name: name.to_owned(),

@@ -13,4 +13,5 @@ pub(crate) mod fields;
 pub(crate) mod macros;
 pub(crate) mod node;
 pub(crate) mod ports;
+pub(crate) mod sizes;
 pub(crate) mod sources;

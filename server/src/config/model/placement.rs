@@ -2,7 +2,8 @@
 
 use crate::config::document::error::KeyPath;
 use crate::config::document::fields::{Diagnostics, Fields};
-use crate::config::memory::read_bytes;
+use crate::config::document::macros::GPU_PLACEHOLDER;
+use crate::config::document::sizes::read_bytes;
 
 /// What a model says about its GPU memory, and where it said it.
 #[derive(Debug, Default)]
@@ -53,7 +54,7 @@ pub(crate) fn reject_gpu_elsewhere(
     use crate::config::document::node::Node;
     fn walk(node: &Node, path: &KeyPath, cx: &mut Diagnostics) {
         match node {
-            Node::Str(s) if s.contains(crate::config::memory::GPU_PLACEHOLDER) => cx.error(
+            Node::Str(s) if s.contains(GPU_PLACEHOLDER) => cx.error(
                 path.clone(),
                 crate::config::document::error::Reason::MacroNotAvailable {
                     name: "GPU",

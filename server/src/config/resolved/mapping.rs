@@ -26,6 +26,14 @@ impl Config {
                 ttl: model.ttl,
                 max_queued: self.priority_rules.max_queued.get(&model.id).copied(),
                 parallel: model.parallel,
+                memory: self
+                    .memory
+                    .as_ref()
+                    .map(|_| crate::policy::memory::MemoryModel {
+                        memory: model.memory.unwrap_or(0),
+                        gpus: model.gpus,
+                        persistent: model.persistent,
+                    }),
             })
             .collect();
         let groups = self
@@ -51,6 +59,16 @@ impl Config {
             matrix: self.matrix.clone(),
             kind,
             aging_after: self.priority_rules.aging_after,
+            memory: self.memory.as_ref().and_then(|m| match &m.gpus {
+                crate::config::GpuList::Listed(gpus) => Some(crate::policy::memory::GpuPool {
+                    gpus: gpus.clone(),
+                    reserve: m.reserve,
+                    evict_costs: m.evict_costs.clone(),
+                }),
+                // Resolved at start (`Config::on_detected_gpus`) before any
+                // scheduler is built.
+                _ => None,
+            }),
         }
     }
 

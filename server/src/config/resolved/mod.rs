@@ -6,6 +6,7 @@
 //! Nothing here reads YAML; the readers build these types.
 
 pub(crate) mod api_key;
+pub(crate) mod gpus;
 pub(crate) mod key_scope;
 pub(crate) mod loops;
 pub(crate) mod mapping;
