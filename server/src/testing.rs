@@ -48,7 +48,7 @@ pub mod policy {
     /// The memory placement policy.
     pub mod memory {
         pub use crate::policy::memory::{
-            Gpu, Memory, MemoryError, MemoryModel, MemorySettings, Resident,
+            Gpu, GpuPool, Memory, MemoryError, MemoryModel, MemorySettings, Resident,
         };
     }
 
@@ -81,9 +81,10 @@ pub mod router {
 /// The pure scheduling state machine.
 pub mod scheduler {
     pub use crate::scheduler::{
-        CONCURRENCY_RETRY_AFTER, Effect, FastCap, ModelSettings, ModelState, Parallel, QueueEntry,
-        REFUSAL_GRACE, RequestId, Restarts, RouteError, Scheduler, SchedulerKind,
-        SchedulerSettings, SettingsError, StopId, StopModel, Tick, WaitReason, WaitStatus,
+        CONCURRENCY_RETRY_AFTER, Effect, FastCap, GpuUsage, ModelSettings, ModelState, Parallel,
+        QueueEntry, REFUSAL_GRACE, RequestId, ResidencyYield, Restarts, RouteError, Scheduler,
+        SchedulerKind, SchedulerSettings, SettingsError, StopId, StopModel, Tick, WaitReason,
+        WaitStatus,
     };
 }
 

@@ -1,6 +1,6 @@
 //! The top-level `priority:` section (an extension of llama-swap's format):
-//! trust controls on `X-Priority`, metric bands, anti-starvation aging and
-//! per-model queue bounds.
+//! trust controls on `X-Priority`, metric bands, anti-starvation aging,
+//! per-model queue bounds and the minimum residency against swap thrash.
 //!
 //! ```yaml
 //! priority:
@@ -12,6 +12,8 @@
 //!   bands: { low: -2147483648, normal: 0, elevated: 1 }   # metric bands: name → lowest priority
 //!   agingAfter: 120           # seconds; a waiter older than this ranks first (off by default)
 //!   maxQueued: { qwen: 20 }   # per model (ID or alias): waiting requests beyond → 429 queue_full
+//!   minResident: 30           # seconds a model that became ready is kept from swaps (off by default)
+//!   minResidentYieldsTo: higher   # or none: who may stop it inside that window
 //! ```
 
 use std::collections::BTreeMap;
@@ -24,6 +26,7 @@ use super::resolved::api_key::ApiKey;
 use super::resolved::types::PriorityConfig;
 use crate::names::NameTable;
 use crate::priority::Bands;
+use crate::scheduler::ResidencyYield;
 
 /// Reads `priority`. `api_keys` are the configured keys (a cap may only name one).
 pub(crate) fn read_priority(
@@ -59,6 +62,19 @@ pub(crate) fn read_priority(
     }
     if let Some((node, path)) = fields.take("maxQueued") {
         out.max_queued = read_max_queued(node, &path, names, cx);
+    }
+    if let Some((node, path)) = fields.take("minResident") {
+        out.min_resident = cx
+            .int_min(node, &path, 0)
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs);
+    }
+    if let Some((node, path)) = fields.take("minResidentYieldsTo") {
+        out.min_resident_yields_to = match cx.word(node, &path, &["higher", "none"]) {
+            Some("none") => ResidencyYield::Nobody,
+            _ => ResidencyYield::Higher,
+        };
     }
     fields.finish(cx);
     out

@@ -28,6 +28,8 @@
 //! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
 //! | `llamaswap_model_requests_in_flight` | gauge | `model` |
 //! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
+//! | `llamaswap_model_gpu_memory_bytes` | gauge (memory router: bytes a model that is up or asleep holds on each of its GPUs) | `model`, `gpu` |
+//! | `llamaswap_placement_gpu_memory_bytes` | gauge (memory router: each configured or detected GPU) | `gpu`, `kind` (total, reserve, used, free) |
 //! | `llamaswap_peer_requests_in_flight` | gauge | `peer` (configured peer IDs) |
 //! | `llamaswap_peer_failures_total` | counter | `peer`, `reason` (unreachable, timeout, busy) |
 //!
@@ -40,6 +42,7 @@
 //! `llamaswap_gpu_available`.
 
 mod outcome;
+mod placement;
 mod system;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -235,6 +238,8 @@ pub struct Metrics {
     model_state: Family<L2, Gauge>,
     model_in_flight: Family<L1, Gauge>,
     model_slots: Family<L1, Gauge>,
+    model_gpu_memory: Family<L2, Gauge>,
+    placement_gpu_memory: Family<L2, Gauge>,
     peer_in_flight: Family<L1, Gauge>,
     peer_failures: Family<L2, Counter>,
 }
@@ -376,6 +381,18 @@ impl Metrics {
             "The parallel limit of models that have one: most requests in flight at once",
             model_slots.clone(),
         );
+        let model_gpu_memory = Family::<L2, Gauge>::default();
+        registry.register(
+            "model_gpu_memory_bytes",
+            "Memory router: bytes each model that is up or asleep holds on each of its GPUs",
+            model_gpu_memory.clone(),
+        );
+        let placement_gpu_memory = Family::<L2, Gauge>::default();
+        registry.register(
+            "placement_gpu_memory_bytes",
+            "Memory router: each GPU's total, reserved, used and free bytes as it counts them",
+            placement_gpu_memory.clone(),
+        );
         let peer_in_flight = Family::<L1, Gauge>::default();
         registry.register(
             "peer_requests_in_flight",
@@ -413,6 +430,8 @@ impl Metrics {
             model_state,
             model_in_flight,
             model_slots,
+            model_gpu_memory,
+            placement_gpu_memory,
             peer_in_flight,
             peer_failures,
         };
@@ -719,14 +738,15 @@ impl Metrics {
                     self.model_slots.remove(&label);
                 }
             }
-            for (state, word) in [
-                (ModelState::Stopped, "stopped"),
-                (ModelState::Starting, "starting"),
-                (ModelState::Ready, "ready"),
-                (ModelState::Stopping, "stopping"),
+            for state in [
+                ModelState::Stopped,
+                ModelState::Starting,
+                ModelState::Ready,
+                ModelState::Stopping,
+                ModelState::Sleeping,
             ] {
                 self.model_state
-                    .get_or_create(&[("model", model.clone()), ("state", word.into())])
+                    .get_or_create(&[("model", model.clone()), ("state", state.as_str().into())])
                     .set(i64::from(state == current));
             }
         }

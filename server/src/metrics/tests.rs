@@ -96,6 +96,8 @@ fn model_state_gauge_marks_exactly_the_current_state() {
             state: ModelState::Ready,
             in_flight: 0,
             parallel: None,
+            gpus: Vec::new(),
+            memory: 0,
         }],
     );
     let text = m.encode();
@@ -147,6 +149,8 @@ fn in_flight_per_model_is_shown_against_its_parallel_limit() {
         state: ModelState::Ready,
         in_flight,
         parallel,
+        gpus: Vec::new(),
+        memory: 0,
     };
     m.observe_router(&[], &[ready(2, Some(2))]);
     let text = m.encode();

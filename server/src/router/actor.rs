@@ -18,7 +18,7 @@ use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::scheduler::{
-    Effect, QueueEntry, RequestId, Restarts, RouteError, RunningModel, Scheduler,
+    Effect, GpuUsage, QueueEntry, RequestId, Restarts, RouteError, RunningModel, Scheduler,
     SchedulerSettings, StopId, StopModel, Tick, WaitStatus,
 };
 
@@ -34,6 +34,9 @@ pub(super) enum Command {
     },
     Running {
         reply: oneshot::Sender<Vec<RunningModel>>,
+    },
+    Gpus {
+        reply: oneshot::Sender<Vec<GpuUsage>>,
     },
     Unload {
         models: Option<Vec<String>>,
@@ -124,7 +127,9 @@ impl Step {
         !matches!(
             self,
             Self::Notice(Notice::FastDone { .. })
-                | Self::Command(Command::Queue { .. } | Command::Running { .. })
+                | Self::Command(
+                    Command::Queue { .. } | Command::Running { .. } | Command::Gpus { .. }
+                )
         )
     }
 }
@@ -472,6 +477,9 @@ impl Actor {
                 }
                 let _ = reply.send(running);
             }
+            Command::Gpus { reply } => {
+                let _ = reply.send(self.scheduler.gpu_usage());
+            }
             Command::Unload { models, reply } => {
                 let mut out = Vec::new();
                 match self.scheduler.unload(now, models.as_deref(), &mut out) {
@@ -626,9 +634,17 @@ impl Actor {
         let gpus = self.scheduler.placement(&model);
         let handle = self.tasks.spawn(async move {
             let work = async {
-                // A model with a sleep mode sleeps instead of stopping; each
-                // gets its own unloadTimeout as grace.
-                join_all(stops.iter().map(|s| launcher.release(&s.model, s.grace))).await;
+                // A model with a sleep mode sleeps instead of stopping (one
+                // asleep already that the memory router evicts stops for
+                // good); each gets its own unloadTimeout as grace.
+                join_all(stops.iter().map(|s| {
+                    if s.may_sleep {
+                        launcher.release(&s.model, s.grace)
+                    } else {
+                        launcher.stop(&s.model, s.grace)
+                    }
+                }))
+                .await;
                 match &gpus {
                     Some(gpus) => launcher.ensure_ready_on(&target, gpus).await?,
                     None => launcher.ensure_ready(&target).await?,

@@ -66,11 +66,11 @@ pub use self::ticket::{Lease, Ticket};
 use crate::launcher::{Launcher, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
+pub(crate) use crate::scheduler::{GpuUsage, QueueEntry, RunningModel};
 use crate::scheduler::{
     ModelNames, RequestId, Restarts, Scheduler, SchedulerSettings, SettingsError,
 };
 pub use crate::scheduler::{ModelState, RouteError, WaitStatus};
-pub(crate) use crate::scheduler::{QueueEntry, RunningModel};
 
 /// Room in the actor's mailbox; senders wait when it is full.
 const MAILBOX: usize = 1024;
@@ -347,6 +347,16 @@ impl RouterHandle {
             .await
             .is_err()
         {
+            return Vec::new();
+        }
+        answer.await.unwrap_or_default()
+    }
+
+    /// The memory router's GPUs with the memory the models placed on them
+    /// hold (empty under the other routers, and once shut down).
+    pub async fn gpus(&self) -> Vec<GpuUsage> {
+        let (reply, answer) = oneshot::channel();
+        if self.commands.send(Command::Gpus { reply }).await.is_err() {
             return Vec::new();
         }
         answer.await.unwrap_or_default()

@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::model::{Model, Queued, Request, RequestState};
 use super::names::ModelNames;
 use super::{
-    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, RouteError,
-    RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick, WaitReason,
-    WaitStatus,
+    Admitted, CONCURRENCY_RETRY_AFTER, Effect, ModelState, QueueEntry, RequestId, ResidencyYield,
+    RouteError, RunningModel, SchedulerKind, SchedulerSettings, SettingsError, StopId, Tick,
+    WaitReason, WaitStatus,
 };
 use crate::launcher::LaunchError;
 use crate::policy::matrix::Matrix;
@@ -63,6 +63,11 @@ pub struct Scheduler {
     pub(super) held_total: usize,
     /// Models with `retire` set, so nothing is scanned when there are none.
     pub(super) retiring: usize,
+    /// Who may stop a model inside its `minResident` window.
+    pub(super) residency_yield: ResidencyYield,
+    /// Models inside their `minResident` window, so `tick` scans nothing
+    /// when there are none.
+    pub(super) resident: BTreeSet<usize>,
 }
 
 impl Scheduler {
@@ -131,8 +136,7 @@ impl Scheduler {
             })?),
             (None, None) => Box::new(Groups::new(&ids, &settings.groups)?),
         };
-        let placements =
-            memory.map(|memory| super::gpus::Placements::new(memory, ids.len()));
+        let placements = memory.map(|memory| super::gpus::Placements::new(memory, ids.len()));
         Ok(Self {
             kind: settings.kind,
             policy,
@@ -156,6 +160,8 @@ impl Scheduler {
             not_aged: BTreeSet::new(),
             held_total: 0,
             retiring: 0,
+            residency_yield: settings.min_resident_yields_to,
+            resident: BTreeSet::new(),
         })
     }
 
@@ -315,7 +321,11 @@ impl Scheduler {
         };
         for &e in &swap.evict {
             self.models[e].evicted_by = None;
-            self.models[e].unready();
+            if swap.sleeping.contains(&e) {
+                self.models[e].fell_asleep();
+            } else {
+                self.models[e].unready();
+            }
         }
         if swap.cancelled {
             self.models[t].unready();
@@ -331,6 +341,9 @@ impl Scheduler {
             match result {
                 Ok(()) => {
                     self.models[t].started(now);
+                    if self.models[t].residency().is_some() {
+                        self.resident.insert(t);
+                    }
                     self.grant_joined(t, swap.waiters, out);
                 }
                 Err(error) => {
@@ -373,16 +386,21 @@ impl Scheduler {
             .collect()
     }
 
-    /// Every model that is not stopped, sorted by ID.
+    /// Every model that is not stopped (sleeping ones included), sorted by ID.
     pub fn running(&self) -> Vec<RunningModel> {
         (0..self.models.len())
             .filter_map(|t| {
                 let state = self.state_of(t);
-                (state != ModelState::Stopped).then(|| RunningModel {
-                    model: self.models[t].id.clone(),
-                    state,
-                    in_flight: self.models[t].in_flight(),
-                    parallel: self.models[t].parallel,
+                (state != ModelState::Stopped).then(|| {
+                    let (gpus, memory) = self.gpus_of(t);
+                    RunningModel {
+                        model: self.models[t].id.clone(),
+                        state,
+                        in_flight: self.models[t].in_flight(),
+                        parallel: self.models[t].parallel,
+                        gpus,
+                        memory,
+                    }
                 })
             })
             .collect()
@@ -462,6 +480,7 @@ impl Scheduler {
             Some(_) => ModelState::Stopping,
             None if m.is_stopping() || m.evicted_by.is_some() => ModelState::Stopping,
             None if m.is_ready() => ModelState::Ready,
+            None if m.is_asleep() => ModelState::Sleeping,
             None => ModelState::Stopped,
         }
     }
@@ -473,7 +492,9 @@ impl Scheduler {
         request.state = RequestState::Serving;
         let t = request.model;
         request.granted_start = self.models[t].starts();
+        let effective = request.effective;
         self.models[t].grant();
+        self.models[t].served_at(effective);
         out.push(Effect::Grant {
             id,
             model: self.models[t].id.clone(),

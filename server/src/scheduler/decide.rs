@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 
 use super::core::Scheduler;
 use super::model::{Queued, Request, RequestState, Swap};
-use super::{Effect, ModelState, RequestId, SchedulerKind, StopModel, WaitStatus};
+use super::{Effect, ModelState, RequestId, ResidencyYield, SchedulerKind, StopModel, WaitStatus};
 
 /// What one request should do now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,10 @@ pub(super) enum Decision {
     Start(Vec<usize>),
     /// Something it needs is busy; `evict` are the models it needs stopped.
     Wait(Vec<usize>),
+    /// Stop `evict`, then start the model, but some of `evict` are inside
+    /// their `minResident` window: only a request ranked above `level` may
+    /// (`None`: nobody, `minResidentYieldsTo: none`); others wait.
+    Guarded(Vec<usize>, Option<i32>),
 }
 
 /// What the grant check lets one request do now.
@@ -51,8 +55,11 @@ pub(super) fn verdict(decision: Decision, rank: i32, fence: Option<i32>) -> Verd
         Decision::Serve | Decision::Start(_) if fenced => Verdict::Fenced,
         Decision::Serve => Verdict::Grant,
         Decision::Start(evict) => Verdict::Start(evict),
+        Decision::Guarded(evict, level) if level.is_some_and(|l| rank > l) => {
+            verdict(Decision::Start(evict), rank, fence)
+        }
         Decision::Full => Verdict::Queue(Vec::new()),
-        Decision::Wait(evict) => Verdict::Queue(evict),
+        Decision::Wait(evict) | Decision::Guarded(evict, _) => Verdict::Queue(evict),
     }
 }
 
@@ -65,10 +72,12 @@ impl Scheduler {
 
     /// Models that are up (ready, starting or stopping), `t` included when it is:
     /// what the policy is asked about (a running target evicts nothing under the
-    /// matrix, as in llama-swap).
+    /// matrix, as in llama-swap). A sleeping model is not: it has given its
+    /// GPU memory back, so groups and the matrix let anything run beside it
+    /// (the memory router counts what it keeps asleep, `placement.rs`).
     fn up(&self) -> Vec<usize> {
         (0..self.models.len())
-            .filter(|&r| self.state_of(r) != ModelState::Stopped)
+            .filter(|&r| !matches!(self.state_of(r), ModelState::Stopped | ModelState::Sleeping))
             .collect()
     }
 
@@ -76,7 +85,10 @@ impl Scheduler {
     fn evict_set(&self, t: usize) -> Vec<usize> {
         if self.placements.is_some() {
             // Under the memory router a model that cannot fit waits (see `decide`).
-            return self.memory_plan(t).map(|plan| plan.evict).unwrap_or_default();
+            return self
+                .memory_plan(t)
+                .map(|plan| plan.evict)
+                .unwrap_or_default();
         }
         let up = self.up();
         if up.iter().all(|&r| r == t) {
@@ -133,10 +145,33 @@ impl Scheduler {
             .iter()
             .any(|&e| self.is_busy(e) || self.models[e].in_flight() > 0);
         if blocked {
-            Decision::Wait(evict)
-        } else {
-            Decision::Start(evict)
+            return Decision::Wait(evict);
         }
+        match self.residency_level(&evict) {
+            Some(level) => Decision::Guarded(evict, level),
+            None => Decision::Start(evict),
+        }
+    }
+
+    /// Whether some of `evict` are inside their `minResident` window, and if
+    /// so the rank a waiter must be above to stop them (`Some(None)`: no rank
+    /// is enough). A guarded model that served nothing since its start guards
+    /// against nothing but a waiter of the lowest rank.
+    fn residency_level(&self, evict: &[usize]) -> Option<Option<i32>> {
+        if self.resident.is_empty() {
+            return None;
+        }
+        let guarded: Vec<Option<i32>> = evict
+            .iter()
+            .filter_map(|&e| self.models[e].residency().map(|(_, rank)| rank))
+            .collect();
+        if guarded.is_empty() {
+            return None;
+        }
+        Some(match self.residency_yield {
+            ResidencyYield::Nobody => None,
+            ResidencyYield::Higher => Some(guarded.into_iter().flatten().max().unwrap_or(i32::MIN)),
+        })
     }
 
     pub(super) fn fence_enabled(&self) -> bool {
@@ -231,20 +266,29 @@ impl Scheduler {
             Some(reason) => Some(reason),
             None => self.policy.explain(t, &self.up()),
         };
-        for &e in &evict {
-            self.models[e].evicted_by = Some(t);
-            self.models[e].unready();
-        }
+        // An awake model with a sleep mode sleeps; one asleep already (the
+        // memory router stopping what it keeps asleep) stops for good.
+        let sleeping: Vec<usize> = evict
+            .iter()
+            .copied()
+            .filter(|&e| self.models[e].sleep_memory.is_some() && !self.models[e].is_asleep())
+            .collect();
         let stops = evict
             .iter()
             .map(|&e| StopModel {
                 model: self.models[e].id.clone(),
                 grace: self.models[e].unload_timeout,
+                may_sleep: sleeping.contains(&e),
             })
             .collect();
+        for &e in &evict {
+            self.models[e].evicted_by = Some(t);
+            self.models[e].unready();
+        }
         self.models[t].swap = Some(Swap {
             waiters: Vec::new(),
             evict,
+            sleeping,
             cancelled: false,
             reason,
         });
@@ -449,7 +493,11 @@ impl Scheduler {
                 // decision is still this request's).
                 stayers.push((t, q.rank));
                 let needs = match &cache[t] {
-                    Some(Decision::Wait(evict) | Decision::Start(evict)) => evict.as_slice(),
+                    Some(
+                        Decision::Wait(evict)
+                        | Decision::Start(evict)
+                        | Decision::Guarded(evict, _),
+                    ) => evict.as_slice(),
                     _ => &[],
                 };
                 for &e in needs {

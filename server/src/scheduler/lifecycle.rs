@@ -16,14 +16,14 @@ impl Scheduler {
         self.flush_positions(out);
     }
 
-    /// A ready model's process exited by itself: it is stopped, and the next request
-    /// for it starts it again. Ignored unless the model is ready (a start or stop in
-    /// progress reports its own outcome).
+    /// A ready or sleeping model's process exited by itself: it is stopped, and
+    /// the next request for it starts it again. Ignored otherwise (a start or
+    /// stop in progress reports its own outcome).
     pub fn upstream_exited(&mut self, model: &str, out: &mut Vec<Effect>) {
         let Some(t) = self.index_of(model) else {
             return;
         };
-        if self.state_of(t) != ModelState::Ready {
+        if !matches!(self.state_of(t), ModelState::Ready | ModelState::Sleeping) {
             return;
         }
         self.models[t].exited();
@@ -116,7 +116,9 @@ impl Scheduler {
         self.issue_stop(batches, out)
     }
 
-    /// Stops models whose TTL expired at `now` (ready, nothing admitted, idle for `ttl`).
+    /// Stops models whose TTL expired at `now` (ready or asleep, nothing
+    /// admitted, unused for `ttl`): a sleeping model's process is stopped for
+    /// good, its `ttl` counted from its last use as for a ready one.
     pub fn tick(&mut self, now: Tick, out: &mut Vec<Effect>) {
         if self.shutting_down {
             return;
@@ -127,6 +129,7 @@ impl Scheduler {
         for t in expired {
             self.issue_stop(vec![vec![t]], out);
         }
+        self.end_residencies(now, out);
         self.expire_held(now, out);
         self.age(now, out);
     }
@@ -138,8 +141,43 @@ impl Scheduler {
         }
         (0..self.models.len())
             .filter_map(|t| self.ttl_deadline(t))
+            .chain(self.next_residency_end())
             .chain(self.next_aging())
             .chain(self.next_refusal_deadline())
+            .min()
+    }
+
+    /// Ends the `minResident` windows that ran out by `now` (and forgets
+    /// models no longer inside one); what waited for them may go.
+    fn end_residencies(&mut self, now: Tick, out: &mut Vec<Effect>) {
+        if self.resident.is_empty() {
+            return;
+        }
+        let mut ended = false;
+        let resident = std::mem::take(&mut self.resident);
+        for t in resident {
+            match self.models[t].residency() {
+                Some((until, _)) if until > now => {
+                    self.resident.insert(t);
+                }
+                Some(_) => {
+                    self.models[t].residency_ended();
+                    ended = true;
+                }
+                None => {}
+            }
+        }
+        if ended {
+            self.drain(out);
+            self.flush_positions(out);
+        }
+    }
+
+    /// When the next `minResident` window runs out, if one runs.
+    fn next_residency_end(&self) -> Option<Tick> {
+        self.resident
+            .iter()
+            .filter_map(|&t| self.models[t].residency().map(|(until, _)| until))
             .min()
     }
 
@@ -147,7 +185,8 @@ impl Scheduler {
         let m = &self.models[t];
         let ttl = m.ttl?;
         let idle = m.idle_since()?;
-        (m.reserved() == 0 && self.state_of(t) == ModelState::Ready).then_some(idle + ttl)
+        let up = matches!(self.state_of(t), ModelState::Ready | ModelState::Sleeping);
+        (m.reserved() == 0 && up).then_some(idle + ttl)
     }
 
     /// Fails every queued and swap-waiting request of the models `error_for` names,
@@ -211,6 +250,7 @@ impl Scheduler {
                 effect_batch.push(StopModel {
                     model: m.id.clone(),
                     grace: m.unload_timeout,
+                    may_sleep: false,
                 });
                 all.push(t);
             }

@@ -127,8 +127,11 @@ pub(crate) use names::ModelNames;
 pub use reconfigure::Restarts;
 pub use refusal::REFUSAL_GRACE;
 pub(crate) use settings::{DEFAULT_CONCURRENCY_LIMIT, DEFAULT_UNLOAD_TIMEOUT};
-pub use settings::{ModelSettings, Parallel, SchedulerKind, SchedulerSettings, SettingsError};
+pub use settings::{
+    ModelSettings, Parallel, ResidencyYield, SchedulerKind, SchedulerSettings, SettingsError,
+};
 pub(crate) use types::{Admitted, RunningModel};
 pub use types::{
-    Effect, ModelState, QueueEntry, RequestId, StopId, StopModel, Tick, WaitReason, WaitStatus,
+    Effect, GpuUsage, ModelState, QueueEntry, RequestId, StopId, StopModel, Tick, WaitReason,
+    WaitStatus,
 };

@@ -62,6 +62,21 @@ pub(super) struct Model {
     /// definition uses: it does not start while one of them is up
     /// (`reconfigure.rs`).
     pub(super) waits_for: Vec<String>,
+    /// `minResident`: how long after becoming ready it is guarded from swaps.
+    pub(super) min_resident: Option<Duration>,
+    /// Until when it is guarded (`minResident` from its last start), while
+    /// the guard holds; cleared by `Scheduler::tick` and by anything that
+    /// stops or loses it.
+    resident_until: Option<Tick>,
+    /// The highest effective priority it was granted to since it became
+    /// ready: a waiter must rank above it to stop it inside the window.
+    resident_rank: Option<i32>,
+    /// Its sleep mode's `memory` (bytes kept on each GPU asleep); `None`: no
+    /// sleep mode, a swap stops it.
+    pub(super) sleep_memory: Option<u64>,
+    /// Asleep: a swap freed it and its process sleeps (not ready, not
+    /// stopped). Cleared by anything that starts, stops or loses it.
+    asleep: bool,
 }
 
 impl Model {
@@ -92,6 +107,11 @@ impl Model {
             held: Vec::new(),
             retire: false,
             waits_for: Vec::new(),
+            sleep_memory: settings.sleep,
+            asleep: false,
+            min_resident: settings.min_resident,
+            resident_until: None,
+            resident_rank: None,
         }
     }
 
@@ -128,6 +148,30 @@ impl Model {
     /// Since when the model is ready with nothing admitted (for TTL).
     pub(super) fn idle_since(&self) -> Option<Tick> {
         self.idle_since
+    }
+
+    /// Asleep: its process sleeps; a start wakes it.
+    pub(super) fn is_asleep(&self) -> bool {
+        self.asleep
+    }
+
+    /// Inside its `minResident` window: (until when, the highest effective
+    /// priority it served since it became ready).
+    pub(super) fn residency(&self) -> Option<(Tick, Option<i32>)> {
+        self.resident_until.map(|until| (until, self.resident_rank))
+    }
+
+    /// Its `minResident` window has run out.
+    pub(super) fn residency_ended(&mut self) {
+        self.resident_until = None;
+    }
+
+    /// A request of effective priority `rank` was granted to it (what a
+    /// waiter must rank above to stop it inside its window).
+    pub(super) fn served_at(&mut self, rank: i32) {
+        if self.resident_until.is_some() {
+            self.resident_rank = Some(self.resident_rank.map_or(rank, |r| r.max(rank)));
+        }
     }
 
     /// Successful starts so far: the instance a grant is made on.
@@ -168,10 +212,10 @@ impl Model {
     }
 
     /// An admitted request ended (served, failed or cancelled): the last one
-    /// starts the TTL clock of a ready model.
+    /// starts the TTL clock of a ready or sleeping model.
     pub(super) fn finish(&mut self, now: Tick) {
         self.reserved -= 1;
-        if self.reserved == 0 && self.ready {
+        if self.reserved == 0 && (self.ready || self.asleep) {
             self.idle_since = Some(now);
         }
     }
@@ -224,6 +268,9 @@ impl Model {
     /// the TTL clock starts.
     pub(super) fn started(&mut self, now: Tick) {
         self.ready = true;
+        self.asleep = false;
+        self.resident_until = self.min_resident.filter(|d| !d.is_zero()).map(|d| now + d);
+        self.resident_rank = None;
         self.starts += 1;
         if self.reserved == 0 {
             self.idle_since = Some(now);
@@ -234,12 +281,25 @@ impl Model {
     /// swap is stopping it.
     pub(super) fn unready(&mut self) {
         self.ready = false;
+        self.asleep = false;
+        self.resident_until = None;
+    }
+
+    /// The swap that freed it put it to sleep: its process stays, not
+    /// serving. Its TTL clock keeps running from its last use (a `ttl`
+    /// stops a sleeping model for good).
+    pub(super) fn fell_asleep(&mut self) {
+        self.ready = false;
+        self.asleep = true;
+        self.resident_until = None;
     }
 
     /// A stop operation (unload, TTL, shutdown) began on it.
     pub(super) fn stop_begun(&mut self) {
         self.stopping += 1;
         self.ready = false;
+        self.asleep = false;
+        self.resident_until = None;
         self.idle_since = None;
     }
 
@@ -253,6 +313,8 @@ impl Model {
     /// Its process exited by itself.
     pub(super) fn exited(&mut self) {
         self.ready = false;
+        self.asleep = false;
+        self.resident_until = None;
         self.idle_since = None;
     }
 
@@ -263,6 +325,9 @@ impl Model {
         self.in_flight = old.in_flight;
         self.fast = old.fast;
         self.ready = old.ready;
+        self.asleep = old.asleep;
+        self.resident_until = old.resident_until;
+        self.resident_rank = old.resident_rank;
         self.stopping = old.stopping;
         self.idle_since = old.idle_since;
         self.starts = old.starts;
@@ -283,6 +348,8 @@ pub(super) struct Held {
 pub(super) struct Swap {
     pub(super) waiters: Vec<RequestId>,
     pub(super) evict: Vec<usize>,
+    /// Of `evict`: the ones put to sleep rather than stopped.
+    pub(super) sleeping: Vec<usize>,
     /// Unloaded or shut down meanwhile: the model is stopped once the start ends.
     pub(super) cancelled: bool,
     /// The policy's account of why `evict` was chosen (the matrix's set and cost).

@@ -3,15 +3,17 @@
 //! memory, and the GPUs a start is given.
 //!
 //! A model's GPUs are chosen when its swap starts ([`Scheduler::placement`]
-//! hands them to the launcher) and kept while it is up. The policy
-//! ([`Memory::plan`]) is asked with every model that is up and placed: how much
-//! it holds, whether it can be stopped now (no request in flight, no start or
-//! stop under way), the highest rank waiting for it, and when it was last used
-//! (the moment its last request ended).
+//! hands them to the launcher) and kept while it is up, asleep included (it
+//! wakes where its process is). The policy
+//! ([`Memory::plan`](crate::policy::memory::Memory::plan)) is asked with every
+//! model that is up or asleep and placed: how much it holds (its share of
+//! `memory`; asleep, its sleep `memory`), whether it can be stopped now (no
+//! request in flight, no start or stop under way), the highest rank waiting for
+//! it, and when it was last used (the moment its last request ended).
 
-use super::ModelState;
 use super::core::Scheduler;
 use super::gpus::Placements;
+use super::{GpuUsage, ModelState};
 use crate::policy::memory::{Plan, Resident};
 
 impl Scheduler {
@@ -27,14 +29,84 @@ impl Scheduler {
                 Some(Resident {
                     model: r,
                     gpus,
-                    held: placements.memory.model(r)?.share(),
-                    busy: self.is_busy(r) || m.in_flight() > 0,
+                    held: self.held(placements, r)?,
+                    // An awake model with a sleep mode goes to sleep when
+                    // evicted, and keeps its sleep memory.
+                    kept: match m.sleep_memory {
+                        Some(asleep) if !m.is_asleep() => asleep,
+                        _ => 0,
+                    },
+                    // Inside its `minResident` window it is stopped last
+                    // (as a busy one), and only for a waiter `decide` lets.
+                    busy: self.is_busy(r) || m.in_flight() > 0 || m.residency().is_some(),
                     waiting: m.queued.last_key_value().map(|(&rank, _)| rank),
                     // A model in use counts as used now.
                     last_used: m.idle_since().map_or(u64::MAX, |tick| {
                         u64::try_from(tick.since_start().as_micros()).unwrap_or(u64::MAX)
                     }),
                 })
+            })
+            .collect()
+    }
+
+    /// Bytes model `r` (up) holds on each of its GPUs: its share, or asleep
+    /// what its sleep mode keeps (never more than its share).
+    fn held(&self, placements: &Placements, r: usize) -> Option<u64> {
+        let share = placements.memory.model(r)?.share();
+        let m = &self.models[r];
+        Some(if m.is_asleep() {
+            m.sleep_memory.unwrap_or(0).min(share)
+        } else {
+            share
+        })
+    }
+
+    /// The GPU ids model `t` is placed on and the bytes it holds on each, for
+    /// `/running`; nothing when it is stopped or the memory router is off.
+    pub(super) fn gpus_of(&self, t: usize) -> (Vec<u32>, u64) {
+        let Some(placements) = self.placements.as_ref() else {
+            return (Vec::new(), 0);
+        };
+        if self.state_of(t) == ModelState::Stopped {
+            return (Vec::new(), 0);
+        }
+        let Some(Some(gpus)) = placements.gpus.get(t) else {
+            return (Vec::new(), 0);
+        };
+        let all = placements.memory.gpus();
+        let ids = gpus
+            .iter()
+            .filter_map(|&g| all.get(g).map(|gpu| gpu.id))
+            .collect();
+        (ids, self.held(placements, t).unwrap_or(0))
+    }
+
+    /// Each GPU of the memory router with the memory the models placed on it
+    /// hold and what is left; empty when the memory router is off.
+    pub fn gpu_usage(&self) -> Vec<GpuUsage> {
+        let Some(placements) = self.placements.as_ref() else {
+            return Vec::new();
+        };
+        let mut used = vec![0u64; placements.memory.gpus().len()];
+        for resident in self.residents(placements) {
+            for g in resident.gpus {
+                if let Some(u) = used.get_mut(g) {
+                    *u = u.saturating_add(resident.held);
+                }
+            }
+        }
+        placements
+            .memory
+            .gpus()
+            .iter()
+            .zip(used)
+            .enumerate()
+            .map(|(g, (gpu, used))| GpuUsage {
+                id: gpu.id,
+                memory: gpu.memory,
+                reserve: gpu.memory.saturating_sub(placements.memory.usable(g)),
+                used,
+                free: placements.memory.usable(g).saturating_sub(used),
             })
             .collect()
     }
@@ -67,6 +139,10 @@ impl Scheduler {
         let placements = self.placements.as_ref()?;
         let gpus = placements.gpus.get(t)?.as_ref()?;
         let all = placements.memory.gpus();
-        Some(gpus.iter().filter_map(|&g| all.get(g).map(|gpu| gpu.id)).collect())
+        Some(
+            gpus.iter()
+                .filter_map(|&g| all.get(g).map(|gpu| gpu.id))
+                .collect(),
+        )
     }
 }

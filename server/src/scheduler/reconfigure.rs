@@ -100,6 +100,8 @@ impl Scheduler {
                         .placements
                         .as_ref()
                         .and_then(|p| p.memory.model(t).copied()),
+                    min_resident: None,
+                    sleep: m.sleep_memory,
                 });
             }
         }
@@ -114,7 +116,7 @@ impl Scheduler {
         for (t, old) in std::mem::take(&mut self.models).into_iter().enumerate() {
             let Some(u) = remap(t) else { continue };
             let new = &mut next.models[u];
-            let up = old.is_ready() || old.swap.is_some() || old.is_stopping();
+            let up = old.is_ready() || old.is_asleep() || old.swap.is_some() || old.is_stopping();
             new.retire =
                 (old.retire || restart.contains(&old.id) || !configured.contains(old.id.as_str()))
                     && (up || old.evicted_by.is_some());
@@ -178,6 +180,9 @@ impl Scheduler {
         next.next_stop = self.next_stop;
         next.fence_holds = self.fence_holds;
         next.held_total = next.models.iter().map(|m| m.held.len()).sum();
+        next.resident = (0..next.models.len())
+            .filter(|&u| next.models[u].residency().is_some())
+            .collect();
         *self = next;
 
         self.requeue_joined();
@@ -248,6 +253,9 @@ impl Scheduler {
                 ModelState::Ready
                     if self.models[t].in_flight() == 0 && self.models[t].held.is_empty() =>
                 {
+                    self.issue_stop(vec![vec![t]], out);
+                }
+                ModelState::Sleeping => {
                     self.issue_stop(vec![vec![t]], out);
                 }
                 _ => {}

@@ -32,6 +32,9 @@ pub struct SchedulerSettings {
     /// Anti-starvation (`priority.agingAfter`, FIFO only): a request queued this
     /// long ranks ahead of every request that has not aged, oldest first. `None`: off.
     pub aging_after: Option<Duration>,
+    /// `priority.minResidentYieldsTo`: who may stop a model inside its
+    /// [`ModelSettings::min_resident`] window (default: a strictly higher waiter).
+    pub min_resident_yields_to: ResidencyYield,
     /// The memory router (`routing.router.use: memory`): when set, models are
     /// placed on these GPUs by their [`ModelSettings::memory`], and it
     /// decides evictions (`groups` and `matrix` are ignored).
@@ -47,9 +50,23 @@ impl SchedulerSettings {
             matrix: None,
             kind: SchedulerKind::default(),
             aging_after: None,
+            min_resident_yields_to: ResidencyYield::default(),
             memory: None,
         }
     }
+}
+
+/// Who may stop a model inside its `minResident` window
+/// (`priority.minResidentYieldsTo`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ResidencyYield {
+    /// `higher` (the default): a waiter whose rank is strictly above the
+    /// highest effective priority the model served since it became ready (an
+    /// aged waiter is above every priority).
+    #[default]
+    Higher,
+    /// `none`: nobody; the window always runs out first.
+    Nobody,
 }
 
 /// One model as the scheduler sees it.
@@ -79,6 +96,16 @@ pub struct ModelSettings {
     /// What the memory router knows of it (`memory`, `gpus`, `persistent`);
     /// `None`: it holds no GPU memory.
     pub memory: Option<crate::policy::memory::MemoryModel>,
+    /// `minResident` (model, else `priority.minResident`): once ready, it is
+    /// not stopped by a swap for a waiter of the same or lower effective
+    /// priority than the highest it served since, before it has been ready
+    /// this long (see [`ResidencyYield`] for higher waiters). `None`: no
+    /// minimum. Unload, TTL, shutdown and reloads are not held back.
+    pub min_resident: Option<Duration>,
+    /// It has a sleep mode (`sleep:`): a swap that frees it puts it to sleep,
+    /// keeping this many bytes on each of its GPUs (its sleep `memory`).
+    /// `None`: a swap stops it.
+    pub sleep: Option<u64>,
 }
 
 impl ModelSettings {
@@ -94,6 +121,8 @@ impl ModelSettings {
             max_queued: None,
             parallel: Parallel::Unlimited,
             memory: None,
+            min_resident: None,
+            sleep: None,
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct StopModel {
     pub model: String,
     /// Graceful stop timeout.
     pub grace: Duration,
+    /// A swap frees it and it has a sleep mode (`sleep:`): it may sleep
+    /// instead of stopping (`Launcher::release`). False for unload, TTL,
+    /// shutdown, and a sleeping model the memory router stops for good.
+    pub may_sleep: bool,
 }
 
 /// Where an admitted request stands while it waits.
@@ -138,6 +142,24 @@ pub enum ModelState {
     Ready,
     /// Being stopped (evicted, unloaded, TTL expiry or shutdown).
     Stopping,
+    /// Asleep (`sleep:`): a swap freed it and its process stays, not serving;
+    /// the next request for it wakes it (a start). Holds only its sleep
+    /// `memory` on its GPUs.
+    Sleeping,
+}
+
+impl ModelState {
+    /// The word `/running`, `/api/events` and `/metrics` use for it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Stopping => "stopping",
+            Self::Sleeping => "sleeping",
+        }
+    }
 }
 
 /// A model that is not stopped, for `GET /running`.
@@ -152,6 +174,29 @@ pub struct RunningModel {
     /// Most requests in flight at once (`parallel`); `None` = no limit (or `auto`
     /// before the upstream said).
     pub parallel: Option<usize>,
+    /// The ids of the GPUs the memory router placed it on (empty under the
+    /// other routers).
+    pub gpus: Vec<u32>,
+    /// Bytes it holds on each of `gpus` as the memory router counts them: its
+    /// share of `memory`, or its sleep `memory` while asleep (0 under the
+    /// other routers).
+    pub memory: u64,
+}
+
+/// One GPU of the memory router, for `GET /running`, `/api/events` and
+/// `/metrics`: what the models placed on it hold, as the router counts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuUsage {
+    /// Its id (what `${GPU}` and `CUDA_VISIBLE_DEVICES` say).
+    pub id: u32,
+    /// Its memory in bytes.
+    pub memory: u64,
+    /// Bytes kept free (`reserve`).
+    pub reserve: u64,
+    /// Bytes the models placed on it hold (asleep: their sleep `memory`).
+    pub used: u64,
+    /// Bytes a model may still be placed in: `memory - reserve - used`.
+    pub free: u64,
 }
 
 /// Why a queued request waits.

@@ -109,8 +109,10 @@ impl Selection {
                 let first_in = |wanted: ModelState| {
                     (0..config.targets.len()).find(|&i| state(&config.target_ids[i]) == wanted)
                 };
+                // A sleeping target wakes faster than a stopped one starts.
                 let i = first_in(ModelState::Ready)
                     .or_else(|| first_in(ModelState::Starting))
+                    .or_else(|| first_in(ModelState::Sleeping))
                     .unwrap_or(0);
                 Ok(pick(i, None))
             }
@@ -146,8 +148,8 @@ fn spill_target(spill: &mut Spill, states: &[ModelState], spillover: usize) -> O
         match state {
             ModelState::Stopping => {}
             ModelState::Ready | ModelState::Starting => active.push(i),
-            ModelState::Stopped if spill.in_flight[i] > 0 => active.push(i),
-            ModelState::Stopped => cold.push(i),
+            ModelState::Stopped | ModelState::Sleeping if spill.in_flight[i] > 0 => active.push(i),
+            ModelState::Stopped | ModelState::Sleeping => cold.push(i),
         }
     }
     let Some(least) = active.iter().map(|&i| spill.in_flight[i]).min() else {

@@ -78,6 +78,8 @@ fn running(states: &[(&str, ModelState)]) -> Vec<RunningModel> {
             state: *s,
             in_flight: 0,
             parallel: None,
+            gpus: Vec::new(),
+            memory: 0,
         })
         .collect()
 }

@@ -94,3 +94,75 @@ fn bad_priority_values_name_their_key_path_and_never_the_key() {
     assert!(!text.contains("sk-not-configured"), "{text}");
     assert!(!text.contains("sk-chat"), "{text}");
 }
+
+fn load_yaml(yaml: &str) -> Result<Config, llama_swap_server::config::ConfigError> {
+    Config::loader()
+        .yaml("t.yaml", yaml)
+        .env(&|_: &str| None)
+        .load()
+        .map(|l| l.config)
+}
+
+#[test]
+fn min_resident_applies_globally_and_a_model_replaces_or_lifts_it() {
+    let config = load_yaml(
+        "
+priority:
+  minResident: 30
+  minResidentYieldsTo: none
+models:
+  a:
+    cmd: x --port ${PORT}
+  b:
+    cmd: x --port ${PORT}
+    minResident: 90
+  c:
+    cmd: x --port ${PORT}
+    minResident: 0
+",
+    )
+    .unwrap();
+    let settings = config.scheduler_settings();
+    let of = |id: &str| {
+        settings
+            .models
+            .iter()
+            .find(|m| m.id == id)
+            .unwrap()
+            .min_resident
+    };
+    assert_eq!(of("a"), Some(Duration::from_secs(30)));
+    assert_eq!(of("b"), Some(Duration::from_secs(90)));
+    assert_eq!(of("c"), None, "0 lifts the global minimum for the model");
+    assert_eq!(
+        settings.min_resident_yields_to,
+        llama_swap_server::testing::scheduler::ResidencyYield::Nobody
+    );
+}
+
+#[test]
+fn min_resident_is_off_by_default_and_yields_to_higher_waiters() {
+    let settings = load_yaml("models:\n  a:\n    cmd: x --port ${PORT}\n")
+        .unwrap()
+        .scheduler_settings();
+    assert_eq!(settings.models[0].min_resident, None);
+    assert_eq!(
+        settings.min_resident_yields_to,
+        llama_swap_server::testing::scheduler::ResidencyYield::Higher
+    );
+}
+
+#[test]
+fn a_bad_min_resident_yields_to_names_its_key() {
+    let err = load_yaml(
+        "priority:\n  minResidentYieldsTo: lower\nmodels:\n  a:\n    cmd: x --port ${PORT}\n",
+    )
+    .unwrap_err();
+    assert!(
+        err.issues()
+            .iter()
+            .any(|i| i.path.to_string() == "priority.minResidentYieldsTo"
+                && matches!(i.reason, Reason::NotOneOf { .. })),
+        "{err}"
+    );
+}

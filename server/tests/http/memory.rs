@@ -184,3 +184,99 @@ async fn a_model_with_work_in_flight_is_not_stopped_when_another_frees_enough() 
     assert_eq!(status, 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn running_and_metrics_show_each_model_gpu_and_the_memory_used_and_free_per_gpu() {
+    let h = Harness::start(
+        &[sized("a", "memory: 20GiB"), sized("b", "memory: 2GiB")],
+        TWO_GPUS,
+    )
+    .await;
+    ok(&h, "a").await;
+    // The tightest fit: b goes beside a on GPU 0.
+    ok(&h, "b").await;
+    let body: serde_json::Value = h
+        .http
+        .get(h.url("/running"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let row = |id: &str| {
+        body["running"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["model"] == id)
+            .cloned()
+            .unwrap()
+    };
+    const GIB: u64 = 1 << 30;
+    assert_eq!(row("a")["gpus"], serde_json::json!([0]));
+    assert_eq!(row("a")["memory"], 20 * GIB);
+    assert_eq!(row("b")["gpus"], serde_json::json!([0]));
+    assert_eq!(
+        body["gpus"],
+        serde_json::json!([
+            {"id": 0, "memory": 24 * GIB, "reserve": GIB, "used": 22 * GIB, "free": GIB},
+            {"id": 1, "memory": 24 * GIB, "reserve": GIB, "used": 0, "free": 23 * GIB},
+        ])
+    );
+    let metrics = h.metrics().await;
+    for line in [
+        format!(
+            "llamaswap_placement_gpu_memory_bytes{{gpu=\"0\",kind=\"used\"}} {}\n",
+            22 * GIB
+        ),
+        format!(
+            "llamaswap_placement_gpu_memory_bytes{{gpu=\"1\",kind=\"free\"}} {}\n",
+            23 * GIB
+        ),
+        format!(
+            "llamaswap_model_gpu_memory_bytes{{model=\"a\",gpu=\"0\"}} {}\n",
+            20 * GIB
+        ),
+    ] {
+        assert!(metrics.contains(&line), "missing {line}in\n{metrics}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sleeping_model_keeps_only_its_sleep_memory_and_is_stopped_for_good_when_that_is_needed()
+{
+    let h = Harness::start(
+        &[
+            sized(
+                "a",
+                "memory: 20GiB\nsleep: {sleep: \"POST /sleep?level=1\", wake: \"POST /wake_up\", memory: 2GiB}",
+            ),
+            sized("b", "memory: 20GiB"),
+            sized("c", "memory: 3GiB"),
+        ],
+        "
+routing:
+  router:
+    use: memory
+    settings:
+      memory:
+        gpus: [{id: 0, memory: 24GiB}]
+        reserve: 1GiB
+",
+    )
+    .await;
+    ok(&h, "a").await;
+    let pid = h.upstream_pid("a").unwrap();
+    ok(&h, "b").await;
+    // a sleeps with 2 GiB: b's 20 fit beside it.
+    assert_eq!(h.upstream_pid("a"), Some(pid));
+    assert_eq!(h.running().await, ["a", "b"]);
+    // c's 3 GiB do not fit in the 1 GiB left: the sleeping a (used least
+    // recently) is stopped, and its 2 GiB are enough.
+    ok(&h, "c").await;
+    assert_eq!(h.running().await, ["b", "c"]);
+    assert_eq!(h.upstream_pid("a"), None);
+    h.shutdown().await;
+}

@@ -9,6 +9,36 @@ async fn ok(h: &Harness, model: &str) {
     assert_eq!(response.status(), 200, "{model}");
 }
 
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(m, s)| ((*m).to_owned(), (*s).to_owned()))
+        .collect()
+}
+
+/// `GET /running` as (model, state) pairs.
+async fn states(h: &Harness) -> Vec<(String, String)> {
+    let body: serde_json::Value = h
+        .http
+        .get(h.url("/running"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["model"].as_str().unwrap().to_owned(),
+                m["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// mockswap's account of its sleep (`GET /__mockswap/sleep`).
 async fn sleep_status(h: &Harness, model: &str) -> serde_json::Value {
     h.http
@@ -39,7 +69,10 @@ async fn a_swap_puts_a_sleeping_model_to_sleep_and_its_next_request_wakes_the_sa
     let pid = h.upstream_pid("a").unwrap();
     // One model at a time (no groups): b's start puts a to sleep.
     ok(&h, "b").await;
-    assert_eq!(h.running().await, ["b"]);
+    assert_eq!(
+        states(&h).await,
+        pairs(&[("a", "sleeping"), ("b", "ready")])
+    );
     assert_eq!(sleep_status(&h, "a").await["state"], "asleep");
     assert_eq!(h.upstream_pid("a"), Some(pid), "a's process is kept");
     // A burst for a while it wakes: none reaches it before it is awake.
@@ -58,5 +91,40 @@ async fn a_swap_puts_a_sleeping_model_to_sleep_and_its_next_request_wakes_the_sa
         status["refused_while_asleep"], 0,
         "forwarded before it woke: {status}"
     );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sleeping_model_shows_as_sleeping_and_unload_stops_its_process() {
+    let h = Harness::start(
+        &[
+            ModelSpec {
+                args: "",
+                yaml: "sleep: vllm",
+                id: "a",
+            },
+            model("b", ""),
+        ],
+        "",
+    )
+    .await;
+    ok(&h, "a").await;
+    ok(&h, "b").await;
+    assert!(h.upstream_pid("a").is_some());
+    let metrics = h.metrics().await;
+    assert!(
+        metrics.contains("llamaswap_model_state{model=\"a\",state=\"sleeping\"} 1\n"),
+        "{metrics}"
+    );
+    let response = h
+        .http
+        .post(h.url("/api/models/unload/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // The unload answers once the stop is done.
+    assert_eq!(h.upstream_pid("a"), None, "a's process is gone");
+    assert_eq!(states(&h).await, pairs(&[("b", "ready")]));
     h.shutdown().await;
 }

@@ -33,6 +33,7 @@ fn stop(model: &str, secs: u64) -> StopModel {
     StopModel {
         model: model.to_owned(),
         grace: Duration::from_secs(secs),
+        may_sleep: false,
     }
 }
 

@@ -14,7 +14,6 @@ use serde_json::{Map, Value, json};
 use super::params::PathParam;
 use crate::api::error::ApiError;
 use crate::api::state::{AppState, ModelEntry};
-use crate::router::ModelState;
 
 /// `GET /api/version`: `{"version", "commit", "build_date"}`, as llama-swap.
 pub(crate) async fn version() -> axum::Json<crate::version::BuildInfo> {
@@ -204,8 +203,11 @@ fn model_row(
     row
 }
 
-/// `GET /running`: every model that is not stopped, sorted by ID, with its
-/// command, upstream address, TTL (seconds, 0 = never), name and description.
+/// `GET /running`: every model that is not stopped (sleeping ones
+/// included), sorted by ID, with its command, upstream address, TTL (seconds,
+/// 0 = never), name and description; under the memory router also each
+/// model's `gpus` (ids) and `memory` (bytes held on each), and a top-level
+/// `gpus` list with each GPU's `memory`, `reserve`, `used` and `free` bytes.
 pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
     let running: Vec<Value> = state
         .inner
@@ -215,27 +217,39 @@ pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
         .into_iter()
         .map(|m| {
             let entry = state.inner.models.get(&m.model);
-            json!({
+            let mut row = json!({
                 "model": m.model,
-                "state": state_name(m.state),
+                "state": m.state.as_str(),
                 "cmd": entry.map(|e| e.config.cmd.as_str()).unwrap_or_default(),
                 "proxy": entry.map(|e| e.config.proxy.as_str()),
                 "ttl": entry.and_then(|e| e.config.ttl).map(|t| t.as_secs()).unwrap_or(0),
                 "name": entry.and_then(|e| e.config.name.as_deref()).unwrap_or_default(),
                 "description": entry.and_then(|e| e.config.description.as_deref()).unwrap_or_default(),
+            });
+            if !m.gpus.is_empty() {
+                row["gpus"] = json!(m.gpus);
+                row["memory"] = json!(m.memory);
+            }
+            row
+        })
+        .collect();
+    let gpus = state.inner.router.gpus().await;
+    if gpus.is_empty() {
+        return Json(json!({ "running": running }));
+    }
+    let gpus: Vec<Value> = gpus
+        .iter()
+        .map(|g| {
+            json!({
+                "id": g.id,
+                "memory": g.memory,
+                "reserve": g.reserve,
+                "used": g.used,
+                "free": g.free,
             })
         })
         .collect();
-    Json(json!({ "running": running }))
-}
-
-fn state_name(state: ModelState) -> &'static str {
-    match state {
-        ModelState::Starting => "starting",
-        ModelState::Ready => "ready",
-        ModelState::Stopping => "stopping",
-        ModelState::Stopped => "stopped",
-    }
+    Json(json!({ "running": running, "gpus": gpus }))
 }
 
 /// `GET /api/queue`: every waiting request in position order.

@@ -17,6 +17,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let running = state.inner.router.running().await;
     let metrics = &state.inner.metrics;
     metrics.observe_router(&queue, &running);
+    metrics.observe_gpus(&state.inner.router.gpus().await, &running);
     metrics.set_in_progress(state.inner.inflight.len());
     let mut text = metrics.encode();
     if let Some(system) = &state.inner.system {

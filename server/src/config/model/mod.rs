@@ -246,6 +246,10 @@ fn read_model(
         Some((Node::Int(-1, _), _)) => defaults.global_ttl,
         Some((node, p)) => cx.seconds(node, &p).and_then(|s| (s > 0).then(|| secs(s))),
     };
+    let min_resident = fields
+        .take("minResident")
+        .and_then(|(node, p)| cx.seconds(node, &p))
+        .map(secs);
     // 0 here lifts the global bound for this model.
     let max_queue_wait = match fields.take("maxQueueWait") {
         None => defaults.max_queue_wait,
@@ -335,6 +339,7 @@ fn read_model(
             env,
             check_endpoint,
             ttl,
+            min_resident,
             max_queue_wait,
             monitor,
             unload_timeout,

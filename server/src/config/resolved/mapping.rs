@@ -34,6 +34,11 @@ impl Config {
                         gpus: model.gpus,
                         persistent: model.persistent,
                     }),
+                min_resident: model
+                    .min_resident
+                    .or(self.priority_rules.min_resident)
+                    .filter(|d| !d.is_zero()),
+                sleep: model.sleep.as_ref().map(|s| s.memory),
             })
             .collect();
         let groups = self
@@ -59,6 +64,7 @@ impl Config {
             matrix: self.matrix.clone(),
             kind,
             aging_after: self.priority_rules.aging_after,
+            min_resident_yields_to: self.priority_rules.min_resident_yields_to,
             memory: self.memory.as_ref().and_then(|m| match &m.gpus {
                 crate::config::GpuList::Listed(gpus) => Some(crate::policy::memory::GpuPool {
                     gpus: gpus.clone(),

@@ -36,6 +36,10 @@ pub struct ModelConfig {
     /// Idle time after which the model is unloaded (`ttl`, else `globalTTL`); `None`
     /// means never.
     pub ttl: Option<Duration>,
+    /// `minResident` (seconds; this server's extension): how long after it
+    /// became ready a swap for a waiter of the same or lower priority may not
+    /// stop it. `None`: `priority.minResident` applies; `Some(0)`: off for it.
+    pub min_resident: Option<Duration>,
     /// `maxQueueWait` (this server's extension; default: the global one, 0 =
     /// no bound): the longest a request waits for its turn, the default and
     /// the cap of its `X-Queue-Timeout` header.

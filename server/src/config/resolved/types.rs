@@ -103,6 +103,13 @@ pub struct PriorityConfig {
     pub aging_after: Option<Duration>,
     /// `maxQueued` (default none): per model ID, most requests that may wait.
     pub max_queued: BTreeMap<String, usize>,
+    /// `minResident` (seconds, default off): how long a model that became
+    /// ready is kept from swaps for waiters of the same or lower priority
+    /// (a model's own `minResident` replaces it).
+    pub min_resident: Option<Duration>,
+    /// `minResidentYieldsTo` (`higher`, the default, or `none`): who may stop
+    /// a model inside its `minResident` window.
+    pub min_resident_yields_to: crate::scheduler::ResidencyYield,
 }
 
 impl Config {

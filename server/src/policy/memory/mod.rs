@@ -220,6 +220,9 @@ pub struct Resident {
     pub gpus: Vec<usize>,
     /// Bytes it holds on each of them (its share, or less while asleep).
     pub held: u64,
+    /// Bytes it would still hold on each of them once evicted (a model with a
+    /// sleep mode put to sleep keeps its sleep memory; 0 when it stops).
+    pub kept: u64,
     /// It cannot be stopped now: requests in flight, or a start or stop under way.
     pub busy: bool,
     /// Highest rank of the requests waiting for it, if any.
@@ -236,10 +239,18 @@ impl Resident {
             model,
             gpus,
             held,
+            kept: 0,
             busy: false,
             waiting: None,
             last_used: 0,
         }
+    }
+}
+
+impl Resident {
+    /// What evicting it frees on each of its GPUs.
+    fn frees(&self) -> u64 {
+        self.held.saturating_sub(self.kept)
     }
 }
 
@@ -453,7 +464,7 @@ impl Memory {
             .copied()
             .filter(|r| {
                 r.model != target
-                    && r.held > 0
+                    && r.frees() > 0
                     && !self.models[r.model].persistent
                     && r.gpus.iter().any(|g| deficit.contains_key(g))
             })
@@ -475,7 +486,7 @@ impl Memory {
             }
             for g in &v.gpus {
                 if let Some(d) = deficit.get_mut(g) {
-                    *d -= i128::from(v.held);
+                    *d -= i128::from(v.frees());
                 }
             }
             chosen.push(v);
@@ -488,14 +499,15 @@ impl Memory {
         while i > 0 {
             i -= 1;
             let v = chosen[i];
-            let still = v
-                .gpus
-                .iter()
-                .all(|g| deficit.get(g).is_none_or(|&d| d + i128::from(v.held) <= 0));
+            let still = v.gpus.iter().all(|g| {
+                deficit
+                    .get(g)
+                    .is_none_or(|&d| d + i128::from(v.frees()) <= 0)
+            });
             if still {
                 for g in &v.gpus {
                     if let Some(d) = deficit.get_mut(g) {
-                        *d += i128::from(v.held);
+                        *d += i128::from(v.frees());
                     }
                 }
                 chosen.remove(i);
@@ -536,7 +548,7 @@ impl Memory {
                 let freed: u64 = stopped
                     .iter()
                     .filter(|r| r.gpus.contains(&g))
-                    .map(|r| r.held)
+                    .map(|r| r.frees())
                     .sum();
                 self.usable[g]
                     .saturating_sub(used[g].saturating_sub(freed))

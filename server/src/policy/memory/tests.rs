@@ -227,3 +227,21 @@ fn subsets_are_every_choice_in_order() {
     assert_eq!(subsets(3, 2), vec![vec![0, 1], vec![0, 2], vec![1, 2]]);
     assert_eq!(subsets(2, 0), vec![Vec::<usize>::new()]);
 }
+
+#[test]
+fn a_model_that_will_sleep_frees_only_what_it_does_not_keep_asleep() {
+    // 24 GiB; a holds 20 and keeps 4 asleep, so putting it to sleep frees 16.
+    let mem = memory(&[24], 0, &[m(20), m(18), m(3)]);
+    let sleeper = Resident {
+        kept: 4 * GIB,
+        ..on(0, 0, 20)
+    };
+    let plan = mem.plan(1, &[sleeper.clone(), on(2, 0, 0)]).unwrap();
+    assert_eq!(plan.evict, [0]);
+    // 20 + 1 held: freeing a's 16 leaves 24 - 4 - 1 = 19 for b's 18.
+    let plan = mem.plan(1, &[sleeper.clone(), on(2, 0, 1)]).unwrap();
+    assert_eq!(plan.evict, [0]);
+    // With 3 held beside it, 24 - 4 - 3 = 17 < 18: c stops as well.
+    let plan = mem.plan(1, &[sleeper, on(2, 0, 3)]).unwrap();
+    assert_eq!(plan.evict, [0, 2]);
+}

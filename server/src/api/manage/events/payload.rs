@@ -58,6 +58,22 @@ pub(super) struct ModelRow {
     strategy: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     targets: Vec<String>,
+    /// Under the memory router: the GPUs the model is placed on, each with
+    /// the bytes used and free on it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    gpus: Vec<GpuRow>,
+    /// Under the memory router: bytes the model holds on each of its GPUs
+    /// (asleep, what its sleep mode keeps).
+    #[serde(skip_serializing_if = "is_zero")]
+    memory: u64,
+}
+
+/// One GPU a model is placed on, for the `modelStatus` event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(super) struct GpuRow {
+    id: u32,
+    used: u64,
+    free: u64,
 }
 
 /// Every configured model, sorted by ID, with its state.
@@ -70,6 +86,26 @@ pub(super) fn model_rows(
         .running
         .iter()
         .map(|m| (m.model.as_str(), m.state))
+        .collect();
+    let placed: BTreeMap<&str, (Vec<GpuRow>, u64)> = snapshot
+        .running
+        .iter()
+        .filter(|m| !m.gpus.is_empty())
+        .map(|m| {
+            let gpus = m
+                .gpus
+                .iter()
+                .map(|&id| {
+                    let usage = snapshot.gpus.iter().find(|g| g.id == id);
+                    GpuRow {
+                        id,
+                        used: usage.map_or(0, |g| g.used),
+                        free: usage.map_or(0, |g| g.free),
+                    }
+                })
+                .collect();
+            (m.model.as_str(), (gpus, m.memory))
+        })
         .collect();
     let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in &snapshot.queue {
@@ -97,6 +133,13 @@ pub(super) fn model_rows(
             .get(m.config.id.as_str())
             .copied()
             .unwrap_or_default(),
+        gpus: placed
+            .get(m.config.id.as_str())
+            .map(|(gpus, _)| gpus.clone())
+            .unwrap_or_default(),
+        memory: placed
+            .get(m.config.id.as_str())
+            .map_or(0, |(_, memory)| *memory),
         ..ModelRow::default()
     });
     // A selector is as warm as its warmest target.
@@ -196,12 +239,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 fn state_name(state: Option<ModelState>) -> &'static str {
-    match state {
-        Some(ModelState::Starting) => "starting",
-        Some(ModelState::Ready) => "ready",
-        Some(ModelState::Stopping) => "stopping",
-        _ => "stopped",
-    }
+    state.map_or("stopped", ModelState::as_str)
 }
 
 /// One waiting request, for the `queue` event: where it stands, and how long

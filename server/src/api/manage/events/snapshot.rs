@@ -5,13 +5,15 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::router::{QueueEntry, RouterHandle, RunningModel};
+use crate::router::{GpuUsage, QueueEntry, RouterHandle, RunningModel};
 
 /// The router's view at one generation, shared by every subscriber.
 #[derive(Debug)]
 pub(crate) struct RouterSnapshot {
     pub(super) queue: Vec<QueueEntry>,
     pub(super) running: Vec<RunningModel>,
+    /// The memory router's GPUs (empty under the other routers).
+    pub(super) gpus: Vec<GpuUsage>,
     /// When it was taken: waits are reported as of the moment they are sent.
     pub(super) taken: Instant,
 }
@@ -37,6 +39,7 @@ impl SnapshotCache {
         let snapshot = Arc::new(RouterSnapshot {
             queue: router.queue().await,
             running: router.running().await,
+            gpus: router.gpus().await,
             taken: Instant::now(),
         });
         *latest = Some((generation, Arc::clone(&snapshot)));
