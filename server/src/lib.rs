@@ -68,12 +68,11 @@
 //! | `priority` | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 //! | `names` | where a requested name leads (profile pin, selector, local model, peer model): the one resolution, used by the config's checks and the request path; pure |
 
-// `api`, `peers`, `policy`, `proxy` and `upstream` are still public, hidden from the
-// docs: made private, they show dead code to sort out first (issue 32). Code outside
-// the crate reaches them through `testing` already.
+// `policy` and `upstream` are still public, hidden from the docs: made private, they
+// show dead code to sort out first (issue 32). Code outside the crate reaches them
+// through `testing` already.
 mod activity;
-#[doc(hidden)]
-pub mod api;
+mod api;
 mod capture;
 pub mod config;
 mod errors;
@@ -83,13 +82,11 @@ mod launcher;
 pub mod logging;
 mod metrics;
 mod names;
-#[doc(hidden)]
-pub mod peers;
+mod peers;
 #[doc(hidden)]
 pub mod policy;
 mod priority;
-#[doc(hidden)]
-pub mod proxy;
+mod proxy;
 mod router;
 mod scheduler;
 mod selection;

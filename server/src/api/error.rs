@@ -20,7 +20,7 @@ use crate::scheduler::RouteError;
 /// with an honest status.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The body of a model-dispatched request is not valid JSON.
     #[error(
         "the request body is not valid JSON ({source}); send a JSON object with a \"model\" field"
@@ -418,7 +418,7 @@ pub enum ApiError {
 /// texts are llama-swap's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum NotLoadedReason {
+pub(crate) enum NotLoadedReason {
     /// An `/upstream/<model>/<path>` whose path matches `upstream.ignorePaths`.
     IgnoredPath,
     /// A websocket upgrade to a model with `compat.ignoreWebsockets`.
@@ -439,7 +439,7 @@ impl NotLoadedReason {
 
 /// The `(status, type, code)` triple of an error, fixed per situation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ErrorKind {
+pub(crate) struct ErrorKind {
     /// The HTTP status.
     pub status: StatusCode,
     /// The envelope's `type`.
@@ -463,7 +463,7 @@ pub(crate) fn error_type_for(status: StatusCode) -> &'static str {
 
 impl ApiError {
     /// The status, `type` and `code` of this error (docs/ERRORS.md).
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         let (status, code) = match self {
             Self::InvalidJson { .. } => (StatusCode::BAD_REQUEST, "invalid_json"),
             Self::ModelMissing => (StatusCode::BAD_REQUEST, "model_missing"),
@@ -532,12 +532,12 @@ impl ApiError {
     }
 
     /// The HTTP status of this error.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         self.kind().status
     }
 
     /// The query parameter at fault, for the envelope's `param`.
-    pub fn param(&self) -> Option<&'static str> {
+    pub(crate) fn param(&self) -> Option<&'static str> {
         match self {
             Self::BadParameter { param, .. } => Some(param),
             _ => None,
@@ -546,7 +546,7 @@ impl ApiError {
 
     /// The JSON envelope, serialised: llama-swap's
     /// `{"src":"llama-swap","error":{"message","type","param","code"}}`.
-    pub fn envelope(&self) -> Bytes {
+    pub(crate) fn envelope(&self) -> Bytes {
         let kind = self.kind();
         let body = serde_json::json!({
             "src": "llama-swap",
@@ -562,7 +562,7 @@ impl ApiError {
 
     /// The error as the last frames of an SSE stream that already answered 200:
     /// one `data:` frame holding the envelope, then `data: [DONE]`.
-    pub fn sse_frames(&self) -> Bytes {
+    pub(crate) fn sse_frames(&self) -> Bytes {
         let envelope = self.envelope();
         let mut out = Vec::with_capacity(envelope.len() + 32);
         out.extend_from_slice(b"data: ");

@@ -86,13 +86,10 @@ mod paths;
 mod routes;
 mod state;
 
-pub use crate::selection::SelectError;
-pub use error::{ApiError, ErrorKind, NotLoadedReason};
-// For the proxy's tests, which need a body's error frames.
+// For the proxy's tests, which need a body's error frames and the envelope of an error.
 #[cfg(test)]
-pub(crate) use error::stream_error_frames;
-pub use front::auth_limit;
-pub use model::body::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT;
+pub(crate) use error::{ApiError, stream_error_frames};
+pub(crate) use front::auth_limit;
 pub(crate) use routes::App;
-pub use routes::app;
-pub use state::{AppState, AppStateBuilder, DEFAULT_MAX_BODY_BYTES, HttpOptions};
+pub use state::HttpOptions;
+pub(crate) use state::{AppState, AppStateBuilder};

@@ -56,7 +56,7 @@ impl App {
 }
 
 /// Builds the axum application for `state`.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     let mut router = Router::new();
     for endpoint in endpoints() {
         let route = match endpoint.allow {

@@ -19,7 +19,7 @@
 
 /// What a peer said about itself, for one model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerStatus {
+pub(crate) struct PeerStatus {
     /// The model's state on the peer.
     pub model: ModelOnPeer,
     /// Requests waiting in the peer's queue (all models), when it reports one.
@@ -28,7 +28,7 @@ pub struct PeerStatus {
 
 /// A model's state on a peer, from its `GET /running`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ModelOnPeer {
+pub(crate) enum ModelOnPeer {
     /// Ready to serve.
     Ready,
     /// Being started.
@@ -39,7 +39,7 @@ pub enum ModelOnPeer {
 
 /// One peer of the pool as the choice sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// The peer's index.
     pub peer: usize,
     /// Its last known status; `None` when it could not be read.
@@ -69,7 +69,7 @@ impl Candidate {
 
 /// The peer the rule above picks; `None` only for an empty pool.
 #[must_use]
-pub fn choose(candidates: &[Candidate]) -> Option<usize> {
+pub(crate) fn choose(candidates: &[Candidate]) -> Option<usize> {
     candidates
         .iter()
         .enumerate()

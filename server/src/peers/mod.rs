@@ -29,8 +29,7 @@ use std::sync::{Mutex, PoisonError};
 use http::{HeaderMap, HeaderValue, header};
 use prometheus_client::metrics::gauge::Gauge;
 
-pub use choose::{Candidate, ModelOnPeer, PeerStatus, choose};
-pub use status::{STATUS_TIMEOUT, STATUS_TTL};
+pub(crate) use choose::{Candidate, choose};
 
 #[cfg(doc)]
 use crate::config::DEFAULT_PEER_CONCURRENCY_LIMIT;
@@ -44,7 +43,7 @@ const X_API_KEY: &str = "x-api-key";
 
 /// One configured peer, ready to forward to.
 #[derive(Debug)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Its configuration.
     pub config: PeerConfig,
     /// The client with its `timeouts`.
@@ -56,7 +55,7 @@ pub struct Peer {
 
 /// Every peer of one served configuration.
 #[derive(Debug, Default)]
-pub struct Peers {
+pub(crate) struct Peers {
     peers: Vec<Peer>,
     /// Held while a pool's choice is made and counted, so two requests
     /// arriving together see each other's in-flight count.
@@ -66,7 +65,7 @@ pub struct Peers {
 /// A request on its way to one peer: counted in flight until dropped (it
 /// lives in the response body, so until the body ends).
 #[derive(Debug)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     gauge: Gauge,
 }
 
@@ -79,7 +78,7 @@ impl Drop for InFlight {
 /// Why [`Peers::pick`] found no peer for a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum PickError {
+pub(crate) enum PickError {
     /// The route belongs to another configuration (one a reload replaced).
     #[error("the route belongs to a configuration that was replaced")]
     Gone,
@@ -98,7 +97,7 @@ pub enum PickError {
 
 /// The peer a request goes to.
 #[derive(Debug)]
-pub struct Picked {
+pub(crate) struct Picked {
     /// Index of the peer.
     pub peer: usize,
     /// The model as the peer names it.
@@ -110,7 +109,7 @@ pub struct Picked {
 impl Peers {
     /// The peers of `configs` (sorted by ID), each with a client made by
     /// `client_for` for its timeouts, counted in `metrics`.
-    pub fn new(
+    pub(crate) fn new(
         configs: &[PeerConfig],
         mut client_for: impl FnMut(&Timeouts) -> Proxy,
         metrics: &Metrics,
@@ -129,35 +128,14 @@ impl Peers {
         }
     }
 
-    /// True when no peer is configured.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
-    }
-
     /// The peer at `index`.
     #[must_use]
-    pub fn get(&self, index: usize) -> Option<&Peer> {
+    pub(crate) fn get(&self, index: usize) -> Option<&Peer> {
         self.peers.get(index)
     }
 
-    /// Every peer, sorted by ID.
-    pub fn iter(&self) -> impl Iterator<Item = &Peer> {
-        self.peers.iter()
-    }
-
-    /// Requests this server has in flight to each peer, by ID.
-    pub fn in_flight(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.peers.iter().map(|p| {
-            (
-                p.config.id.as_str(),
-                usize::try_from(p.in_flight.get()).unwrap_or(0),
-            )
-        })
-    }
-
     /// The peer `route` leads to, counted in flight. A pool reads the status
-    /// of its peers (at most once per [`STATUS_TTL`] each) and applies
+    /// of its peers (at most once per [`STATUS_TTL`](status::STATUS_TTL) each) and applies
     /// [`choose`] to those below their limit.
     ///
     /// # Errors
@@ -165,7 +143,7 @@ impl Peers {
     /// [`PickError::Busy`] when the peer (every peer of the pool) is at its
     /// `concurrencyLimit`; [`PickError::Gone`] for a route of another
     /// configuration.
-    pub async fn pick(&self, route: PeerRoute<'_>) -> Result<Picked, PickError> {
+    pub(crate) async fn pick(&self, route: PeerRoute<'_>) -> Result<Picked, PickError> {
         match route {
             PeerRoute::Peer { peer, model } => {
                 let target = self.peers.get(peer).ok_or(PickError::Gone)?;

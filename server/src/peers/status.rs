@@ -16,12 +16,12 @@ use crate::config::PeerConfig;
 use crate::proxy::{Outbound, OutboundBody, Proxy};
 
 /// How long a peer's status is used before it is read again.
-pub const STATUS_TTL: Duration = Duration::from_secs(1);
+pub(crate) const STATUS_TTL: Duration = Duration::from_secs(1);
 
 /// The longest a status read may take; a peer slower than that is taken as
 /// down for this choice (a request should not wait on a dead host's connect
 /// timeout to learn where to go).
-pub const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Status bodies larger than this are not read (a queue of thousands fits).
 const MAX_STATUS_BYTES: usize = 4 << 20;

@@ -45,7 +45,7 @@ impl<B, L> LeasedBody<B, L> {
     /// Wraps `inner`, holding `lease` until it ends. `sse`, for an event
     /// stream, renders a failure as in-band frames; `model` names the model in
     /// that error.
-    pub fn new(inner: B, lease: L, model: String, sse: Option<StreamErrorFrames>) -> Self {
+    pub(crate) fn new(inner: B, lease: L, model: String, sse: Option<StreamErrorFrames>) -> Self {
         Self {
             inner,
             lease: Some(lease),
@@ -61,7 +61,7 @@ impl<B, L> LeasedBody<B, L> {
     /// Ends the body when the upstream sends nothing for `idle` (`None`: waits
     /// as long as the client does).
     #[must_use]
-    pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
+    pub(crate) fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
         self.idle = idle;
         self
     }

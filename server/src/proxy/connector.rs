@@ -22,7 +22,7 @@ use super::tls::UpstreamTls;
 /// A transport timeout, found in a request error's source chain.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("{phase} ({} s) ran out", after.as_secs())]
-pub struct TransportTimeout {
+pub(crate) struct TransportTimeout {
     /// Which timeout.
     pub phase: TimeoutPhase,
     /// Its configured length.

@@ -3,12 +3,12 @@
 use bytes::Bytes;
 
 /// Errors a proxied body can yield.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A failure of the proxy, converted into the HTTP error by the API layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     /// The upstream refused the connection, reset it, or failed before or
     /// while answering.
     #[error("the upstream of {model} could not be reached or failed mid-response")]
@@ -62,7 +62,7 @@ pub enum ProxyError {
 /// finds it in the failed request's error chain and reports it as such.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum RequestBodyError {
+pub(crate) enum RequestBodyError {
     /// Past its size limit.
     #[error("the request body passed its {limit}-byte limit")]
     TooLarge {
@@ -83,12 +83,12 @@ pub enum RequestBodyError {
 /// How a failure after the response has started is told to an SSE client: the
 /// last frames of the stream (the HTTP layer's error envelope, then
 /// `data: [DONE]`). The proxy does not know the envelope; its owner passes this in.
-pub type StreamErrorFrames = fn(&ProxyError) -> Bytes;
+pub(crate) type StreamErrorFrames = fn(&ProxyError) -> Bytes;
 
 /// Which timeout ran out while reaching an upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum TimeoutPhase {
+pub(crate) enum TimeoutPhase {
     /// `timeouts.connect`: the TCP connection.
     #[error("timeouts.connect")]
     Connect,

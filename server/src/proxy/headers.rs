@@ -21,7 +21,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Removes hop-by-hop headers, including those listed in `Connection`.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -41,13 +41,15 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 /// The process's mark ([`HopMark::process`](super::HopMark::process)) is added
 /// to the [`VIA_HEADER`](super::VIA_HEADER) list, so a request that comes back
 /// is recognised.
-pub fn request_headers_for_upstream(headers: &mut HeaderMap) {
+#[cfg(test)]
+pub(crate) fn request_headers_for_upstream(headers: &mut HeaderMap) {
     request_headers_without_mark(headers);
     super::HopMark::process().add_to(headers);
 }
 
-/// As [`request_headers_for_upstream`] without adding a mark (the marks
-/// already there stay); [`Proxy`](super::Proxy) adds its client's own.
+/// Removes the hop-by-hop headers, `Host` and `X-Priority` without adding a
+/// mark (the marks already there stay); [`Proxy`](super::Proxy) adds its
+/// client's own.
 pub(crate) fn request_headers_without_mark(headers: &mut HeaderMap) {
     remove_hop_by_hop(headers);
     headers.remove(header::HOST);

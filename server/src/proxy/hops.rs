@@ -94,14 +94,15 @@ fn marks(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
 
 /// How many servers marked the request: the hops it already made.
 #[must_use]
-pub fn hops(headers: &HeaderMap) -> usize {
+pub(crate) fn hops(headers: &HeaderMap) -> usize {
     marks(headers).count()
 }
 
 /// Whether a request with these headers was sent upstream by this process's
 /// shared mark ([`HopMark::process`]).
+#[cfg(test)]
 #[must_use]
-pub fn came_through_here(headers: &HeaderMap) -> bool {
+pub(crate) fn came_through_here(headers: &HeaderMap) -> bool {
     PROCESS_MARK.is_on(headers)
 }
 

@@ -32,18 +32,22 @@ use crate::errors::error_chain;
 use connector::{NoTls, TlsFailed, UpstreamConnector};
 use request_body::{ContinueLatch, ExpectGate, Sent, SentSignal};
 
-pub use body::LeasedBody;
-pub use connector::TransportTimeout;
-pub use error::{BoxError, ProxyError, RequestBodyError, StreamErrorFrames, TimeoutPhase};
-pub use headers::{remove_hop_by_hop, request_headers_for_upstream};
-pub use hops::{HopMark, MAX_HOPS, VIA_HEADER, came_through_here, hops};
-pub use timeouts::{DEFAULT_BODY_IDLE, DEFAULT_RESPONSE_HEADER, Timeouts};
-pub use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
-pub use upgrade::{Cancelled, is_websocket_upgrade, splice};
+pub(crate) use body::LeasedBody;
+pub(crate) use connector::TransportTimeout;
+pub(crate) use error::{BoxError, ProxyError, RequestBodyError, StreamErrorFrames, TimeoutPhase};
+pub(crate) use headers::remove_hop_by_hop;
+pub use hops::{MAX_HOPS, VIA_HEADER};
+// For the proxy's tests, which check where a request was marked.
+#[cfg(test)]
+pub(crate) use hops::came_through_here;
+pub(crate) use hops::{HopMark, hops};
+pub use timeouts::{DEFAULT_RESPONSE_HEADER, Timeouts};
+pub(crate) use tls::{TlsSetupError, UpstreamTls, parse_pem_certificates};
+pub(crate) use upgrade::{Cancelled, is_websocket_upgrade, splice};
 
 /// A request on its way to an upstream.
 #[derive(Debug)]
-pub struct Outbound {
+pub(crate) struct Outbound {
     /// The method.
     pub method: Method,
     /// Path and query to append to the upstream's base URL, starting with `/`.
@@ -70,7 +74,7 @@ pub struct Outbound {
 
 /// The body of an [`Outbound`] request.
 #[derive(Debug)]
-pub enum OutboundBody {
+pub(crate) enum OutboundBody {
     /// A body already read (and maybe rewritten); sent with its exact length.
     Buffered(Bytes),
     /// A body streamed from the client as it arrives.
@@ -79,7 +83,7 @@ pub enum OutboundBody {
 
 impl OutboundBody {
     /// The body, when it was read whole.
-    pub fn buffered(&self) -> Option<&Bytes> {
+    pub(crate) fn buffered(&self) -> Option<&Bytes> {
         match self {
             Self::Buffered(bytes) => Some(bytes),
             Self::Streaming(_) => None,
@@ -89,7 +93,7 @@ impl OutboundBody {
 
 /// Why [`Proxy::send`] produced no response.
 #[derive(Debug)]
-pub struct SendError<L> {
+pub(crate) struct SendError<L> {
     /// What went wrong.
     pub error: ProxyError,
     /// The request and its lease, when no connection could be made and the
@@ -100,7 +104,7 @@ pub struct SendError<L> {
 /// How a [`Proxy`] reaches its upstreams.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ProxyOptions {
+pub(crate) struct ProxyOptions {
     /// Transport timeouts (default: llama-swap's).
     pub timeouts: Timeouts,
     /// TLS for `https://` upstreams (default none: `https://` URLs fail).
@@ -125,21 +129,21 @@ impl Default for ProxyOptions {
 impl ProxyOptions {
     /// Sets the transport timeouts.
     #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+    pub(crate) fn timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
         self
     }
 
     /// Sets the TLS client for `https://` upstreams.
     #[must_use]
-    pub fn tls(mut self, tls: Option<UpstreamTls>) -> Self {
+    pub(crate) fn tls(mut self, tls: Option<UpstreamTls>) -> Self {
         self.tls = tls;
         self
     }
 
     /// Sets the mark requests carry (see [`hop_mark`](Self::hop_mark)).
     #[must_use]
-    pub fn hop_mark(mut self, mark: Option<HopMark>) -> Self {
+    pub(crate) fn hop_mark(mut self, mark: Option<HopMark>) -> Self {
         self.hop_mark = mark;
         self
     }
@@ -147,7 +151,7 @@ impl ProxyOptions {
 
 /// The pooled client that forwards requests to upstreams. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     client: Client<UpstreamConnector, Body>,
     stream_error: StreamErrorFrames,
     timeouts: Timeouts,
@@ -159,12 +163,15 @@ impl Proxy {
     /// A proxy with a fresh connection pool, llama-swap's default timeouts and
     /// no TLS; an event stream that fails after its response started ends with
     /// the frames of `stream_error`.
-    pub fn new(stream_error: StreamErrorFrames) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(stream_error: StreamErrorFrames) -> Self {
         Self::with_options(stream_error, ProxyOptions::default())
     }
 
-    /// As [`new`](Self::new), reaching upstreams as `options` say.
-    pub fn with_options(stream_error: StreamErrorFrames, options: ProxyOptions) -> Self {
+    /// A proxy with a fresh connection pool, reaching upstreams as `options`
+    /// say; an event stream that fails after its response started ends with
+    /// the frames of `stream_error`.
+    pub(crate) fn with_options(stream_error: StreamErrorFrames, options: ProxyOptions) -> Self {
         let https = options.tls.is_some();
         let connector = UpstreamConnector::new(options.timeouts, options.tls);
         let client = Client::builder(TokioExecutor::new())
@@ -181,7 +188,7 @@ impl Proxy {
     }
 
     /// The timeouts this proxy applies.
-    pub fn timeouts(&self) -> &Timeouts {
+    pub(crate) fn timeouts(&self) -> &Timeouts {
         &self.timeouts
     }
 
@@ -197,7 +204,7 @@ impl Proxy {
     /// body passes its limit; [`ProxyError::BadUpstreamUrl`] for a base URL the
     /// proxy cannot use (not `http://` or `https://`) and [`ProxyError::NoTls`]
     /// for `https://` without a TLS client.
-    pub async fn forward<L>(
+    pub(crate) async fn forward<L>(
         &self,
         model: &str,
         base: &str,
@@ -220,7 +227,7 @@ impl Proxy {
     ///
     /// A [`SendError`] with the error for the client, and the request when it
     /// can be replayed.
-    pub async fn send<L>(
+    pub(crate) async fn send<L>(
         &self,
         model: &str,
         base: &str,
@@ -464,7 +471,7 @@ fn body_cut(error: &(dyn std::error::Error + 'static)) -> Option<RequestBodyErro
 }
 
 /// True for a `text/event-stream` response.
-pub fn is_event_stream(headers: &HeaderMap) -> bool {
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -11,13 +11,13 @@ pub const DEFAULT_RESPONSE_HEADER: Duration = Duration::from_secs(30 * 60);
 /// `proxy_read_timeout`. A generation that streams sends a token at least every
 /// few seconds, so a minute of silence after the headers means a stalled
 /// upstream, not a slow one.
-pub const DEFAULT_BODY_IDLE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_BODY_IDLE: Duration = Duration::from_secs(60);
 
 /// The transport timeouts of one upstream. `None` disables a timeout (a `0` in
 /// the config). The defaults are llama-swap's, which are Go's
 /// `http.DefaultTransport`'s, except `responseHeader`
 /// ([`DEFAULT_RESPONSE_HEADER`] where llama-swap has none) and `bodyIdle`
-/// (ours, [`DEFAULT_BODY_IDLE`]).
+/// (ours, `DEFAULT_BODY_IDLE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Timeouts {
@@ -39,7 +39,7 @@ pub struct Timeouts {
     pub expect_continue: Option<Duration>,
     /// `idleConn` (default 90 s): how long an idle pooled connection is kept.
     pub idle_conn: Option<Duration>,
-    /// `bodyIdle` (default [`DEFAULT_BODY_IDLE`], 60 s; llama-swap has none):
+    /// `bodyIdle` (default `DEFAULT_BODY_IDLE`, 60 s; llama-swap has none):
     /// the longest silence of a response body once its headers arrived. When
     /// it runs out the response ends (an event stream with an error frame, any
     /// other body cut off), the upstream connection is closed and the request

@@ -226,7 +226,7 @@ impl ServerCertVerifier for TrustedLeaf {
 /// # Errors
 ///
 /// A message when the text is not PEM or holds no certificate.
-pub fn parse_pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn parse_pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let mut out = Vec::new();
     for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| format!("not a PEM certificate file: {e}"))?;

@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 
 /// True for a websocket handshake: `GET` with `Connection: upgrade` and
 /// `Upgrade: websocket` (tokens compared case-insensitively, in any list).
-pub fn is_websocket_upgrade(method: &Method, headers: &HeaderMap) -> bool {
+pub(crate) fn is_websocket_upgrade(method: &Method, headers: &HeaderMap) -> bool {
     method == Method::GET
         && has_token(headers, &header::CONNECTION, "upgrade")
         && has_token(headers, &header::UPGRADE, "websocket")
@@ -53,7 +53,7 @@ pub(super) fn switched_to_websocket(status: StatusCode, headers: &HeaderMap) -> 
 
 /// Resolves when an operator cancelled the request a websocket belongs to
 /// (`POST /api/inflight/{id}/cancel`): its pipe then closes.
-pub type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Turns the upstream's `101` into the client's: the client gets the status
 /// and headers with an empty body, and a task on `tasks` pipes bytes between
@@ -66,7 +66,7 @@ pub type Cancelled = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// record), is kept by that task and ended when the pipe ends.
 ///
 /// A response that is not a `101` is returned unchanged.
-pub fn splice(
+pub(crate) fn splice(
     response: Response,
     client: OnUpgrade,
     tasks: &TaskTracker,

@@ -24,7 +24,7 @@ pub(crate) use selectors::Reservation;
 /// Why a selector could not pick a target.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SelectError {
+pub(crate) enum SelectError {
     /// Every target of a spillover selector is being stopped.
     #[error(
         "selector {selector:?} has no available spillover target: every target is being stopped"

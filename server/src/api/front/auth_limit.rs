@@ -21,14 +21,14 @@ use tokio::time::Instant;
 /// Failed attempts an address may make in a burst.
 pub const BURST: u32 = 10;
 /// Time to regain one attempt (30 a minute once the burst is spent).
-pub const REFILL: Duration = Duration::from_secs(2);
+pub(crate) const REFILL: Duration = Duration::from_secs(2);
 /// Most addresses tracked at once.
-pub const MAX_TRACKED: usize = 16_384;
+pub(crate) const MAX_TRACKED: usize = 16_384;
 
 /// Per-address buckets of failed API-key attempts. Cheap critical sections under a
 /// std mutex that is never held across an `.await`.
 #[derive(Debug, Default)]
-pub struct AuthLimiter {
+pub(crate) struct AuthLimiter {
     buckets: Mutex<HashMap<IpAddr, Bucket>>,
 }
 
@@ -59,7 +59,7 @@ fn key(ip: IpAddr) -> IpAddr {
 
 impl AuthLimiter {
     /// `Some(retry after)` when `ip` has no attempt left at `now`.
-    pub fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+    pub(crate) fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
         let buckets = self.lock();
         let tokens = buckets.get(&key(ip))?.refilled(now);
         if tokens >= 1.0 {
@@ -69,7 +69,7 @@ impl AuthLimiter {
     }
 
     /// Spends one attempt of `ip` at `now`.
-    pub fn record_failure(&self, ip: IpAddr, now: Instant) {
+    pub(crate) fn record_failure(&self, ip: IpAddr, now: Instant) {
         let mut buckets = self.lock();
         let key = key(ip);
         if !buckets.contains_key(&key) && buckets.len() >= MAX_TRACKED {
@@ -88,7 +88,8 @@ impl AuthLimiter {
     }
 
     /// Addresses tracked now.
-    pub fn tracked(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn tracked(&self) -> usize {
         self.lock().len()
     }
 

@@ -8,7 +8,7 @@
 //! waiting for its model (there may be thousands) keeps until it is answered.
 
 pub(crate) mod auth;
-pub mod auth_limit;
+pub(crate) mod auth_limit;
 pub(crate) mod request_id;
 pub(crate) mod scopes;
 

@@ -165,7 +165,9 @@ pub(crate) async fn load(
     let requested = HeaderPriority::from_headers(&headers).value();
     let priority = state.inner.trust.cap(requested, key.map(|k| k.0));
     let result = async {
-        wait_for_gate(&state).await?;
+        if state.inner.draining.is_cancelled() {
+            return Err(ApiError::ShuttingDown);
+        }
         let ticket = state
             .inner
             .router
@@ -188,21 +190,5 @@ pub(crate) async fn load(
             Json(json!({"msg": "ok"})).into_response()
         }
         Err(error) => error.into_response(),
-    }
-}
-
-/// After a reload, waits until the previous configuration's upstreams are gone.
-async fn wait_for_gate(state: &AppState) -> Result<(), ApiError> {
-    if state.inner.draining.is_cancelled() {
-        return Err(ApiError::ShuttingDown);
-    }
-    let Some(gate) = &state.inner.gate else {
-        return Ok(());
-    };
-    let mut gate = gate.clone();
-    tokio::select! {
-        biased;
-        () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
-        opened = gate.wait_for(|open| *open) => opened.map(drop).map_err(|_| ApiError::ShuttingDown),
     }
 }

@@ -27,7 +27,7 @@ use crate::api::error::ApiError;
 use crate::proxy::RequestBodyError;
 
 /// Default of [`HttpOptions::max_body_bytes_in_flight`](crate::api::HttpOptions).
-pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
 
 /// Largest buffer reserved up front from a declared `Content-Length`: a client
 /// may declare far more than it ever sends.

@@ -181,9 +181,6 @@ impl Call {
             token,
             deadline,
         });
-        if let Err(error) = wait_for_gate(&state, &model.config.id, deadline).await {
-            return Err(pending.refused(error));
-        }
         if priority.is_capped() {
             state.inner.metrics.capped();
             tracing::debug!(
@@ -520,26 +517,6 @@ fn upstream_ready(state: &AppState, model: &str) -> bool {
     supervisor
         .status(model)
         .is_none_or(|status| status.state == ProcessState::Ready)
-}
-
-/// After a reload, waits until the previous configuration's upstreams are
-/// gone; the wait counts towards the request's queue timeout.
-async fn wait_for_gate(
-    state: &AppState,
-    model: &str,
-    deadline: Option<Deadline>,
-) -> Result<(), ApiError> {
-    let Some(gate) = &state.inner.gate else {
-        return Ok(());
-    };
-    let mut gate = gate.clone();
-    let started = tokio::time::Instant::now();
-    tokio::select! {
-        biased;
-        () = state.inner.draining.cancelled() => Err(ApiError::ShuttingDown),
-        opened = gate.wait_for(|open| *open) => opened.map(drop).map_err(|_| ApiError::ShuttingDown),
-        () = until(deadline) => Err(queue_timeout(model, started, deadline)),
-    }
 }
 
 /// Resolves at the deadline; never without one.

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -23,12 +22,11 @@ use crate::upstream::Supervisor;
 /// from the defaults, then [`build`](Self::build).
 #[derive(Debug)]
 #[must_use]
-pub struct AppStateBuilder<'a> {
+pub(crate) struct AppStateBuilder<'a> {
     config: &'a Config,
     router: RouterHandle,
     supervisor: Option<Arc<Supervisor>>,
     options: HttpOptions,
-    gate: Option<watch::Receiver<bool>>,
     metrics: Option<Arc<Metrics>>,
     tls: Option<Option<UpstreamTls>>,
     system: Option<Option<Arc<crate::metrics::SystemSampler>>>,
@@ -42,7 +40,6 @@ impl<'a> AppStateBuilder<'a> {
             router,
             supervisor: None,
             options: HttpOptions::default(),
-            gate: None,
             metrics: None,
             tls: None,
             system: None,
@@ -53,7 +50,7 @@ impl<'a> AppStateBuilder<'a> {
     /// Serves `supervisor`'s output in `/logs` (default: the log endpoints
     /// serve nothing), and asks it before forwarding whether the model's
     /// process is ready (default: every granted request is forwarded).
-    pub fn supervisor(mut self, supervisor: Arc<Supervisor>) -> Self {
+    pub(crate) fn supervisor(mut self, supervisor: Arc<Supervisor>) -> Self {
         self.supervisor = Some(supervisor);
         self
     }
@@ -61,15 +58,8 @@ impl<'a> AppStateBuilder<'a> {
     /// The settings of the HTTP layer (default [`HttpOptions::default`]). The
     /// configuration's `requestBodyLimit`, when set, replaces
     /// [`HttpOptions::max_body_bytes`].
-    pub fn options(mut self, options: HttpOptions) -> Self {
+    pub(crate) fn options(mut self, options: HttpOptions) -> Self {
         self.options = options;
-        self
-    }
-
-    /// Requests wait before they are scheduled until `gate` turns `true`
-    /// (default: they never wait).
-    pub fn gate(mut self, gate: watch::Receiver<bool>) -> Self {
-        self.gate = Some(gate);
         self
     }
 
@@ -106,7 +96,7 @@ impl<'a> AppStateBuilder<'a> {
     }
 
     /// The state.
-    pub fn build(self) -> AppState {
+    pub(crate) fn build(self) -> AppState {
         let config = self.config;
         let metrics = self.metrics.unwrap_or_else(|| {
             Arc::new(Metrics::new(
@@ -237,7 +227,6 @@ impl<'a> AppStateBuilder<'a> {
                 hop_mark: options.hop_mark,
                 streams: draining.child_token(),
                 draining,
-                gate: self.gate,
                 inflight: TaskTracker::new(),
                 metrics,
                 system: self.system.unwrap_or_else(|| {

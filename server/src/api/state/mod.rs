@@ -6,7 +6,6 @@ mod builder;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -24,20 +23,21 @@ use crate::proxy::Proxy;
 use crate::router::{ModelState, RouterHandle};
 use crate::upstream::Supervisor;
 
-pub use builder::AppStateBuilder;
+pub(crate) use builder::AppStateBuilder;
 
 /// Default request body limit: large enough for audio uploads and long prompts.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// Settings of the HTTP layer that are not part of llama-swap's config file.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// Largest request body accepted (413 beyond). Default
-    /// [`DEFAULT_MAX_BODY_BYTES`].
+    /// Largest request body accepted (413 beyond). Default 32 MiB
+    /// (`DEFAULT_MAX_BODY_BYTES`).
     pub max_body_bytes: usize,
     /// Most bytes of request bodies read at once across all requests (503
-    /// `server_overloaded` beyond). Default [`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`].
+    /// `server_overloaded` beyond). Default 256 MiB
+    /// (`DEFAULT_MAX_BODY_BYTES_IN_FLIGHT`).
     pub max_body_bytes_in_flight: usize,
     /// The proxy's own log, served by `/logs` beside the upstreams' output
     /// (default none: only upstream output).
@@ -121,7 +121,7 @@ pub(crate) struct ModelEntry {
 
 /// Shared state of the HTTP handlers. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub(crate) inner: Arc<Inner>,
 }
 
@@ -159,8 +159,6 @@ pub(crate) struct Inner {
     /// alone when a reload replaces this state (the page reconnects and sees
     /// the new configuration).
     pub(crate) streams: CancellationToken,
-    /// Requests wait for `true` before they are scheduled; `None` = always open.
-    pub(crate) gate: Option<watch::Receiver<bool>>,
     /// One token per model-dispatched request, held until its response body
     /// ends; also the owner of the websocket pipes.
     pub(crate) inflight: TaskTracker,
@@ -187,13 +185,13 @@ pub(crate) struct Inner {
 
 impl AppState {
     /// A builder of the state for serving `config` through `router`.
-    pub fn builder(config: &Config, router: RouterHandle) -> AppStateBuilder<'_> {
+    pub(crate) fn builder(config: &Config, router: RouterHandle) -> AppStateBuilder<'_> {
         AppStateBuilder::new(config, router)
     }
 
     /// Resolves once no model-dispatched request is in progress any more
     /// (call [`drain`](Self::drain) first, or new ones keep arriving).
-    pub async fn wait_idle(&self) {
+    pub(crate) async fn wait_idle(&self) {
         self.inner.inflight.close();
         self.inner.inflight.wait().await;
     }
@@ -229,22 +227,12 @@ impl AppState {
     /// Starts draining: requests still waiting for a model answer 503
     /// `shutting_down`, new ones too, and log streams end. Responses already
     /// streaming are left to finish.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.inner.draining.cancel();
     }
 
-    /// The metrics `/metrics` shows.
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
-    }
-
     /// The requests in flight and the most recent finished ones.
-    pub fn activity(&self) -> &Arc<Activity> {
+    pub(crate) fn activity(&self) -> &Arc<Activity> {
         &self.inner.activity
-    }
-
-    /// The router this state dispatches to.
-    pub fn router(&self) -> &RouterHandle {
-        &self.inner.router
     }
 }

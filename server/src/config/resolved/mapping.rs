@@ -106,7 +106,7 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// [`TlsSetupError`] when a CA certificate cannot be a trust anchor.
+    /// `TlsSetupError` when a CA certificate cannot be a trust anchor.
     pub fn upstream_tls(&self) -> Result<Option<UpstreamTls>, TlsSetupError> {
         let https = self.models.iter().any(|m| m.proxy.starts_with("https://"))
             || self.peers.iter().any(|p| p.proxy.starts_with("https://"));
