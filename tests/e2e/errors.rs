@@ -140,3 +140,25 @@ async fn unload_while_waiting_is_typed_503_model_unloaded_plain_and_in_stream() 
     finish("the busy call", busy).await.unwrap();
     stack.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_upstream_that_exits_while_starting_is_typed_502_server_error_and_retryable() {
+    // mockswap refuses an unknown flag and exits before it is healthy.
+    let stack = Stack::start(&[Upstream::new("a").args("--no-such-flag")], "").await;
+    let client = llama_swap_client::Client::builder()
+        .base_url(stack.base_url())
+        .retry_policy(llama_swap_client::RetryPolicy::none())
+        .build()
+        .unwrap();
+    let err = client
+        .chat(&chat("a"), &CallOptions::new())
+        .await
+        .unwrap_err();
+    // llama-swap's type for a 502; the code says which failure it was.
+    assert_eq!(
+        api_parts(&err),
+        (502, Some("server_error"), Some("model_start_failed"))
+    );
+    assert!(err.is_retryable(), "a 502 may succeed when sent again");
+    stack.shutdown().await;
+}
