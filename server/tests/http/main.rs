@@ -35,6 +35,7 @@ mod priority;
 mod profiles;
 mod queue_timeout;
 mod reload;
+mod residency;
 mod selectors;
 mod sleep;
 mod slow_bodies;
