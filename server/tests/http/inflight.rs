@@ -347,3 +347,43 @@ async fn cancelling_an_open_websocket_to_a_peer_model_closes_it() {
     front.shutdown().await;
     back.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cancelled_request_to_a_peer_model_gets_a_503_and_the_peer_drops_it() {
+    let back = Harness::start(&[model("a", "--gate-closed")], "").await;
+    let front = Harness::start(
+        &[],
+        &format!(
+            "peers:\n  back:\n    proxy: {}\n    models: [a]\n",
+            back.base
+        ),
+    )
+    .await;
+    let mut events = Events::connect(&front, None).await;
+    let request = front.spawn(
+        front
+            .chat("back/a", None, false)
+            .header("X-Request-Id", "to-peer"),
+    );
+    let entry = events
+        .until("inflight", |p| {
+            p["operation"] == "upsert" && p["request"]["request_id"] == "to-peer"
+        })
+        .await;
+    back.wait_held("a", 1).await;
+    let id = entry["request"]["id"].as_str().unwrap();
+    assert_eq!(cancel(&front, id).await.0, 200);
+    let (status, body) = request.await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("\"cancelled\""), "{body}");
+    // The request to the peer was dropped with its connection.
+    back.wait_held("a", 0).await;
+    wait_metric(
+        &front,
+        "llamaswap_peer_requests_in_flight{peer=\"back\"} 0\n",
+    )
+    .await;
+    assert_eq!(row(&front, "to-peer").await["error"], "cancelled");
+    front.shutdown().await;
+    back.shutdown().await;
+}
