@@ -138,6 +138,11 @@ models:
         settings.min_resident_yields_to,
         llama_swap_server::testing::scheduler::ResidencyYield::Nobody
     );
+    let summary = config.summary().to_string();
+    assert!(
+        summary.contains("minResident: 30s, yields to none"),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl fmt::Display for Summary<'_> {
         let rules = &config.priority_rules;
         writeln!(
             f,
-            "priority: {}; bands: {}; aging: {}; maxQueued: {}",
+            "priority: {}; bands: {}; aging: {}; maxQueued: {}; minResident: {}",
             config.trust().describe(),
             rules.bands,
             rules
@@ -96,6 +96,15 @@ impl fmt::Display for Summary<'_> {
                     .map(|(m, n)| format!("{}={n}", shown(m)))
                     .collect::<Vec<_>>()
                     .join(", ")
+            },
+            match (rules.min_resident, rules.min_resident_yields_to) {
+                (None, _) => "off".to_owned(),
+                (Some(d), crate::scheduler::ResidencyYield::Higher) => {
+                    format!("{}, yields to higher", seconds(d))
+                }
+                (Some(d), crate::scheduler::ResidencyYield::Nobody) => {
+                    format!("{}, yields to none", seconds(d))
+                }
             },
         )?;
 
