@@ -68,9 +68,6 @@
 //! | `priority` | a request's priority: `X-Priority` parsing, trust caps, the effective value, metric bands |
 //! | `names` | where a requested name leads (profile pin, selector, local model, peer model): the one resolution, used by the config's checks and the request path; pure |
 
-// `policy` and `upstream` are still public, hidden from the docs: made private, they
-// show dead code to sort out first (issue 32). Code outside the crate reaches them
-// through `testing` already.
 mod activity;
 mod api;
 mod capture;
@@ -83,8 +80,7 @@ pub mod logging;
 mod metrics;
 mod names;
 mod peers;
-#[doc(hidden)]
-pub mod policy;
+mod policy;
 mod priority;
 mod proxy;
 mod router;
@@ -92,8 +88,7 @@ mod scheduler;
 mod selection;
 mod serve;
 mod store;
-#[doc(hidden)]
-pub mod upstream;
+mod upstream;
 pub mod version;
 
 pub use api::HttpOptions;

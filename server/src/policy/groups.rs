@@ -48,7 +48,7 @@ impl GroupSettings {
 }
 
 /// Name of the implicit group of models no configured group lists.
-pub const DEFAULT_GROUP: &str = "(default)";
+pub(crate) const DEFAULT_GROUP: &str = "(default)";
 
 /// Why a group configuration is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +93,8 @@ pub enum PolicyError {
 
 #[derive(Debug, Clone)]
 struct Group {
+    /// Only the unit tests ask a model's group by name.
+    #[cfg(test)]
     name: String,
     swap: bool,
     exclusive: bool,
@@ -101,8 +103,10 @@ struct Group {
 
 /// Validated groups, numbered like the sorted model IDs they were built from.
 #[derive(Debug, Clone)]
-pub struct Groups {
-    /// Model IDs, sorted; a model's index is its position here.
+pub(crate) struct Groups {
+    /// Model IDs, sorted; a model's index is its position here. The policy
+    /// itself works on indices; only the unit tests ask by name.
+    #[cfg(test)]
     models: Vec<String>,
     /// Group index of each model.
     group_of: Vec<usize>,
@@ -116,7 +120,7 @@ impl Groups {
     ///
     /// [`PolicyError`] when a model is in two groups, a group lists a model twice or
     /// lists an unknown one, two groups share a name, or a group is named `(default)`.
-    pub fn new(models: &[String], groups: &[GroupSettings]) -> Result<Self, PolicyError> {
+    pub(crate) fn new(models: &[String], groups: &[GroupSettings]) -> Result<Self, PolicyError> {
         let mut ids: Vec<String> = models.to_vec();
         ids.sort();
         ids.dedup();
@@ -157,6 +161,7 @@ impl Groups {
                 }
             }
             out.push(Group {
+                #[cfg(test)]
                 name: settings.name.clone(),
                 swap: settings.swap,
                 exclusive: settings.exclusive,
@@ -176,6 +181,7 @@ impl Groups {
             .collect();
         if needs_default {
             out.push(Group {
+                #[cfg(test)]
                 name: DEFAULT_GROUP.to_owned(),
                 swap: true,
                 exclusive: true,
@@ -183,6 +189,7 @@ impl Groups {
             });
         }
         Ok(Self {
+            #[cfg(test)]
             models: ids,
             group_of,
             groups: out,
@@ -193,7 +200,8 @@ impl Groups {
     ///
     /// `running` may contain `target` itself and names the policy does not know;
     /// both are ignored. An unknown `target` evicts nothing.
-    pub fn evict_for<S: AsRef<str>>(&self, target: &str, running: &[S]) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn evict_for<S: AsRef<str>>(&self, target: &str, running: &[S]) -> Vec<String> {
         let Some(t) = self.index_of(target) else {
             return Vec::new();
         };
@@ -209,11 +217,13 @@ impl Groups {
     }
 
     /// The group `model` belongs to (`(default)` for models no group lists).
-    pub fn group_of(&self, model: &str) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn group_of(&self, model: &str) -> Option<&str> {
         self.index_of(model)
             .map(|m| self.groups[self.group_of[m]].name.as_str())
     }
 
+    #[cfg(test)]
     fn index_of(&self, model: &str) -> Option<usize> {
         self.models.binary_search_by(|m| m.as_str().cmp(model)).ok()
     }

@@ -23,19 +23,20 @@
 //! the numbering the scheduler uses.
 
 mod groups;
-pub mod matrix;
-pub mod memory;
+pub(crate) mod matrix;
+pub(crate) mod memory;
 
 use std::fmt;
 
-pub use groups::{DEFAULT_GROUP, GroupSettings, Groups, PolicyError};
+pub(crate) use groups::Groups;
+pub use groups::{GroupSettings, PolicyError};
 
 /// The questions the scheduler asks about which models may run together.
 ///
 /// Models are indices into the sorted list of configured model IDs; sets are
 /// slices in ascending order, and answers are too. An index the policy does not
 /// know is never part of an answer.
-pub trait EvictionPolicy: fmt::Debug + Send + Sync {
+pub(crate) trait EvictionPolicy: fmt::Debug + Send + Sync {
     /// To run `target` while `running` are up (ready, starting or stopping; may
     /// contain `target`), the ones that must stop first. Never contains `target`.
     fn evict(&self, target: usize, running: &[usize]) -> Vec<usize>;

@@ -22,12 +22,12 @@ use tokio::sync::broadcast;
 
 /// Longest line kept as one entry; longer output is cut into several entries so a
 /// process that never writes a newline cannot grow memory without bound.
-pub const MAX_LINE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024;
 
 /// Most bytes of text one ring keeps (1 MiB): the oldest lines go first when a
 /// new one would pass it, as they do past the ring's line count. llama-swap keeps
 /// 100 KB per process; lines here are kept whole, so a little more.
-pub const DEFAULT_RING_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_RING_BYTES: usize = 1024 * 1024;
 
 /// What a line costs beyond its text: the shared allocation holding it and its
 /// slot in the ring, counted against the byte bound so that many empty lines
@@ -82,7 +82,7 @@ impl LogLine {
 }
 
 /// A line as rings keep and hand it out: shared, never copied per reader.
-pub type SharedLine = Arc<LogLine>;
+pub(crate) type SharedLine = Arc<LogLine>;
 
 /// A consistent starting point for following a model's output: nothing between the
 /// history and the first live line is lost or repeated.

@@ -68,18 +68,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use command::{CommandError, split_command};
-pub use logs::{
-    DEFAULT_RING_BYTES, LogHub, LogLimits, LogLine, LogRing, LogStream, LogSubscription,
-    MAX_LINE_BYTES, SharedLine,
-};
-pub use monitor::{
-    DEFAULT_HEALTH_CHECK_FAILURES, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FIRST_BACKOFF,
-    MAX_BACKOFF, Monitor,
-};
-pub use orphans::{MARKER_VAR, Reclaimed, adopt_orphans, reclaim};
-pub use port::ephemeral_ports;
-pub use sleep::{HttpCall, SleepCallError};
-pub use spawn::{enable_shim, run_shim_if_requested, shim_enabled};
+pub use logs::LogStream;
+pub(crate) use logs::{LogHub, LogLine, LogRing, LogSubscription, SharedLine};
+// For the log endpoints' tests, which fill a ring of their own size.
+#[cfg(test)]
+pub(crate) use logs::LogLimits;
+pub use monitor::Monitor;
+pub use orphans::adopt_orphans;
+pub(crate) use orphans::{Reclaimed, reclaim};
+pub(crate) use port::ephemeral_ports;
+pub use sleep::HttpCall;
+pub(crate) use spawn::enable_shim;
+pub use spawn::run_shim_if_requested;
 
 use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
 use crate::metrics::Metrics;

@@ -27,15 +27,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The first backoff after a failure.
-pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest backoff between two starts.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// `healthCheckFailures` when not set.
-pub const DEFAULT_HEALTH_CHECK_FAILURES: u32 = 3;
+pub(crate) const DEFAULT_HEALTH_CHECK_FAILURES: u32 = 3;
 /// `maxRestarts` when not set.
-pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+pub(crate) const DEFAULT_MAX_RESTARTS: u32 = 5;
 /// `restartWindow` when not set.
-pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(300);
 
 /// How a model's process is watched once ready and restarted when it fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use super::spawn;
 
 /// The environment variable carrying the marker:
 /// `<server pid>.<server start time>.<serial>:<model>`.
-pub const MARKER_VAR: &str = "LLAMA_SWAP_UPSTREAM";
+pub(crate) const MARKER_VAR: &str = "LLAMA_SWAP_UPSTREAM";
 
 /// How long orphans found by [`reclaim`] get after SIGTERM before SIGKILL.
 const RECLAIM_GRACE: Duration = Duration::from_secs(3);
@@ -213,7 +213,7 @@ pub struct Reclaimed {
 /// (SIGTERM, SIGKILL after a short grace) and returns what it found. Call it once
 /// when a server starts, before any upstream is spawned: a server killed with
 /// SIGKILL leaves its upstreams' descendants behind, holding GPU memory and ports.
-pub async fn reclaim() -> Vec<Reclaimed> {
+pub(crate) async fn reclaim() -> Vec<Reclaimed> {
     let found = tokio::task::spawn_blocking(|| {
         marked(|value| parse_marker(value).is_some_and(|(owner, _)| !is_running(owner)))
     })

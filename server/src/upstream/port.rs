@@ -109,7 +109,7 @@ impl std::error::Error for PortInUse {}
 /// `net.ipv4.ip_local_port_range`, which IPv6 uses too); `None` where it
 /// cannot be read.
 #[must_use]
-pub fn ephemeral_ports() -> Option<RangeInclusive<u16>> {
+pub(crate) fn ephemeral_ports() -> Option<RangeInclusive<u16>> {
     let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
     parse_port_range(&text)
 }

@@ -68,7 +68,7 @@ impl SleepSpec {
 /// Why a sleep or wake call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SleepCallError {
+pub(crate) enum SleepCallError {
     /// The URL could not be built from the proxy and the path.
     #[error("{0}")]
     Url(String),

@@ -101,17 +101,12 @@ fn shim(parent: Option<i32>, arg0: &OsStr, program: &OsStr, args: Vec<OsString>)
 /// # Errors
 ///
 /// When the spawner thread cannot be started; upstreams are then spawned directly.
-pub fn enable_shim(executable: PathBuf) -> io::Result<()> {
+pub(crate) fn enable_shim(executable: PathBuf) -> io::Result<()> {
     spawner()?;
     if cfg!(target_os = "linux") {
         let _ = SHIM.set(executable);
     }
     Ok(())
-}
-
-/// Whether upstreams are started through the shim.
-pub fn shim_enabled() -> bool {
-    SHIM.get().is_some()
 }
 
 /// The channel to the spawner thread, started on first use. The thread blocks on

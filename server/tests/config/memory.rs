@@ -5,7 +5,7 @@
 use llama_swap_server::config::{
     Config, ConfigError, GpuList, Loaded, Reason, SleepConfig, WarningKind,
 };
-use llama_swap_server::policy::memory::{Gpu, MemoryError};
+use llama_swap_server::testing::policy::memory::{Gpu, MemoryError};
 
 const GIB: u64 = 1 << 30;
 

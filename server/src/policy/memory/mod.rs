@@ -67,7 +67,7 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// Most GPUs one placement considers (choices of GPUs grow with the count).
-pub const MAX_GPUS: usize = 16;
+pub(crate) const MAX_GPUS: usize = 16;
 
 /// One GPU as configured or detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
