@@ -65,9 +65,9 @@ impl Default for ProxyLog {
 }
 
 impl ProxyLog {
-    /// An empty log keeping the last 2000 lines, at most
-    /// [`DEFAULT_RING_BYTES`](crate::upstream::DEFAULT_RING_BYTES) of them (the
-    /// oldest go first), each value cut as the tracing layer writes it.
+    /// An empty log keeping the last 2000 lines, at most 1 MiB of them
+    /// (`DEFAULT_RING_BYTES`; the oldest go first), each value cut as the
+    /// tracing layer writes it.
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -81,7 +81,7 @@ impl ProxyLog {
     }
 
     /// Appends a copy of a formatted line, in the buffer of the line it
-    /// evicts when that fits (see [`LogRing::record_copy`]).
+    /// evicts when that fits (see `LogRing::record_copy`).
     pub fn record_copy(&self, text: &str) {
         self.ring.record_copy(LogStream::Stdout, text);
     }
