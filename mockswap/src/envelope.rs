@@ -104,7 +104,9 @@ impl ApiError {
         }
     }
 
-    /// The envelope's `type`: llama-swap's for the status (see [`error_type_for`]).
+    /// The envelope's `type`: llama-swap's for the status (401 and 403
+    /// `authentication_error`, 429 `rate_limit_error`, other 4xx `invalid_request_error`,
+    /// others `server_error`).
     pub fn kind(&self) -> &'static str {
         error_type_for(self.status())
     }

@@ -236,6 +236,17 @@ impl Sqlite {
         let _ = tokio::time::timeout(READ_YOUR_WRITES, wait).await;
     }
 
+    /// Waits, without the bound a query has, until every row handed over so
+    /// far has been dealt with: a test's barrier on a loaded machine, where
+    /// writing thousands of rows may take longer than a query waits.
+    #[cfg(test)]
+    pub(crate) async fn settled(&self) {
+        let target = self.counters.sent.load(Ordering::Relaxed);
+        let dropped = || self.counters.dropped.load(Ordering::Relaxed);
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|handled| handled + dropped() >= target).await;
+    }
+
     /// One page of rows.
     ///
     /// # Errors

@@ -100,6 +100,13 @@ async fn retention_keeps_the_newest_rows_and_ids_are_not_reused() {
     for id in 1..=2500 {
         history.database().unwrap().record(row(id));
     }
+    // 2 500 rows may take longer to write under load than a query waits.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        history.database().unwrap().settled(),
+    )
+    .await
+    .expect("the writer never caught up");
     let kept = all(&history).await;
     // Pruned after every thousand rows written: at most 100 + 999 kept.
     assert!(kept.len() < 1100, "{} rows kept", kept.len());
