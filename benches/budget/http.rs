@@ -89,6 +89,16 @@ pub(crate) async fn get_json(addr: SocketAddr, path: &str) -> Res<serde_json::Va
     Ok(serde_json::from_slice(&body)?)
 }
 
+/// One GET on a fresh connection, body as text.
+pub async fn get_text(addr: SocketAddr, path: &str) -> Res<String> {
+    let mut conn = Conn::open(addr).await?;
+    let (status, body) = conn.call(get(path)?).await?;
+    if !status.is_success() {
+        return Err(format!("GET {path}: status {status}").into());
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
 /// A small non-streaming chat completion for `model`.
 pub(crate) fn chat_body(model: &str, stream: bool) -> Bytes {
     Bytes::from(

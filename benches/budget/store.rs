@@ -10,6 +10,11 @@
 //! interleaved in every round; ratios are taken per round. The target: each
 //! costs at most 5% of the throughput with both off.
 //!
+//! Rows: for the two configurations with the store on, the requests the server
+//! counted (`llamaswap_requests_total` in `/metrics`) beside the rows the history
+//! holds once the writer has caught up (`total` of `/api/metrics/activity`); the
+//! difference is what the writer dropped (a full queue) or lost (a refused batch).
+//!
 //! The memory of a full capture buffer: the server's RSS after requests whose
 //! captures overflow the buffer many times, minus its RSS before them, beside
 //! the same traffic with captures off (what the traffic itself leaves behind).
@@ -197,12 +202,74 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             ));
         }
     }
+    for (ti, server) in servers.iter().enumerate() {
+        let Some((_, addr)) = server else { continue };
+        if !matches!(ti, 1 | 3) {
+            continue;
+        }
+        match history_rows(*addr).await {
+            Ok((requests, written)) => {
+                let name = TARGETS[ti];
+                rows.push(
+                    Row::info(
+                        SECTION,
+                        format!("{name}: requests counted by the server"),
+                        Some(requests),
+                        "",
+                    )
+                    .note("llamaswap_requests_total, all outcomes, warm-ups included"),
+                );
+                rows.push(Row::info(
+                    SECTION,
+                    format!("{name}: rows in the history database"),
+                    Some(written),
+                    "",
+                ));
+                rows.push(
+                    Row::at_most(
+                        SECTION,
+                        format!("{name}: rows dropped or lost"),
+                        Some(requests - written),
+                        "",
+                        0.0,
+                    )
+                    .note("requests counted − rows kept, once the writer has caught up"),
+                );
+            }
+            Err(err) => eprintln!("store rows ({}): {err}", TARGETS[ti]),
+        }
+    }
     for server in servers.into_iter().flatten() {
         server.0.stop().await?;
     }
     rows.extend(capture_memory(ctx, dir.path(), upstream_addr).await);
     upstream.stop().await?;
     Ok(rows)
+}
+
+/// The requests a server counted and the rows its history holds, read once the
+/// row count has stopped moving (the writer batches behind the request path).
+async fn history_rows(addr: SocketAddr) -> Res<(f64, f64)> {
+    let metrics = http::get_text(addr, "/metrics").await?;
+    let requests: f64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("llamaswap_requests_total{"))
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    let mut last = None;
+    for _ in 0..20 {
+        let page = http::get_json(addr, "/api/metrics/activity?limit=1").await?;
+        let total = page["total"]
+            .as_f64()
+            .ok_or("no total in /api/metrics/activity")?;
+        if last == Some(total) {
+            return Ok((requests, total));
+        }
+        last = Some(total);
+        // Polling a count the server cannot announce: nothing to await.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err("the history's row count kept moving for 10 s".into())
 }
 
 /// Requests sent to fill the capture buffer, and the size of each prompt.
