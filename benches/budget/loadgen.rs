@@ -36,6 +36,9 @@ pub(crate) struct LoadResult {
     pub latencies: Vec<f64>,
     /// Failed requests (non-2xx or transport error) in the whole run.
     pub errors: u64,
+    /// Successful requests in the whole run, warm-up included (to divide a CPU
+    /// reading taken around the run).
+    pub completed: u64,
     /// Length of the measured window, seconds.
     pub window: f64,
 }
@@ -60,6 +63,7 @@ impl LoadResult {
 struct ClientOutcome {
     latencies: Vec<f64>,
     errors: u64,
+    completed: u64,
 }
 
 /// Runs the load and returns its figures.
@@ -78,10 +82,12 @@ pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
     }
     let mut latencies = Vec::new();
     let mut errors = 0;
+    let mut completed = 0;
     while let Some(joined) = clients.join_next().await {
         let outcome = joined??;
         latencies.extend(outcome.latencies);
         errors += outcome.errors;
+        completed += outcome.completed;
     }
     if latencies.is_empty() {
         return Err(format!(
@@ -93,6 +99,7 @@ pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
     Ok(LoadResult {
         latencies,
         errors,
+        completed,
         window: spec.measure.as_secs_f64(),
     })
 }
@@ -100,6 +107,7 @@ pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
 async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<ClientOutcome> {
     let mut latencies = Vec::with_capacity(4096);
     let mut errors = 0;
+    let mut completed = 0;
     let mut conn: Option<Conn> = None;
     loop {
         let sent = Instant::now();
@@ -118,6 +126,7 @@ async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<Clie
         let done = Instant::now();
         match outcome {
             Ok((status, _)) if status.is_success() => {
+                completed += 1;
                 if sent >= window_start && done <= end {
                     latencies.push(done.duration_since(sent).as_secs_f64());
                 }
@@ -131,5 +140,9 @@ async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<Clie
             Err(_) => errors += 1,
         }
     }
-    Ok(ClientOutcome { latencies, errors })
+    Ok(ClientOutcome {
+        latencies,
+        errors,
+        completed,
+    })
 }

@@ -13,7 +13,12 @@
 //! | [`priority`] | priority scenarios against their oracles and against FIFO without fence |
 //! | [`memory`] | server RSS idle and with 10 000 waiting requests |
 //! | [`wrk`] | the overhead comparison driven by `wrk` at 1, 64 and 256 connections |
-//! | [`store`] | the throughput cost of the history database and of captures at 64 connections (load generator and `wrk`), and the memory of a full capture buffer |
+//! | [`store`] | the throughput cost of the history database and of captures at 64 connections (load generator and `wrk`), rows written and dropped, and the memory of a full capture buffer |
+//! | [`bodyidle`] | the cost of `timeouts.bodyIdle` on streamed responses: throughput and server CPU per request, on ÷ off |
+//!
+//! `BENCH_SERVER=/path/to/llama-swap-server` runs that binary wherever the harness
+//! runs the server (default: the one beside the harness), so two builds can be
+//! compared with the same harness and references (an A/B of a change).
 //!
 //! The bare hyper proxy is this package's binary `bare-hyper-proxy`
 //! (`bare_proxy.rs`): the floor of a hyper-based proxy, what the server could
@@ -21,6 +26,7 @@
 //!
 //! Under `cargo test`/`cargo nextest` (no `--bench` argument) the binary does nothing.
 
+mod bodyidle;
 mod http;
 mod loadgen;
 mod memory;
@@ -143,6 +149,9 @@ async fn run(args: Args) -> Res<()> {
     let started = Instant::now();
     let bin = procs::bin_dir()?;
     for needed in ["mockswap", "llama-swap-server"] {
+        if needed == "llama-swap-server" && std::env::var_os(procs::SERVER_ENV).is_some() {
+            continue;
+        }
         if !bin.join(needed).is_file() {
             return Err(format!(
                 "{} is missing: run `cargo build --release -p mockswap -p llama-swap-server` (scripts/bench does)",
@@ -201,6 +210,7 @@ async fn run(args: Args) -> Res<()> {
     section!("memory", memory);
     section!("wrk", wrk);
     section!("store", store);
+    section!("bodyidle", bodyidle);
 
     println!("{}", report::plain_table(&rows));
     if let Some(out) = &args.out {

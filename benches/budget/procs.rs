@@ -212,6 +212,15 @@ pub(crate) async fn listening(
     }
 }
 
+/// The variable naming a llama-swap-server binary to run instead of the one in the
+/// harness's directory (an A/B of two builds with the same harness).
+pub const SERVER_ENV: &str = "BENCH_SERVER";
+
+/// The llama-swap-server binary the harness runs: [`SERVER_ENV`] or `bin`'s.
+pub fn server_binary(bin: &Path) -> PathBuf {
+    std::env::var_os(SERVER_ENV).map_or_else(|| bin.join("llama-swap-server"), PathBuf::from)
+}
+
 /// Starts llama-swap-server with the YAML `config` written into `dir`, logging
 /// warnings only (`RUST_LOG=warn`).
 pub(crate) async fn server(bin: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
@@ -228,7 +237,7 @@ pub(crate) async fn server_logging(
 ) -> Res<(Proc, SocketAddr)> {
     let path = dir.join("config.yaml");
     std::fs::write(&path, config)?;
-    let mut command = Command::new(bin.join("llama-swap-server"));
+    let mut command = Command::new(server_binary(bin));
     command
         .arg("--config")
         .arg(&path)
