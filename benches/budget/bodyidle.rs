@@ -112,7 +112,7 @@ struct Series {
 }
 
 /// Runs the section and returns its rows.
-pub async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
+pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let dir = ctx.tempdir()?;
     let body = stream_body();
     let wrk = crate::wrk::find();

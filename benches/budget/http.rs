@@ -90,7 +90,7 @@ pub(crate) async fn get_json(addr: SocketAddr, path: &str) -> Res<serde_json::Va
 }
 
 /// One GET on a fresh connection, body as text.
-pub async fn get_text(addr: SocketAddr, path: &str) -> Res<String> {
+pub(crate) async fn get_text(addr: SocketAddr, path: &str) -> Res<String> {
     let mut conn = Conn::open(addr).await?;
     let (status, body) = conn.call(get(path)?).await?;
     if !status.is_success() {

@@ -214,10 +214,10 @@ pub(crate) async fn listening(
 
 /// The variable naming a llama-swap-server binary to run instead of the one in the
 /// harness's directory (an A/B of two builds with the same harness).
-pub const SERVER_ENV: &str = "BENCH_SERVER";
+pub(crate) const SERVER_ENV: &str = "BENCH_SERVER";
 
 /// The llama-swap-server binary the harness runs: [`SERVER_ENV`] or `bin`'s.
-pub fn server_binary(bin: &Path) -> PathBuf {
+pub(crate) fn server_binary(bin: &Path) -> PathBuf {
     std::env::var_os(SERVER_ENV).map_or_else(|| bin.join("llama-swap-server"), PathBuf::from)
 }
 
