@@ -33,6 +33,9 @@
 //! | `llamaswap_peer_requests_in_flight` | gauge | `peer` (configured peer IDs) |
 //! | `llamaswap_peer_failures_total` | counter | `peer`, `reason` (unreachable, timeout, busy) |
 //!
+//! With `store.path` set, `llamaswap_history_rows_total{outcome}` (written,
+//! dropped, failed) counts the activity rows handed to the history database.
+//!
 //! Beside these, [`SystemSampler`] renders the host gauges llama-swap serves
 //! (and its Grafana dashboard reads) under llama-swap's names:
 //! `llamaswap_cpu_util_percent{core}`, `llamaswap_memory_{total,used,free}_bytes`,

@@ -206,6 +206,29 @@ impl Sqlite {
         &self.counters
     }
 
+    /// The rows handed over so far by what became of them, in the OpenMetrics
+    /// text format: `llamaswap_history_rows_total{outcome}` (written, dropped
+    /// because the writer was too far behind, failed in a batch the database
+    /// refused). Rows still queued are in none of them.
+    pub(crate) fn encode_metrics(&self) -> String {
+        let c = &self.counters;
+        let mut text = String::from(
+            "# HELP llamaswap_history_rows Activity rows handed to the history database (store.path), by what became of them.\n\
+             # TYPE llamaswap_history_rows counter\n",
+        );
+        for (outcome, value) in [
+            ("written", &c.written),
+            ("dropped", &c.dropped),
+            ("failed", &c.failed),
+        ] {
+            let n = value.load(Ordering::Relaxed);
+            text.push_str(&format!(
+                "llamaswap_history_rows_total{{outcome=\"{outcome}\"}} {n}\n"
+            ));
+        }
+        text
+    }
+
     /// Hands `row` to the writer; never waits. A row the writer has no room
     /// for is dropped and counted.
     pub(crate) fn record(&self, row: Arc<Finished>) {

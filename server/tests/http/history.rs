@@ -535,3 +535,31 @@ async fn rows_name_the_session_and_the_api_key_and_memory_keeps_metrics_max_in_m
     assert_eq!(by_key["total"], 2);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn metrics_count_the_rows_the_history_database_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = open(&dir.path().join("history.db"));
+    let h = Harness::start_with(&[model("a", "")], "", with_history(&history)).await;
+    for i in 0..3 {
+        chat_ok(&h, "a", &format!("q{i}"), false).await;
+    }
+    // The rows are written off the request path: the page waits for them,
+    // and after it the counters say what became of them.
+    assert_eq!(page(&h, "").await["total"], 3);
+    let metrics = h
+        .http
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (outcome, n) in [("written", 3), ("dropped", 0), ("failed", 0)] {
+        let line = format!("llamaswap_history_rows_total{{outcome=\"{outcome}\"}} {n}\n");
+        assert!(metrics.contains(&line), "no {line:?} in:\n{metrics}");
+    }
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+    h.shutdown().await;
+}

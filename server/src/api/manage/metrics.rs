@@ -20,8 +20,13 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     metrics.observe_gpus(&state.inner.router.gpus().await, &running);
     metrics.set_in_progress(state.inner.inflight.len());
     let mut text = metrics.encode();
+    // OpenMetrics ends with `# EOF`; the history's counters and the host
+    // gauges go before it.
+    if let Some(db) = state.inner.activity.history().database() {
+        let end = text.rfind("# EOF").unwrap_or(text.len());
+        text.insert_str(end, &db.encode_metrics());
+    }
     if let Some(system) = &state.inner.system {
-        // OpenMetrics ends with `# EOF`; the host gauges go before it.
         let end = text.rfind("# EOF").unwrap_or(text.len());
         text.insert_str(end, &system.encode().await);
     }
