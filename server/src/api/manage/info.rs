@@ -23,8 +23,14 @@ pub(crate) async fn version() -> axum::Json<crate::version::BuildInfo> {
 /// `GET /api/hardware`: llama-swap's hardware snapshot (schema 1); 503 when
 /// the host cannot be read.
 pub(crate) async fn hardware() -> axum::response::Response {
+    hardware_answer(crate::hardware::snapshot().await)
+}
+
+/// The answer to `GET /api/hardware` for what detection found (`None`: not
+/// even the host's memory could be read).
+fn hardware_answer(snapshot: Option<&crate::hardware::Snapshot>) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match crate::hardware::snapshot().await {
+    match snapshot {
         Some(snapshot) => axum::Json(snapshot).into_response(),
         None => ApiError::HardwareUnavailable.into_response(),
     }
@@ -367,4 +373,19 @@ fn peer_rows(state: &AppState, created: u64) -> Vec<serde_json::Value> {
             }))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn hardware_that_cannot_be_read_is_a_503_naming_it() {
+        let response = super::hardware_answer(None);
+        assert_eq!(response.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("a body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(json["error"]["code"], "hardware_unavailable", "{json}");
+        assert_eq!(json["error"]["type"], "server_error", "{json}");
+    }
 }
