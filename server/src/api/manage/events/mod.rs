@@ -219,6 +219,7 @@ impl Subscriber {
     /// After this subscriber fell `skipped` rows behind the activity feed:
     /// queues the rows it missed from the in-memory history, in order, and
     /// says how many are gone when the history no longer holds them all.
+    /// Called from [`Self::wait`], which runs only once both queues are empty.
     fn catch_up_activity(&mut self, skipped: u64) {
         let missed: Vec<_> = self
             .state
@@ -240,9 +241,12 @@ impl Subscriber {
         if lost > 0 {
             self.pending.push_back(payload::activity_dropped(lost));
         }
+        // Queued as the shared rows, serialized one at a time as the reader
+        // takes them: what a slow reader holds is references into the
+        // history, not copies. Nothing live is read before they are sent.
         for row in missed {
             self.finished_after = row.id;
-            self.pending.push_back(frame("activity", &*row));
+            self.backlog.push_back(Backlog::Activity(row));
         }
     }
 
