@@ -22,8 +22,10 @@ pub(crate) fn find() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// The generated configuration for proxying to `upstream` on `listen`.
-fn config(dir: &Path, listen: SocketAddr, upstream: SocketAddr) -> String {
+/// A generated configuration: the settings every nginx of the benchmark shares
+/// (its files under `dir`, no access log, long keep-alive), then `http_block`
+/// inside `http { }`.
+fn with_common(dir: &Path, http_block: &str) -> String {
     let dir = dir.display();
     format!(
         r#"daemon off;
@@ -41,7 +43,17 @@ http {{
     scgi_temp_path {dir}/scgi;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    upstream mock {{
+{http_block}}}
+"#
+    )
+}
+
+/// The generated configuration for proxying to `upstream` on `listen`.
+fn config(dir: &Path, listen: SocketAddr, upstream: SocketAddr) -> String {
+    with_common(
+        dir,
+        &format!(
+            r#"    upstream mock {{
         server {upstream};
         keepalive 128;
         keepalive_requests 1000000;
@@ -55,40 +67,26 @@ http {{
             proxy_buffering off;
         }}
     }}
-}}
 "#
+        ),
     )
 }
 
 /// The generated configuration of an upstream that answers every request
 /// itself: `200` with `body` as JSON.
 fn answering_config(dir: &Path, listen: SocketAddr, body: &str) -> String {
-    let dir = dir.display();
-    format!(
-        r#"daemon off;
-master_process on;
-worker_processes auto;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 120s;
-    server {{
+    with_common(
+        dir,
+        &format!(
+            r#"    server {{
         listen {listen} backlog=4096;
         location / {{
             default_type application/json;
             return 200 '{body}';
         }}
     }}
-}}
 "#
+        ),
     )
 }
 
