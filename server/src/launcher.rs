@@ -53,12 +53,17 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// Frees the memory of `model` for a swap: a model with a sleep mode is
     /// put to sleep (its process kept, woken by the next
-    /// [`ensure_ready`](Self::ensure_ready)); any other is stopped as by
-    /// [`stop`](Self::stop), which is the default.
+    /// [`ensure_ready`](Self::ensure_ready)); any other, and one whose sleep
+    /// call fails, is stopped as by [`stop`](Self::stop), which is the default.
     ///
-    /// Resolves once it sleeps or is gone.
-    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
-        self.stop(model, grace)
+    /// Resolves once it sleeps or is gone, saying which: the router counts a
+    /// model as sleeping only when it slept.
+    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, Released> {
+        let stop = self.stop(model, grace);
+        Box::pin(async move {
+            stop.await;
+            Released::Stopped
+        })
     }
 
     /// How many requests the ready upstream of `model` serves at once, if it
@@ -71,6 +76,17 @@ pub trait Launcher: Send + Sync + 'static {
         let _ = model;
         Box::pin(async { None })
     }
+}
+
+/// How [`Launcher::release`] freed a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Released {
+    /// It is asleep: its process is kept and the next start wakes it.
+    Slept,
+    /// It is stopped: it had no sleep mode, its sleep call failed, it was not
+    /// running, or its process exited.
+    Stopped,
 }
 
 /// Why a model could not be made ready.

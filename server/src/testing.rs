@@ -28,7 +28,9 @@ pub mod filters {
 
 /// The contract between the router and whatever runs upstream processes.
 pub mod launcher {
-    pub use crate::launcher::{BoxFuture, LaunchError, Launcher, PortHolder, UpstreamEvent};
+    pub use crate::launcher::{
+        BoxFuture, LaunchError, Launcher, PortHolder, Released, UpstreamEvent,
+    };
 }
 
 /// The Prometheus metrics.

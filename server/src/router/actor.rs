@@ -14,7 +14,7 @@ use super::fast::Gates;
 use super::serve_times::ServeTimes;
 use super::ticket::{Lease, Notice, Ticket, Waiter};
 use super::{Published, ReconfigureError, RouterOptions};
-use crate::launcher::{LaunchError, Launcher, UpstreamEvent};
+use crate::launcher::{LaunchError, Launcher, Released, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::priority::Priority;
 use crate::scheduler::{
@@ -59,6 +59,8 @@ enum TaskDone {
         model: String,
         /// Ready, with the slot count the upstream reported when it was asked.
         result: Result<Option<usize>, LaunchError>,
+        /// The evicted models that could sleep but were stopped instead.
+        not_slept: Vec<String>,
     },
     Stop {
         id: StopId,
@@ -391,6 +393,7 @@ impl Actor {
                         reason: format!("the launcher failed: {error}"),
                     }),
                     model,
+                    not_slept: Vec::new(),
                 },
                 Some(TaskKind::Stop { id }) => TaskDone::Stop { id },
                 None => return,
@@ -399,7 +402,15 @@ impl Actor {
         let now = self.now();
         let mut out = Vec::new();
         match done {
-            TaskDone::Swap { model, result } => {
+            TaskDone::Swap {
+                model,
+                result,
+                not_slept,
+            } => {
+                for evicted in &not_slept {
+                    tracing::info!(model = %evicted, "stopped instead of put to sleep: shown as stopped");
+                    self.scheduler.stopped_not_slept(evicted);
+                }
                 let took = self
                     .swap_started
                     .remove(&model)
@@ -633,18 +644,30 @@ impl Actor {
         let ask_slots = self.scheduler.wants_slots(&model);
         let gpus = self.scheduler.placement(&model);
         let handle = self.tasks.spawn(async move {
+            let mut not_slept = Vec::new();
             let work = async {
                 // A model with a sleep mode sleeps instead of stopping (one
                 // asleep already that the memory router evicts stops for
                 // good); each gets its own unloadTimeout as grace.
-                join_all(stops.iter().map(|s| {
+                let released = join_all(stops.iter().map(|s| {
                     if s.may_sleep {
                         launcher.release(&s.model, s.grace)
                     } else {
-                        launcher.stop(&s.model, s.grace)
+                        let stop = launcher.stop(&s.model, s.grace);
+                        Box::pin(async move {
+                            stop.await;
+                            Released::Stopped
+                        })
                     }
                 }))
                 .await;
+                // The scheduler counts a model asleep only if it slept.
+                not_slept = stops
+                    .iter()
+                    .zip(released)
+                    .filter(|(s, r)| s.may_sleep && *r != Released::Slept)
+                    .map(|(s, _)| s.model.clone())
+                    .collect();
                 match &gpus {
                     Some(gpus) => launcher.ensure_ready_on(&target, gpus).await?,
                     None => launcher.ensure_ready(&target).await?,
@@ -663,6 +686,7 @@ impl Actor {
             TaskDone::Swap {
                 model: target,
                 result,
+                not_slept,
             }
         });
         self.task_kinds

@@ -19,10 +19,16 @@ impl Scheduler {
     /// A ready or sleeping model's process exited by itself: it is stopped, and
     /// the next request for it starts it again. Ignored otherwise (a start or
     /// stop in progress reports its own outcome).
+    ///
+    /// A model a swap in progress puts to sleep that exits (it fell asleep and
+    /// died before the swap ended) counts as stopped once the swap ends.
     pub fn upstream_exited(&mut self, model: &str, out: &mut Vec<Effect>) {
         let Some(t) = self.index_of(model) else {
             return;
         };
+        if self.forget_sleep(t) {
+            return;
+        }
         if !matches!(self.state_of(t), ModelState::Ready | ModelState::Sleeping) {
             return;
         }
@@ -30,6 +36,31 @@ impl Scheduler {
         // The drain re-places the requests this exit refused.
         self.drain(out);
         self.flush_positions(out);
+    }
+
+    /// The swap that evicts `model` stopped it instead of putting it to sleep
+    /// (its sleep call failed, or it was not running awake): once the swap
+    /// ends it counts as stopped, not sleeping. Call it before
+    /// [`swap_done`](Self::swap_done); ignored for a model no swap in
+    /// progress puts to sleep.
+    pub fn stopped_not_slept(&mut self, model: &str) {
+        if let Some(e) = self.index_of(model) {
+            self.forget_sleep(e);
+        }
+    }
+
+    /// Takes evicted model `e` off the sleepers of the swap that evicts it;
+    /// whether it was one.
+    fn forget_sleep(&mut self, e: usize) -> bool {
+        let Some(t) = self.models[e].evicted_by else {
+            return false;
+        };
+        let Some(swap) = self.models[t].swap.as_mut() else {
+            return false;
+        };
+        let before = swap.sleeping.len();
+        swap.sleeping.retain(|&s| s != e);
+        swap.sleeping.len() != before
     }
 
     /// Unloads `models` (IDs or aliases; `None` = every model): their waiters fail with

@@ -81,7 +81,7 @@ pub use sleep::HttpCall;
 pub(crate) use spawn::enable_shim;
 pub use spawn::run_shim_if_requested;
 
-use crate::launcher::{BoxFuture, LaunchError, Launcher, UpstreamEvent};
+use crate::launcher::{BoxFuture, LaunchError, Launcher, Released, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::proxy::UpstreamTls;
 use actor::{ModelActor, Request};
@@ -660,17 +660,18 @@ impl Launcher for Supervisor {
         self.ensure_ready(model)
     }
 
-    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, ()> {
+    fn release(&self, model: &str, grace: Duration) -> BoxFuture<'static, Released> {
         let Some(requests) = self.requests(model) else {
-            return Box::pin(async {});
+            return Box::pin(async { Released::Stopped });
         };
         Box::pin(async move {
             let (done, done_rx) = oneshot::channel();
-            if requests.send(Request::Sleep { grace, done }).await.is_ok() {
-                // Answered once asleep or stopped, or dropped by a task that
-                // ended, which stopped the process on its way out.
-                let _ = done_rx.await;
+            if requests.send(Request::Sleep { grace, done }).await.is_err() {
+                return Released::Stopped;
             }
+            // Answered once asleep or stopped, or dropped by a task that
+            // ended, which stopped the process on its way out.
+            done_rx.await.unwrap_or(Released::Stopped)
         })
     }
 

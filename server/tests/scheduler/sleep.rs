@@ -137,6 +137,32 @@ fn a_sleeping_model_whose_process_exits_is_stopped() {
     assert_eq!(h.s.running().len(), 1);
 }
 
+#[test]
+fn a_model_stopped_instead_of_put_to_sleep_shows_as_stopped_once_the_swap_ends() {
+    let mut h = one_at_a_time();
+    h.make_ready("a");
+    h.submit("b", 0);
+    assert!(evicted_by(&h, "b")[0].may_sleep);
+    // The launcher's release said it stopped a (its sleep call failed).
+    h.s.stopped_not_slept("a");
+    h.swap_ok("b");
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Stopped));
+    assert_eq!(h.s.running().len(), 1);
+}
+
+#[test]
+fn a_model_that_fell_asleep_and_exited_before_the_swap_ended_shows_as_stopped() {
+    let mut h = one_at_a_time();
+    h.make_ready("a");
+    h.submit("b", 0);
+    // a slept, then its process died while b was still starting.
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Stopping));
+    h.exited("a");
+    h.swap_ok("b");
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Stopped));
+    assert_eq!(h.s.model_state("b"), Some(ModelState::Ready));
+}
+
 /// One 24 GiB GPU, 1 GiB reserved: `a` needs 20 GiB and keeps 2 GiB asleep,
 /// `b` needs 20 GiB, `small` 2 GiB, `tiny` 1 GiB.
 fn one_gpu() -> Harness {

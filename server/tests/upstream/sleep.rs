@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use llama_swap_server::testing::launcher::Launcher;
+use llama_swap_server::testing::launcher::{Launcher, Released, UpstreamEvent};
 use llama_swap_server::testing::upstream::{
     HttpCall, Monitor, ProcessSpec, ProcessState, SleepSpec, Supervisor,
 };
@@ -62,7 +62,8 @@ async fn a_released_vllm_model_sleeps_in_its_process_and_the_next_start_wakes_it
     within("ready", sup.ensure_ready("m")).await.unwrap();
     let pid = sup.status("m").unwrap().pid.unwrap();
 
-    within("release", sup.release("m", Duration::from_secs(10))).await;
+    let released = within("release", sup.release("m", Duration::from_secs(10))).await;
+    assert_eq!(released, Released::Slept);
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Sleeping);
     assert_eq!(
         sup.status("m").unwrap().pid,
@@ -117,7 +118,8 @@ async fn a_model_whose_sleep_call_fails_is_stopped_instead() {
     let (sup, _events) = Supervisor::new(vec![spec], 100);
     within("ready", sup.ensure_ready("m")).await.unwrap();
     let pid = sup.status("m").unwrap().pid.unwrap();
-    within("release", sup.release("m", Duration::from_secs(10))).await;
+    let released = within("release", sup.release("m", Duration::from_secs(10))).await;
+    assert_eq!(released, Released::Stopped);
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
     wait_gone(pid).await;
     sup.shutdown(Duration::from_secs(5)).await;
@@ -165,8 +167,31 @@ async fn a_model_without_a_sleep_mode_is_stopped_by_a_release() {
     let (sup, _events) = Supervisor::new(vec![spec], 100);
     within("ready", sup.ensure_ready("m")).await.unwrap();
     let pid = sup.status("m").unwrap().pid.unwrap();
-    within("release", sup.release("m", Duration::from_secs(10))).await;
+    let released = within("release", sup.release("m", Duration::from_secs(10))).await;
+    assert_eq!(released, Released::Stopped);
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
     wait_gone(pid).await;
+    sup.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_process_that_dies_asleep_is_reported_as_an_exit() {
+    let spec = spec("m", "", SleepSpec::vllm());
+    let (sup, mut events) = Supervisor::new(vec![spec], 100);
+    within("ready", sup.ensure_ready("m")).await.unwrap();
+    let pid = sup.status("m").unwrap().pid.unwrap();
+    let released = within("release", sup.release("m", Duration::from_secs(10))).await;
+    assert_eq!(released, Released::Slept);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let event = within("the exit event", events.recv()).await;
+    assert!(
+        matches!(&event, Some(UpstreamEvent::Exited { model, .. }) if model == "m"),
+        "{event:?}"
+    );
+    assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
     sup.shutdown(Duration::from_secs(5)).await;
 }

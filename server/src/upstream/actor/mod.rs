@@ -28,7 +28,7 @@ use super::logs::LogRing;
 use super::monitor::Restarts;
 use super::process::{Cutoff, Upstream, describe_exit};
 use super::{ActorConfig, ProcessSpec, ProcessState, ProcessStatus};
-use crate::launcher::{LaunchError, UpstreamEvent};
+use crate::launcher::{LaunchError, Released, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::proxy::UpstreamTls;
 
@@ -49,10 +49,11 @@ pub(crate) enum Request {
         done: oneshot::Sender<()>,
     },
     /// Free the model's memory: put a ready process to sleep when the model
-    /// has a sleep mode (answered once asleep), else as `Stop` (`sleeping.rs`).
+    /// has a sleep mode (answered `Slept` once asleep), else as `Stop`
+    /// (answered `Stopped`; `sleeping.rs`).
     Sleep {
         grace: Duration,
-        done: oneshot::Sender<()>,
+        done: oneshot::Sender<Released>,
     },
     /// Stop the process and end the task.
     Shutdown {
@@ -144,8 +145,11 @@ impl ModelActor {
                         break;
                     }
                 }
-                Some(Request::Stop { done, .. } | Request::Sleep { done, .. }) => {
+                Some(Request::Stop { done, .. }) => {
                     let _ = done.send(());
+                }
+                Some(Request::Sleep { done, .. }) => {
+                    let _ = done.send(Released::Stopped);
                 }
                 Some(Request::ClearFailures) => self.restarts.clear(),
                 Some(Request::Shutdown { done, .. }) => {

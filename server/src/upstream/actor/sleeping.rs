@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{FAILED_START_GRACE, ModelActor, Request as ActorRequest};
-use crate::launcher::LaunchError;
+use super::{FAILED_START_GRACE, Flow, ModelActor, Request as ActorRequest};
+use crate::launcher::{LaunchError, Released};
 use crate::upstream::health::HealthTarget;
 use crate::upstream::process::{Upstream, describe_exit};
 use crate::upstream::sleep::{SleepCallError, call};
@@ -34,25 +34,25 @@ impl ModelActor {
         &mut self,
         process: &mut Upstream,
         grace: Duration,
-        done: oneshot::Sender<()>,
+        done: oneshot::Sender<Released>,
     ) -> Slept {
         let model = self.spec.model.clone();
         let pid = process.pid();
         let Some(mode) = self.spec.sleep.clone() else {
             self.stop(process, grace).await;
-            let _ = done.send(());
+            let _ = done.send(Released::Stopped);
             return Slept::Gone;
         };
         self.publish(ProcessState::Stopping, Some(pid));
         if let Err(error) = call(&self.spec.proxy, &mode.sleep, self.tls.as_ref(), grace).await {
             tracing::warn!(model, pid, %error, "upstream did not go to sleep; stopping it instead");
             self.stop(process, grace).await;
-            let _ = done.send(());
+            let _ = done.send(Released::Stopped);
             return Slept::Gone;
         }
         tracing::info!(model, pid, "upstream asleep");
         self.publish(ProcessState::Sleeping, Some(pid));
-        let _ = done.send(());
+        let _ = done.send(Released::Slept);
         loop {
             tokio::select! {
                 () = self.cancel.cancelled() => {
@@ -64,7 +64,7 @@ impl ModelActor {
                         return self.wake(process, &mode, vec![reply]).await;
                     }
                     Some(ActorRequest::Sleep { done, .. }) => {
-                        let _ = done.send(());
+                        let _ = done.send(Released::Slept);
                     }
                     Some(ActorRequest::ClearFailures) => self.restarts.clear(),
                     Some(ActorRequest::Stop { grace, done }) => {
@@ -85,9 +85,15 @@ impl ModelActor {
                 },
                 status = process.wait() => {
                     process.finish().await;
-                    tracing::warn!(model, pid, status = %describe_exit(&status), "upstream exited while asleep");
+                    let status = describe_exit(&status);
+                    tracing::warn!(model, pid, %status, "upstream exited while asleep");
                     self.publish(ProcessState::Stopped, None);
-                    return Slept::Gone;
+                    // The router counts it asleep until told: an exit like
+                    // a ready model's, so it shows stopped everywhere.
+                    return match self.report_exit(status).await {
+                        Flow::Continue => Slept::Gone,
+                        Flow::Exit => Slept::Exit,
+                    };
                 }
             }
         }

@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use super::{FAILED_START_GRACE, Failure, Flow, ModelActor, Request, Waiters, answer};
-use crate::launcher::LaunchError;
+use crate::launcher::{LaunchError, Released};
 use crate::upstream::ProcessState;
 use crate::upstream::health::HealthTarget;
 use crate::upstream::monitor::Gate;
@@ -123,9 +123,14 @@ impl ModelActor {
                     Some(Request::EnsureReady(reply)) => waiters.push(reply),
                     // Asked again: an explicit load starts it now.
                     Some(Request::ClearFailures) => self.restarts.clear(),
-                    Some(Request::Stop { done, .. } | Request::Sleep { done, .. }) => {
+                    Some(Request::Stop { done, .. }) => {
                         answer(waiters, &Err(LaunchError::Aborted { model }));
                         let _ = done.send(());
+                        return Some(Flow::Continue);
+                    }
+                    Some(Request::Sleep { done, .. }) => {
+                        answer(waiters, &Err(LaunchError::Aborted { model }));
+                        let _ = done.send(Released::Stopped);
                         return Some(Flow::Continue);
                     }
                     Some(Request::Shutdown { done, .. }) => {
@@ -213,11 +218,18 @@ impl ModelActor {
                 request = self.requests.recv() => match request {
                     Some(Request::EnsureReady(reply)) => waiters.push(reply),
                     Some(Request::ClearFailures) => self.restarts.clear(),
-                    Some(Request::Stop { grace, done } | Request::Sleep { grace, done }) => {
+                    Some(Request::Stop { grace, done }) => {
                         tracing::info!(model, pid, "start aborted by a stop");
                         answer(waiters, &Err(LaunchError::Aborted { model }));
                         self.stop(&mut process, grace).await;
                         let _ = done.send(());
+                        return Err(Attempt::Over(Flow::Continue));
+                    }
+                    Some(Request::Sleep { grace, done }) => {
+                        tracing::info!(model, pid, "start aborted by a stop");
+                        answer(waiters, &Err(LaunchError::Aborted { model }));
+                        self.stop(&mut process, grace).await;
+                        let _ = done.send(Released::Stopped);
                         return Err(Attempt::Over(Flow::Continue));
                     }
                     Some(Request::Shutdown { grace, done }) => {
