@@ -184,22 +184,53 @@ class Phone(UiTest):
                 expect(self.page.locator("#running tr.running-row")).to_have_count(1)
             if view == "activity":
                 expect(self.page.locator("tr.activity-row").first).to_be_visible()
-            overflow = self.page.evaluate(
-                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-            )
-            self.assertLessEqual(overflow, 0, f"{view} scrolls sideways on a phone")
-            # Nothing sticks out of the screen, but inside the containers that scroll.
-            sticking_out = self.page.evaluate(
-                """() => [...document.querySelectorAll('body *')]
-                    .filter((el) => !el.closest('.table-wrap, nav, .logs, dialog, .timeline, [popover], .offscreen'))
-                    .filter((el) => el.getBoundingClientRect().right > innerWidth + 1)
-                    .map((el) => el.tagName + '.' + el.className)"""
-            )
-            self.assertEqual(sticking_out, [], f"{view} on a phone")
-        self.server.mock("alpha", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
-        self.server.mock("alpha", "POST", "/__mockswap/gate", {"open": True})
+            self.assert_fits_the_screen(view)
+        self.release("alpha")
         self.assertEqual(held.result()[0], 200)
         self.assertEqual(waiting.result()[0], 200)
+
+    def test_every_nav_entry_is_on_screen_and_clickable_in_every_view(self):
+        for view, _ in VIEWS:
+            for target, heading in VIEWS:
+                self.page.goto(f"{self.server.url}/ui/{view}")
+                link = self.page.get_by_role("navigation", name="Views").get_by_role("link", name=heading, exact=True)
+                expect(link).to_be_visible()
+                # On screen as it is (no scrolling the nav first), and the topmost
+                # element at its centre, so a tap there reaches it.
+                box = link.bounding_box()
+                self.assertIsNotNone(box, f"{heading} in {view}")
+                self.assertGreaterEqual(box["x"], 0, f"{heading} starts left of the screen in {view}")
+                self.assertLessEqual(box["x"] + box["width"], 390, f"{heading} ends right of the screen in {view}")
+                x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+                on_top = self.page.evaluate(
+                    "([x, y, name]) => document.elementFromPoint(x, y)?.closest('nav a')?.textContent === name",
+                    [x, y, heading],
+                )
+                self.assertTrue(on_top, f"{heading} is covered in {view}")
+                self.page.mouse.click(x, y)
+                expect(link).to_have_attribute("aria-current", "page")
+                expect(self.page.locator("main h1").first).to_contain_text(heading)
+
+    def assert_fits_the_screen(self, view: str):
+        overflow = self.page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        self.assertLessEqual(overflow, 0, f"{view} scrolls sideways on a phone")
+        # No table or nav scrolls sideways inside its box either: tables reflow
+        # into stacked rows, the nav wraps.
+        scrolling = self.page.evaluate(
+            """() => [...document.querySelectorAll('.table-wrap, nav, nav ul')]
+                .filter((el) => el.getClientRects().length && el.scrollWidth > el.clientWidth + 1)
+                .map((el) => el.tagName + '.' + el.className + ' ' + el.scrollWidth + '>' + el.clientWidth)"""
+        )
+        self.assertEqual(scrolling, [], f"{view} has boxes that scroll sideways on a phone")
+        # Nothing sticks out of the screen, but inside the containers meant to
+        # scroll (log text, the load test's timeline chart, dialogs, menus).
+        sticking_out = self.page.evaluate(
+            """() => [...document.querySelectorAll('body *')]
+                .filter((el) => !el.closest('.logs, dialog, .timeline, [popover], .offscreen'))
+                .filter((el) => el.getBoundingClientRect().right > innerWidth + 1)
+                .map((el) => el.tagName + '.' + el.className)"""
+        )
+        self.assertEqual(sticking_out, [], f"{view} on a phone")
 
 
 def contrast(page) -> float:

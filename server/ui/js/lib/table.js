@@ -10,7 +10,8 @@ import { pref, setPref } from "../prefs.js";
  * - id: the table's id (also the key its hidden columns are kept under)
  * - columns: [{id, label, cell(row) → Node|string, num, sort (a key, or
  *   true for the id), hideable (default true), hidden (hidden by default),
- *   className, title}]
+ *   className, title, bare (no label beside the cell when the rows are
+ *   stacked at phone width: a button that names itself)}]
  * - rowAttrs(row) → attributes of the <tr>
  * - sort: {key, order} to start with; onSort(key, order) is called on a
  *   header click (the caller sorts, locally or on the server)
@@ -92,7 +93,16 @@ export function dataTable({ id, columns, rowAttrs = () => ({}), sort = null, onS
         h(
           "tr",
           rowAttrs(row),
-          shown.map((c) => h("td", { class: [c.num ? "num" : "", c.className || ""].join(" ").trim() || null, dataset: { column: c.id } }, c.cell(row))),
+          shown.map((c) =>
+            h(
+              "td",
+              {
+                class: [c.num ? "num" : "", c.className || ""].join(" ").trim() || null,
+                dataset: { column: c.id, label: c.bare ? null : c.label },
+              },
+              c.cell(row),
+            ),
+          ),
         ),
       ),
     );
@@ -113,6 +123,21 @@ export function dataTable({ id, columns, rowAttrs = () => ({}), sort = null, onS
     },
     visibleColumns,
   };
+}
+
+/**
+ * Gives each body cell of a hand-built table its column's header as
+ * `data-label`, which the stacked rows at phone width show beside the value
+ * (dataTable's cells carry it already).
+ */
+export function labelCells(table) {
+  const labels = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.cells].forEach((cell, i) => {
+      if (labels[i]) cell.dataset.label = labels[i];
+    });
+  }
+  return table;
 }
 
 /**

@@ -10,6 +10,7 @@
 import { SESSION_ID, apiFetch, ensureOk, readSse } from "../../api.js";
 import { checkbox, field, h, replace, select, svg } from "../../lib/dom.js";
 import { duration } from "../../lib/format.js";
+import { labelCells } from "../../lib/table.js";
 import { pref, setPref } from "../../prefs.js";
 import { realModels, state, subscribe } from "../../store.js";
 import { PRIORITIES, priorityHeader } from "./common.js";
@@ -332,7 +333,7 @@ function renderSummary(el) {
   replace(
     el,
     failures,
-    h(
+    labelCells(h(
       "table",
       { "aria-label": "Latency by priority" },
       h(
@@ -347,7 +348,7 @@ function renderSummary(el) {
         ),
       ),
       h("tbody", {}, rows),
-    ),
+    )),
   );
 }
 
@@ -396,7 +397,7 @@ function renderDetails(el) {
   const now = performance.now();
   replace(
     el,
-    h(
+    labelCells(h(
       "table",
       { "aria-label": "Every request" },
       h(
@@ -421,6 +422,6 @@ function renderDetails(el) {
           ),
         ),
       ),
-    ),
+    )),
   );
 }
