@@ -8,7 +8,7 @@ import subprocess
 import threading
 
 from harness import TIMEOUT_MS, binary
-from uitest import MODELS, Model, Server, UiTest, expect
+from uitest import MODELS, Model, Server, UiTest, expect, has_class
 
 
 class Models(UiTest):
@@ -256,3 +256,85 @@ class Peers(UiTest):
         status, body = held.result()
         self.assertEqual(status, 200, body)
         expect(card).not_to_contain_text("running")
+
+
+GIB = 1024**3
+
+# One 24 GiB GPU, 1 GiB kept free: two 20 GiB models do not fit together,
+# unless one sleeps (keeping 2 GiB).
+MEMORY_ROUTER = """\
+routing:
+  router:
+    use: memory
+    settings:
+      memory:
+        gpus: [{id: 0, memory: 24GiB}]
+        reserve: 1GiB
+"""
+
+
+class MemoryPlacement(UiTest):
+    """A server of its own under the memory router (issue 28): the Models view
+    shows each GPU's used and free memory, each model's GPU and memory, and a
+    model put to sleep to make room as `sleeping`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.own = Server(
+            [
+                Model(
+                    "sleepy",
+                    "Sleepy",
+                    "Sleeps instead of stopping",
+                    yaml=["memory: 20GiB", 'sleep: {sleep: "POST /sleep?level=1", wake: "POST /wake_up", memory: 2GiB}'],
+                ),
+                Model("other", "Other", "Takes the GPU", yaml=["memory: 20GiB"]),
+            ],
+            extra_yaml=MEMORY_ROUTER,
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_each_gpu_and_model_shows_its_memory_and_a_model_put_to_sleep_shows_sleeping(self):
+        self.unload_all()
+        page = self.open("models")
+        gpu = page.locator('#gpus [data-gpu="0"]')
+        expect(gpu).to_contain_text("0 B used · 23.0 GB free of 24.0 GB")
+        expect(gpu).to_contain_text("no model")
+        self.server.json("POST", "/api/models/load/sleepy")
+        sleepy = self.card("sleepy")
+        expect(sleepy.locator(".badge")).to_have_text("ready")
+        expect(sleepy.locator(".placement")).to_contain_text("20.0 GB on GPU 0")
+        expect(sleepy.locator('.gpu-line[data-gpu="0"]')).to_contain_text("20.0 GB used · 3.00 GB free")
+        expect(gpu).to_contain_text("20.0 GB used · 3.00 GB free of 24.0 GB")
+        expect(gpu).to_contain_text("sleepy (ready)")
+        self.assertEqual(gpu.locator("meter").get_attribute("value"), str(20 * GIB))
+        # Loading the other model makes room by putting sleepy to sleep: it
+        # keeps its process and 2 GiB.
+        self.server.json("POST", "/api/models/load/other")
+        expect(sleepy.locator(".badge")).to_have_text("sleeping")
+        expect(sleepy.locator(".badge")).to_have_class(has_class("state-sleeping"))
+        expect(sleepy.locator(".badge")).to_have_attribute("title", re.compile("asleep"))
+        expect(sleepy.locator(".placement")).to_contain_text("2.00 GB on GPU 0")
+        expect(self.card("other").locator(".placement")).to_contain_text("20.0 GB on GPU 0")
+        expect(gpu).to_contain_text("22.0 GB used · 1.00 GB free of 24.0 GB")
+        expect(gpu).to_contain_text("other (ready), sleepy (sleeping)")
+        # A sleeping model counts as running; a stopped one shows no placement.
+        expect(page.locator(".toolbar h1")).to_contain_text("2 of 2 running")
+        self.unload_all()
+        expect(sleepy.locator(".badge")).to_have_text("stopped")
+        expect(sleepy.locator(".placement")).to_have_count(0)
+        expect(gpu).to_contain_text("0 B used")
+
+    def test_a_models_page_shows_its_gpu_and_memory(self):
+        self.server.json("POST", "/api/models/load/other")
+        page = self.open("models/other")
+        expect(page.locator(".model-page-head .placement")).to_contain_text("20.0 GB on GPU 0")
+        self.unload_all()
+        expect(page.locator(".model-page-head .placement")).to_have_count(0)

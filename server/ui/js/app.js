@@ -8,7 +8,7 @@
 
 import { followEvents, getJson, storeKey, storedKey } from "./api.js";
 import { appTitle, applyAppearance, onPref } from "./prefs.js";
-import { apply, setConnection, setListing, setVersion, state, subscribe } from "./store.js";
+import { apply, setConnection, setGpus, setListing, setVersion, state, subscribe } from "./store.js";
 
 /** Path segment → view: its module, its nav entry and its title. */
 const VIEWS = {
@@ -175,29 +175,42 @@ async function fetchVersion() {
   }
 }
 
-// /v1/models adds capabilities and metadata to the model rows; read again
-// when the models change, at most once per half second.
-let listingBusy = false;
-let listingAgain = false;
-subscribe(["models"], async function readListing() {
-  if (listingBusy) {
-    listingAgain = true;
-    return;
-  }
-  listingBusy = true;
-  try {
-    setListing((await getJson("/v1/models")).data);
-  } catch {
-    // The tags are extras: the list works without them.
-  }
-  setTimeout(() => {
-    listingBusy = false;
-    if (listingAgain) {
-      listingAgain = false;
-      readListing();
+/** Calls `read` now, and again after the last call, at most once per half second. */
+function throttled(read) {
+  let busy = false;
+  let again = false;
+  return async function run() {
+    if (busy) {
+      again = true;
+      return;
     }
-  }, 500);
-});
+    busy = true;
+    try {
+      await read();
+    } catch {
+      // Extras: the views work without them.
+    }
+    setTimeout(() => {
+      busy = false;
+      if (again) {
+        again = false;
+        run();
+      }
+    }, 500);
+  };
+}
+
+// /v1/models adds capabilities and metadata to the model rows, and /running
+// the GPUs' memory under the memory router; both are read again when the
+// models change.
+subscribe(
+  ["models"],
+  throttled(async () => setListing((await getJson("/v1/models")).data)),
+);
+subscribe(
+  ["models"],
+  throttled(async () => setGpus((await getJson("/running")).gpus)),
+);
 
 let events = null;
 

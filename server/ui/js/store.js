@@ -2,7 +2,7 @@
 // to the topics they show and re-render (at most once per frame) on change.
 //
 // Topics: connection, config, profiles, models, queue, inflight, activity,
-// logs, version.
+// logs, version, listing, gpus.
 
 /** Finished requests kept in the page for live views (the history itself is paged from the server). */
 export const ACTIVITY_LIMIT = 1000;
@@ -33,6 +33,8 @@ export const state = {
   version: null,
   /** /v1/models rows by id: capabilities, context length and metadata for the listed models. */
   listing: new Map(),
+  /** /running's `gpus` under the memory router: {id, memory, reserve, used, free}; empty otherwise. */
+  gpus: [],
 };
 
 const listeners = new Map();
@@ -104,6 +106,14 @@ export function modelInfo(model) {
     context_length: model.context_length || row?.context_length || row?.meta?.n_ctx || 0,
     metadata,
   };
+}
+
+/** Replaces the GPUs (/running's `gpus`). */
+export function setGpus(rows) {
+  const next = Array.isArray(rows) ? rows : [];
+  if (JSON.stringify(next) === JSON.stringify(state.gpus)) return;
+  state.gpus = next;
+  changed("gpus");
 }
 
 export function setVersion(value) {

@@ -60,7 +60,7 @@ export function setPinned(id, on) {
   setPref("pinnedModels", [...ids].sort());
 }
 
-const STATE_RANK = { ready: 0, starting: 1, stopping: 2, sleeping: 3, stopped: 4, unknown: 5 };
+const STATE_RANK = { ready: 0, starting: 1, stopping: 2, sleeping: 3, failed: 4, stopped: 5, unknown: 6 };
 
 /** The orders of the Models list: [value, label, compare]. */
 export const SORTS = [

@@ -1,6 +1,7 @@
 // The tables of waiting and running requests, shared by the Queue view and a
 // model's page: priorities and bands, waits and elapsed times that tick, who
-// sent it (address, user agent, session), bytes so far, and a Cancel button.
+// sent it (its API key's name, address, user agent, session), bytes so far,
+// and a Cancel button.
 
 import { post } from "../api.js";
 import { h, isOff, setOff } from "./dom.js";
@@ -85,6 +86,7 @@ export function waitingTable({ id = "waiting-table", withModel = true } = {}) {
   const columns = [
     { id: "position", label: "Pos.", num: true, hideable: false, cell: (r) => `#${r.position}` },
     withModel ? { id: "model", label: "Model", cell: (r) => link(r.model) } : null,
+    { id: "key", label: "Key", cell: (r) => keyCell(r.api_key ?? entryOf(r)?.api_key) },
     {
       id: "effective",
       label: "Effective",
@@ -113,7 +115,7 @@ export function waitingTable({ id = "waiting-table", withModel = true } = {}) {
     { id: "agent", label: "User agent", hidden: true, cell: (r) => userAgent(entryOf(r) || r) },
     { id: "session", label: "Session", hidden: true, cell: (r) => session(entryOf(r) || r) },
     { id: "seq", label: "Seq", num: true, className: "mono wide-only", cell: (r) => String(r.seq) },
-    { id: "cancel", label: "Cancel", hideable: false, cell: (r) => cancelCell(r, "waiting") },
+    { id: "cancel", label: "Cancel", hideable: false, bare: true, cell: (r) => cancelCell(r, "waiting") },
   ].filter(Boolean);
   return dataTable({
     id,
@@ -129,6 +131,7 @@ export function runningTable({ id = "running-table", withModel = true } = {}) {
   const columns = [
     { id: "elapsed", label: "Elapsed", num: true, hideable: false, cell: (r) => live(() => duration(elapsed(r))) },
     withModel ? { id: "model", label: "Model", cell: (r) => link(r.model) } : null,
+    { id: "key", label: "Key", cell: (r) => keyCell(r.api_key) },
     {
       id: "priority",
       label: "Priority",
@@ -148,7 +151,7 @@ export function runningTable({ id = "running-table", withModel = true } = {}) {
     { id: "session", label: "Session", cell: session },
     { id: "bytes", label: "Bytes", num: true, cell: (r) => (r.resp_bytes === undefined ? "–" : bytes(r.resp_bytes)) },
     { id: "request_id", label: "Request id", hidden: true, cell: (r) => h("span", { class: "mono" }, r.request_id || "–") },
-    { id: "cancel", label: "Cancel", hideable: false, cell: (r) => cancelCell(r, "running") },
+    { id: "cancel", label: "Cancel", hideable: false, bare: true, cell: (r) => cancelCell(r, "running") },
   ].filter(Boolean);
   return dataTable({
     id,
@@ -163,6 +166,11 @@ function cancelCell(row, kind) {
   const id = cancelId(row) ?? (kind === "waiting" ? cancelId(entryOf(row)) : null);
   if (id === null) return h("span", { class: "hint", title: "This server cannot cancel requests" }, "–");
   return cancelButton(id, `${kind} request ${id} to ${row.model}`);
+}
+
+/** Who sent it: the API key's name (the server never sends the key itself). */
+function keyCell(name) {
+  return name ? h("span", { class: "key-name", title: `API key “${name}”` }, name) : "–";
 }
 
 function userAgent(r) {

@@ -7,6 +7,7 @@ import { h, isOff, replace, setOff, tabList, tabPanel } from "../lib/dom.js";
 import { historyTable } from "../lib/history.js";
 import { logPane } from "../lib/logpane.js";
 import { capabilityBadges } from "../lib/models.js";
+import { failureBox, placement, setStateBadge } from "../lib/placement.js";
 import { runningTable, tick, waitingTable } from "../lib/requests.js";
 import { toast } from "../lib/toast.js";
 import { pref, setPref } from "../prefs.js";
@@ -28,6 +29,8 @@ export function mount(root, { id: asked }) {
   const badge = h("span", { class: "badge" });
   const caps = h("div", { class: "model-caps" });
   const facts = h("dl", { class: "pairs facts" });
+  const where = h("div", { class: "model-placement" });
+  const failure = h("div", { class: "model-failure" });
   const load = h("button", { type: "button", id: "model-load" }, "Load");
   const unload = h("button", { type: "button", class: "secondary", id: "model-unload" }, "Unload");
   const upstream = h("a", { class: "button secondary", target: "_blank", rel: "noopener", id: "model-upstream" }, "Open upstream");
@@ -37,6 +40,8 @@ export function mount(root, { id: asked }) {
     { class: "panel card model-page-head" },
     h("div", { class: "toolbar" }, heading, badge, h("div", { class: "tools" }, upstream, load, unload)),
     caps,
+    failure,
+    where,
     facts,
   );
   let tab = pref("modelTab", "activity");
@@ -81,8 +86,13 @@ export function mount(root, { id: asked }) {
     if (!m) return;
     id = m.id;
     heading.textContent = m.name || m.id;
-    badge.textContent = m.state;
-    badge.className = `badge state-${m.state}`;
+    setStateBadge(badge, m.state);
+    const placed = placement(m);
+    replace(where, placed);
+    where.hidden = !placed;
+    const failed = failureBox(m);
+    replace(failure, failed);
+    failure.hidden = !failed;
     replace(caps, capabilityBadges(m));
     const selector = m.kind === "selector";
     const peer = m.kind === "peer" || Boolean(m.peerID);
@@ -102,7 +112,7 @@ export function mount(root, { id: asked }) {
     upstream.hidden = selector || peer;
     upstream.href = `/upstream/${encodeURIComponent(m.id)}/`;
     setOff(load, pending !== null || m.state === "ready" || m.state === "starting" || m.state === "stopping");
-    setOff(unload, pending !== null || m.state === "stopped");
+    setOff(unload, pending !== null || m.state === "stopped" || m.state === "failed");
     load.textContent = pending === "load" ? "Loading…" : "Load";
     unload.textContent = pending === "unload" ? "Unloading…" : "Unload";
     load.setAttribute("aria-label", `Load ${m.id}`);

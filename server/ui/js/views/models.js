@@ -1,12 +1,14 @@
 // Models: every configured model, selector and peer model with its state,
 // live; search, sort and pinning; capability tags and metadata; Load /
-// Unload; the active profile. Rows are kept by ID and updated in place, and
+// Unload; the active profile; under the memory router each GPU's memory and
+// each model's GPUs; a failed model's reason and retry time. Rows are kept by ID and updated in place, and
 // buttons are marked aria-disabled rather than disabled, so a button keeps
 // its keyboard focus while the state it controls changes.
 
 import { post, putJson } from "../api.js";
 import { checkbox, field, h, isOff, replace, select, setOff } from "../lib/dom.js";
 import { SORTS, capabilityBadges, matches, modelPath, pinned, setPinned } from "../lib/models.js";
+import { failureBox, gpuSummary, placement, setStateBadge } from "../lib/placement.js";
 import { onPref, pref, setPref } from "../prefs.js";
 import { modelInfo, realModels, state, subscribe } from "../store.js";
 
@@ -35,6 +37,7 @@ export function mount(root) {
   const message = h("p", { class: "error", role: "alert", hidden: true });
   const count = h("span", { class: "count" });
   const list = h("div", { class: "models", role: "list", "aria-label": "Models" });
+  const gpus = h("div", { class: "gpus", id: "gpus", role: "list", "aria-label": "GPUs", hidden: true });
   const empty = h("p", { class: "empty", hidden: true }, "No models are configured.");
   const noMatch = h("p", { class: "empty", hidden: true }, "No model matches the search.");
   root.append(
@@ -53,6 +56,7 @@ export function mount(root) {
       unlisted.el,
     ),
     message,
+    gpus,
     list,
     empty,
     noMatch,
@@ -124,7 +128,7 @@ export function mount(root) {
       .filter((m) => matches(m, search.value))
       .sort((a, b) => Number(pins.has(b.id)) - Number(pins.has(a.id)) || compare(a, b));
     const models = realModels();
-    const running = models.filter((m) => m.state !== "stopped").length;
+    const running = models.filter((m) => m.state !== "stopped" && m.state !== "failed").length;
     count.textContent = `${running} of ${models.length} running`;
     setOff(unloadAll, unloadingAll || running === 0);
     unloadAll.textContent = unloadingAll ? "Unloading…" : "Unload all";
@@ -153,13 +157,21 @@ export function mount(root) {
     }
   }
 
+  function renderGpus() {
+    const cards = gpuSummary(state.gpus, state.models);
+    gpus.hidden = !cards;
+    replace(gpus, cards);
+  }
+
   const offs = [
     subscribe(["models", "listing"], render),
+    subscribe(["models", "gpus"], renderGpus),
     subscribe(["profiles"], renderProfiles),
     onPref("pinnedModels", render),
   ];
   renderProfiles();
   render();
+  renderGpus();
   return () => {
     for (const off of offs) off();
   };
@@ -176,6 +188,8 @@ function createRow(id, rerender) {
     caps: h("div", { class: "model-caps" }),
     desc: h("p", { class: "model-desc" }),
     meta: h("div", { class: "model-meta" }),
+    placement: h("div", { class: "model-placement" }),
+    failure: h("div", { class: "model-failure" }),
     counts: h("span", { class: "load-counts" }),
     error: h("p", { class: "error", role: "alert", hidden: true }),
     load: h("button", { type: "button", "aria-label": `Load ${id}` }, "Load"),
@@ -192,6 +206,8 @@ function createRow(id, rerender) {
     ),
     row.caps,
     row.desc,
+    row.failure,
+    row.placement,
     row.meta,
     h("div", { class: "model-foot" }, row.counts, row.load, row.unload),
     row.error,
@@ -261,8 +277,13 @@ function updateRow(row, model, isPinned) {
       : null,
   );
   row.meta.hidden = !metadata.length;
-  row.badge.textContent = model.state;
-  row.badge.className = `badge state-${model.state}`;
+  setStateBadge(row.badge, model.state);
+  const where = placement(model);
+  replace(row.placement, where);
+  row.placement.hidden = !where;
+  const failure = failureBox(model);
+  replace(row.failure, failure);
+  row.failure.hidden = !failure;
   row.el.dataset.state = model.state;
   row.pin.setAttribute("aria-pressed", isPinned ? "true" : "false");
   row.pin.textContent = isPinned ? "★" : "☆";
@@ -279,7 +300,7 @@ function updateRow(row, model, isPinned) {
   row.unload.hidden = selector || peer;
   const busy = BUSY.has(model.state);
   setOff(row.load, row.pending !== null || model.state === "ready" || busy);
-  setOff(row.unload, row.pending !== null || model.state === "stopped");
+  setOff(row.unload, row.pending !== null || model.state === "stopped" || model.state === "failed");
   replace(row.load, row.pending === "load" ? "Loading…" : "Load");
   replace(row.unload, row.pending === "unload" ? "Unloading…" : "Unload");
 }
