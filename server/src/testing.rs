@@ -93,7 +93,7 @@ pub mod scheduler {
 /// The upstream supervisor.
 pub mod upstream {
     pub use crate::upstream::{
-        CommandError, HttpCall, LogStream, Monitor, ProcessSpec, ProcessState, SleepSpec,
+        CommandError, Failed, HttpCall, LogStream, Monitor, ProcessSpec, ProcessState, SleepSpec,
         Supervisor, SupervisorOptions, adopt_orphans, guard_server_process, run_shim_if_requested,
         split_command,
     };

@@ -675,8 +675,15 @@ impl Metrics {
         }
     }
 
-    /// Sets the queue and model gauges from the router's view (at scrape time).
-    pub fn observe_router(&self, queue: &[QueueEntry], running: &[RunningModel]) {
+    /// Sets the queue and model gauges from the router's view and the failed
+    /// models (whose state is `failed`, whatever the router says) at scrape
+    /// time.
+    pub fn observe_router(
+        &self,
+        queue: &[QueueEntry],
+        running: &[RunningModel],
+        failed: &std::collections::BTreeSet<&str>,
+    ) {
         let models = self.model_set();
         let bands = self.band_labels();
         let mut depth: BTreeMap<(String, String), (Label, Label, i64)> = BTreeMap::new();
@@ -741,15 +748,21 @@ impl Metrics {
                     self.model_slots.remove(&label);
                 }
             }
+            let current = if failed.contains(model.as_str()) {
+                "failed"
+            } else {
+                current.as_str()
+            };
             for state in [
-                ModelState::Stopped,
-                ModelState::Starting,
-                ModelState::Ready,
-                ModelState::Stopping,
-                ModelState::Sleeping,
+                ModelState::Stopped.as_str(),
+                ModelState::Starting.as_str(),
+                ModelState::Ready.as_str(),
+                ModelState::Stopping.as_str(),
+                ModelState::Sleeping.as_str(),
+                "failed",
             ] {
                 self.model_state
-                    .get_or_create(&[("model", model.clone()), ("state", state.as_str().into())])
+                    .get_or_create(&[("model", model.clone()), ("state", state.into())])
                     .set(i64::from(state == current));
             }
         }

@@ -1,3 +1,4 @@
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,7 +57,11 @@ fn effective_priority_decides_the_band_of_an_admitted_request() {
 #[test]
 fn queue_gauges_follow_the_router_view_by_model_and_band() {
     let m = metrics();
-    m.observe_router(&[entry("a", 10), entry("a", 10), entry("b", -3)], &[]);
+    m.observe_router(
+        &[entry("a", 10), entry("a", 10), entry("b", -3)],
+        &[],
+        &BTreeSet::new(),
+    );
     let text = m.encode();
     assert!(
         text.contains("llamaswap_queue_depth{band=\"elevated\"} 2\n"),
@@ -78,7 +83,7 @@ fn queue_gauges_follow_the_router_view_by_model_and_band() {
         text.contains("llamaswap_queue_oldest_wait_seconds{band=\"low\"} 1.5\n"),
         "{text}"
     );
-    m.observe_router(&[], &[]);
+    m.observe_router(&[], &[], &BTreeSet::new());
     let text = m.encode();
     assert!(
         text.contains("llamaswap_model_queue_depth{model=\"a\",band=\"elevated\"} 0\n"),
@@ -99,6 +104,7 @@ fn model_state_gauge_marks_exactly_the_current_state() {
             gpus: Vec::new(),
             memory: 0,
         }],
+        &BTreeSet::new(),
     );
     let text = m.encode();
     assert!(
@@ -113,6 +119,19 @@ fn model_state_gauge_marks_exactly_the_current_state() {
         text.contains("llamaswap_model_state{model=\"b\",state=\"stopped\"} 1\n"),
         "{text}"
     );
+}
+
+#[test]
+fn a_failed_model_is_in_the_failed_state_and_no_other() {
+    let m = metrics();
+    m.observe_router(&[], &[], &BTreeSet::from(["b"]));
+    let text = m.encode();
+    for (state, value) in [("failed", 1), ("stopped", 0), ("ready", 0)] {
+        let line = format!("llamaswap_model_state{{model=\"b\",state=\"{state}\"}} {value}\n");
+        assert!(text.contains(&line), "{line} not in {text}");
+    }
+    let line = "llamaswap_model_state{model=\"a\",state=\"failed\"} 0\n";
+    assert!(text.contains(line), "{line} not in {text}");
 }
 
 #[test]
@@ -152,7 +171,7 @@ fn in_flight_per_model_is_shown_against_its_parallel_limit() {
         gpus: Vec::new(),
         memory: 0,
     };
-    m.observe_router(&[], &[ready(2, Some(2))]);
+    m.observe_router(&[], &[ready(2, Some(2))], &BTreeSet::new());
     let text = m.encode();
     for line in [
         "llamaswap_model_requests_in_flight{model=\"a\"} 2\n",
@@ -166,7 +185,7 @@ fn in_flight_per_model_is_shown_against_its_parallel_limit() {
         !text.contains("llamaswap_model_parallel_slots{model=\"b\"}"),
         "{text}"
     );
-    m.observe_router(&[], &[ready(1, None)]);
+    m.observe_router(&[], &[ready(1, None)], &BTreeSet::new());
     let text = m.encode();
     assert!(
         text.contains("llamaswap_model_requests_in_flight{model=\"a\"} 1\n"),

@@ -73,7 +73,7 @@ pub(crate) use logs::{LogHub, LogLine, LogRing, LogSubscription, SharedLine};
 // For the log endpoints' tests, which fill a ring of their own size.
 #[cfg(test)]
 pub(crate) use logs::LogLimits;
-pub use monitor::Monitor;
+pub use monitor::{Failed, Monitor};
 pub use orphans::adopt_orphans;
 pub(crate) use orphans::{Reclaimed, reclaim};
 pub(crate) use port::ephemeral_ports;
@@ -104,6 +104,10 @@ pub async fn guard_server_process() -> Vec<Reclaimed> {
     }
     reclaim().await
 }
+
+/// Every failed model's [`Failed`] state, by model ID, written by the owner
+/// tasks (each its own entry).
+pub(crate) type FailedModels = watch::Sender<BTreeMap<String, Arc<Failed>>>;
 
 /// Requests one model's task may have waiting before callers wait to enqueue.
 const REQUEST_QUEUE: usize = 64;
@@ -200,6 +204,8 @@ pub struct Supervisor {
     tls: RwLock<Option<UpstreamTls>>,
     /// Where upstream failures are counted.
     metrics: Option<Arc<Metrics>>,
+    /// The failed models, shown in `/running`, `/api/events` and `/metrics`.
+    failed: Arc<FailedModels>,
 }
 
 #[derive(Debug)]
@@ -375,6 +381,7 @@ impl Supervisor {
             events: Mutex::new(Some(events)),
             tls: RwLock::new(options.tls),
             metrics: options.metrics,
+            failed: Arc::new(watch::channel(BTreeMap::new()).0),
         };
         {
             let mut models = supervisor.write_models();
@@ -418,6 +425,7 @@ impl Supervisor {
             shutdown_at: self.shutdown_at.subscribe(),
             tls,
             restarts: monitor::Restarts::default(),
+            failed: Arc::clone(&self.failed),
             metrics: self.metrics.clone(),
         };
         self.tasks.spawn(actor.run());
@@ -599,6 +607,18 @@ impl Supervisor {
     /// no owner task.
     pub fn watch_status(&self, model: &str) -> Option<watch::Receiver<ProcessStatus>> {
         self.read_models().get(model).map(|h| h.status.clone())
+    }
+
+    /// The models that are failed now (`maxRestarts` failures within their
+    /// `restartWindow`), by ID: starts of them are refused until their
+    /// `retry_at_ms` or an explicit load.
+    pub fn failed(&self) -> BTreeMap<String, Arc<Failed>> {
+        self.failed.borrow().clone()
+    }
+
+    /// A receiver that sees every change of [`failed`](Self::failed).
+    pub fn watch_failed(&self) -> watch::Receiver<BTreeMap<String, Arc<Failed>>> {
+        self.failed.subscribe()
     }
 
     /// Forgets `model`'s recent failures (an explicit load): a failed model

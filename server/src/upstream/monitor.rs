@@ -22,6 +22,7 @@
 //!   with the start's error.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -114,6 +115,39 @@ pub(crate) enum Gate {
     },
 }
 
+/// A failed model as `/running`, `/api/events` and `/metrics` show it: why,
+/// and from when a new request starts it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Failed {
+    /// What the last failure was, one line (`upstream exited during start: ...`).
+    pub reason: String,
+    /// The last lines of the model's output at its last failure (its `env`
+    /// values blanked out).
+    pub last_output: String,
+    /// Failures within the window.
+    pub failures: u32,
+    /// `restartWindow`.
+    pub window: Duration,
+    /// When the last failure happened, ms since the Unix epoch.
+    pub failed_at_ms: u64,
+    /// From when a new request starts the model again (`failed_at_ms` plus
+    /// the window), ms since the Unix epoch; an explicit load clears it
+    /// before.
+    pub retry_at_ms: u64,
+}
+
+/// One failure as it is recorded.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Incident {
+    /// What happened, one line.
+    pub(crate) reason: String,
+    /// The process's last output lines.
+    pub(crate) last_output: String,
+    /// When, ms since the Unix epoch (shown; the window counts on `Instant`s).
+    pub(crate) at_ms: u64,
+}
+
 /// The failures of one model, owned by its task.
 #[derive(Debug, Default)]
 pub(crate) struct Restarts {
@@ -121,22 +155,50 @@ pub(crate) struct Restarts {
     failures: VecDeque<Instant>,
     /// Set once `max_restarts` failures fell within the window.
     failed: bool,
-    /// The output of the last failure, quoted while failed.
-    last_output: String,
+    /// The last failure, quoted while failed.
+    last: Incident,
 }
 
 impl Restarts {
-    /// Records a failure at `now` with the process's last output; `true`
-    /// when it is the one that makes the model failed.
-    pub(crate) fn record(&mut self, now: Instant, monitor: &Monitor, last_output: String) -> bool {
+    /// Records `failure` at `now`; `true` when it is the one that makes the
+    /// model failed.
+    pub(crate) fn record(&mut self, now: Instant, monitor: &Monitor, failure: Incident) -> bool {
         self.prune(now, monitor);
         self.failures.push_back(now);
-        self.last_output = last_output;
+        self.last = failure;
         let was = self.failed;
         if self.failures.len() >= monitor.max_restarts as usize {
             self.failed = true;
         }
         self.failed && !was
+    }
+
+    /// The failed state as shown, as of `now`; `None` when not failed.
+    pub(crate) fn shown(&mut self, now: Instant, monitor: &Monitor) -> Option<Arc<Failed>> {
+        self.prune(now, monitor);
+        if !self.failed {
+            return None;
+        }
+        let window_ms = u64::try_from(monitor.restart_window.as_millis()).unwrap_or(u64::MAX);
+        Some(Arc::new(Failed {
+            reason: self.last.reason.clone(),
+            last_output: self.last.last_output.clone(),
+            failures: u32::try_from(self.failures.len()).unwrap_or(u32::MAX),
+            window: monitor.restart_window,
+            failed_at_ms: self.last.at_ms,
+            retry_at_ms: self.last.at_ms.saturating_add(window_ms),
+        }))
+    }
+
+    /// When a failed model stops being failed (its window has passed since
+    /// the last failure); `None` when it is not failed.
+    pub(crate) fn failed_until(&self, monitor: &Monitor) -> Option<Instant> {
+        if !self.failed {
+            return None;
+        }
+        self.failures
+            .back()
+            .map(|&last| last + monitor.restart_window)
     }
 
     /// Forgets every failure (an explicit load).
@@ -157,7 +219,7 @@ impl Restarts {
         if self.failed {
             return Gate::Failed {
                 failures: u32::try_from(self.failures.len()).unwrap_or(u32::MAX),
-                last_output: self.last_output.clone(),
+                last_output: self.last.last_output.clone(),
             };
         }
         match self.failures.back() {
@@ -209,6 +271,14 @@ pub(crate) fn backoff(n: usize) -> Duration {
 mod tests {
     use super::*;
 
+    fn said(output: &str) -> Incident {
+        Incident {
+            reason: "exited".into(),
+            last_output: output.into(),
+            at_ms: 1_000,
+        }
+    }
+
     fn monitor() -> Monitor {
         Monitor::default().restarts(3, Duration::from_secs(100))
     }
@@ -230,14 +300,14 @@ mod tests {
         let mut r = Restarts::default();
         let t0 = Instant::now();
         assert_eq!(r.gate(t0, &m), Gate::Go);
-        r.record(t0, &m, "boom 1".into());
+        r.record(t0, &m, said("boom 1"));
         assert_eq!(r.gate(t0, &m), Gate::At(t0 + Duration::from_secs(1)));
         assert_eq!(r.gate(t0 + Duration::from_secs(1), &m), Gate::Go);
         let t1 = t0 + Duration::from_secs(1);
-        r.record(t1, &m, "boom 2".into());
+        r.record(t1, &m, said("boom 2"));
         assert_eq!(r.gate(t1, &m), Gate::At(t1 + Duration::from_secs(2)));
         let t2 = t1 + Duration::from_secs(2);
-        assert!(r.record(t2, &m, "boom 3".into()));
+        assert!(r.record(t2, &m, said("boom 3")));
         assert_eq!(
             r.gate(t2, &m),
             Gate::Failed {
@@ -245,8 +315,19 @@ mod tests {
                 last_output: "boom 3".into()
             }
         );
+        let shown = r.shown(t2, &m).expect("failed");
+        assert_eq!(
+            (
+                shown.failures,
+                shown.last_output.as_str(),
+                shown.retry_at_ms
+            ),
+            (3, "boom 3", 101_000)
+        );
+        assert_eq!(r.failed_until(&m), Some(t2 + Duration::from_secs(100)));
         // Still failed just before the window since the last failure ends.
         assert!(r.is_failed(t2 + Duration::from_secs(99), &m));
+        assert_eq!(r.shown(t2 + Duration::from_secs(100), &m), None);
         assert_eq!(r.gate(t2 + Duration::from_secs(100), &m), Gate::Go);
     }
 
@@ -255,12 +336,12 @@ mod tests {
         let m = monitor();
         let mut r = Restarts::default();
         let t0 = Instant::now();
-        r.record(t0, &m, String::new());
-        r.record(t0 + Duration::from_secs(60), &m, String::new());
+        r.record(t0, &m, Incident::default());
+        r.record(t0 + Duration::from_secs(60), &m, Incident::default());
         // The first one left the window: two failures then one, not three.
-        r.record(t0 + Duration::from_secs(120), &m, String::new());
+        r.record(t0 + Duration::from_secs(120), &m, Incident::default());
         assert!(!r.is_failed(t0 + Duration::from_secs(120), &m));
-        r.record(t0 + Duration::from_secs(121), &m, String::new());
+        r.record(t0 + Duration::from_secs(121), &m, Incident::default());
         assert!(r.is_failed(t0 + Duration::from_secs(121), &m));
         r.clear();
         assert_eq!(r.gate(t0 + Duration::from_secs(121), &m), Gate::Go);

@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::support::{Harness, LIMIT, ModelSpec, free_port, model};
+use crate::ui::Events;
 
 async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
     tokio::time::timeout(LIMIT, handle).await.unwrap().unwrap()
@@ -294,5 +295,179 @@ async fn crashing_model_is_never_forwarded_a_request_before_its_health_check_pas
             );
         }
     }
+    h.shutdown().await;
+}
+
+/// The row of model `id` in a `modelStatus` payload.
+fn status_row<'a>(models: &'a Value, id: &str) -> &'a Value {
+    models
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or(&Value::Null)
+}
+
+/// The `/running` row of `id`, if listed.
+async fn running_row(h: &Harness, id: &str) -> Option<Value> {
+    let body: Value = h
+        .http
+        .get(h.url("/running"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["model"] == id)
+        .cloned()
+}
+
+/// A mockswap that exits at once at every start (clap refuses its flag).
+fn crashing_mockswap(yaml: &'static str) -> ModelSpec {
+    ModelSpec {
+        id: "x",
+        args: "--no-such-flag",
+        yaml,
+    }
+}
+
+#[tokio::test]
+async fn a_failed_model_is_a_model_state_everywhere_until_its_window_has_passed() {
+    let h = Harness::start(&[crashing_mockswap("maxRestarts: 1\nrestartWindow: 3")], "").await;
+    let mut events = Events::connect(&h, None).await;
+    events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "stopped")
+        .await;
+    // One failure within the window is maxRestarts: failed at once.
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+
+    let models = events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "failed")
+        .await;
+    let failure = &status_row(&models, "x")["failure"];
+    assert!(
+        failure["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("exited while starting (exit status: 2)"),
+        "{failure}"
+    );
+    assert!(
+        failure["last_output"]
+            .as_str()
+            .unwrap()
+            .contains("--no-such-flag"),
+        "{failure}"
+    );
+    assert_eq!(failure["failures"], 1, "{failure}");
+    assert_eq!(failure["window_s"], 3, "{failure}");
+    let failed_at = failure["failed_at_ms"].as_u64().unwrap();
+    assert_eq!(
+        failure["retry_at_ms"].as_u64().unwrap(),
+        failed_at + 3000,
+        "{failure}"
+    );
+
+    let row = running_row(&h, "x")
+        .await
+        .expect("a failed model is in /running");
+    assert_eq!(row["state"], "failed", "{row}");
+    assert_eq!(&row["failure"], failure, "{row}");
+    let metrics = h.metrics().await;
+    for line in [
+        "llamaswap_model_state{model=\"x\",state=\"failed\"} 1\n",
+        "llamaswap_model_state{model=\"x\",state=\"stopped\"} 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    let listing: Value = h
+        .http
+        .get(h.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listing["data"][0]["status"],
+        serde_json::json!({"value": "unloaded", "failed": true}),
+        "{listing}"
+    );
+
+    // Its window passes: it leaves the failed state by itself, on the event
+    // stream as everywhere.
+    events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "stopped")
+        .await;
+    assert!(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            >= u128::from(failed_at + 3000)
+    );
+    assert_eq!(running_row(&h, "x").await, None);
+    let metrics = h.metrics().await;
+    let line = "llamaswap_model_state{model=\"x\",state=\"failed\"} 0\n";
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_explicit_load_takes_a_model_out_of_the_failed_state() {
+    let h = Harness::start(
+        &[crashing_mockswap("maxRestarts: 2\nrestartWindow: 600")],
+        "",
+    )
+    .await;
+    let mut events = Events::connect(&h, None).await;
+    // The second start (after its 1 s backoff) makes it failed.
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (502, "model_start_failed"),
+        "{body}"
+    );
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    let models = events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "failed")
+        .await;
+    assert_eq!(status_row(&models, "x")["failure"]["failures"], 2);
+
+    // The load clears it and starts the model, which fails once more: one
+    // failure of two, so stopped, not failed.
+    let load = h
+        .http
+        .post(h.url("/api/models/load/x"))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = (load.status().as_u16(), load.text().await.unwrap());
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (502, "model_start_failed"),
+        "{body}"
+    );
+    let models = events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "stopped")
+        .await;
+    assert_eq!(status_row(&models, "x").get("failure"), None);
+    assert_eq!(running_row(&h, "x").await, None);
     h.shutdown().await;
 }

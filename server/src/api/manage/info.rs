@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
+use super::events::payload::{FailureRow, failed_models, key_names};
 use super::params::PathParam;
 use crate::api::error::ApiError;
 use crate::api::state::{AppState, ModelEntry};
@@ -112,6 +113,7 @@ pub(crate) async fn models(
     let key = key.map(|k| k.0);
     let running = state.inner.router.running().await;
     let loaded: BTreeSet<&str> = running.iter().map(|m| m.model.as_str()).collect();
+    let failed = failed_models(&state);
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -123,6 +125,7 @@ pub(crate) async fn models(
         } else {
             "unloaded"
         };
+        let failed = failed.contains_key(&model.config.id);
         let mut internal = Map::new();
         internal.insert("type".into(), json!("model"));
         if !model.config.aliases.is_empty() {
@@ -132,6 +135,7 @@ pub(crate) async fn models(
             &model.config.id,
             model,
             status,
+            failed,
             created,
             internal,
         ));
@@ -140,7 +144,7 @@ pub(crate) async fn models(
                 let mut internal = Map::new();
                 internal.insert("type".into(), json!("alias"));
                 internal.insert("modelID".into(), json!(model.config.id));
-                rows.push(model_row(alias, model, status, created, internal));
+                rows.push(model_row(alias, model, status, failed, created, internal));
             }
         }
     }
@@ -163,12 +167,14 @@ pub(crate) async fn models(
 }
 
 /// One `/v1/models` row: OpenAI's fields, llama-swap's `name`, `description`
-/// and `status`, and `meta.llamaswap` = the model's metadata with `internal`
-/// (type, aliases, ...) on top.
+/// and `status` (with `failed: true` for a failed model, as llama.cpp's
+/// router says it), and `meta.llamaswap` = the model's metadata with
+/// `internal` (type, aliases, ...) on top.
 fn model_row(
     id: &str,
     model: &ModelEntry,
     status: &str,
+    failed: bool,
     created: u64,
     internal: Map<String, Value>,
 ) -> Value {
@@ -179,6 +185,9 @@ fn model_row(
         "owned_by": "llama-swap",
         "status": {"value": status},
     });
+    if failed {
+        row["status"]["failed"] = json!(true);
+    }
     if let Some(name) = model
         .config
         .name
@@ -209,36 +218,47 @@ fn model_row(
     row
 }
 
-/// `GET /running`: every model that is not stopped (sleeping ones
-/// included), sorted by ID, with its command, upstream address, TTL (seconds,
+/// `GET /running`: every model that is not stopped (sleeping and failed ones
+/// included; a failed one with its `failure`), sorted by ID, with its command, upstream address, TTL (seconds,
 /// 0 = never), name and description; under the memory router also each
 /// model's `gpus` (ids) and `memory` (bytes held on each), and a top-level
 /// `gpus` list with each GPU's `memory`, `reserve`, `used` and `free` bytes.
 pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
-    let running: Vec<Value> = state
-        .inner
-        .router
-        .running()
-        .await
-        .into_iter()
-        .map(|m| {
-            let entry = state.inner.models.get(&m.model);
-            let mut row = json!({
-                "model": m.model,
-                "state": m.state.as_str(),
-                "cmd": entry.map(|e| e.config.cmd.as_str()).unwrap_or_default(),
-                "proxy": entry.map(|e| e.config.proxy.as_str()),
-                "ttl": entry.and_then(|e| e.config.ttl).map(|t| t.as_secs()).unwrap_or(0),
-                "name": entry.and_then(|e| e.config.name.as_deref()).unwrap_or_default(),
-                "description": entry.and_then(|e| e.config.description.as_deref()).unwrap_or_default(),
-            });
-            if !m.gpus.is_empty() {
-                row["gpus"] = json!(m.gpus);
-                row["memory"] = json!(m.memory);
-            }
-            row
-        })
-        .collect();
+    let failed = failed_models(&state);
+    let row = |model: &str, state_name: &str| {
+        let entry = state.inner.models.get(model);
+        let mut row = json!({
+            "model": model,
+            "state": state_name,
+            "cmd": entry.map(|e| e.config.cmd.as_str()).unwrap_or_default(),
+            "proxy": entry.map(|e| e.config.proxy.as_str()),
+            "ttl": entry.and_then(|e| e.config.ttl).map(|t| t.as_secs()).unwrap_or(0),
+            "name": entry.and_then(|e| e.config.name.as_deref()).unwrap_or_default(),
+            "description": entry.and_then(|e| e.config.description.as_deref()).unwrap_or_default(),
+        });
+        if let Some(failure) = failed.get(model) {
+            // Failed wins: its starts are refused whatever the router tries.
+            row["state"] = json!("failed");
+            row["failure"] = json!(FailureRow::from(failure.as_ref()));
+        }
+        row
+    };
+    let mut running: Vec<Value> = Vec::new();
+    let mut listed = BTreeSet::new();
+    for m in state.inner.router.running().await {
+        let mut shown = row(&m.model, m.state.as_str());
+        if !m.gpus.is_empty() {
+            shown["gpus"] = json!(m.gpus);
+            shown["memory"] = json!(m.memory);
+        }
+        listed.insert(m.model);
+        running.push(shown);
+    }
+    // A failed model has no process, and is listed all the same.
+    for model in failed.keys().filter(|m| !listed.contains(*m)) {
+        running.push(row(model, "failed"));
+    }
+    running.sort_by(|a, b| a["model"].as_str().cmp(&b["model"].as_str()));
     let gpus = state.inner.router.gpus().await;
     if gpus.is_empty() {
         return Json(json!({ "running": running }));
@@ -258,16 +278,16 @@ pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "running": running, "gpus": gpus }))
 }
 
-/// `GET /api/queue`: every waiting request in position order.
+/// `GET /api/queue`: every waiting request in position order, with the name
+/// of its API key (`api_key`, never the key).
 pub(crate) async fn queue(State(state): State<AppState>) -> Json<Value> {
-    let queue: Vec<Value> = state
-        .inner
-        .router
-        .queue()
-        .await
+    let waiting = state.inner.router.queue().await;
+    let keys = key_names(&state.inner.activity.in_flight());
+    let queue: Vec<Value> = waiting
         .into_iter()
         .map(|e| {
             json!({
+                "api_key": keys.get(&e.id.0).map(|name| &**name),
                 "model": e.model,
                 "requested_priority": e.requested_priority,
                 "capped_priority": e.capped_priority,

@@ -16,7 +16,12 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let queue = state.inner.router.queue().await;
     let running = state.inner.router.running().await;
     let metrics = &state.inner.metrics;
-    metrics.observe_router(&queue, &running);
+    let failed = super::events::payload::failed_models(&state);
+    metrics.observe_router(
+        &queue,
+        &running,
+        &failed.keys().map(String::as_str).collect(),
+    );
     metrics.observe_gpus(&state.inner.router.gpus().await, &running);
     metrics.set_in_progress(state.inner.inflight.len());
     let mut text = metrics.encode();

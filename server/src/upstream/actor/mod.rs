@@ -25,9 +25,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::logs::LogRing;
-use super::monitor::Restarts;
+use super::monitor::{Incident, Restarts};
 use super::process::{Cutoff, Upstream, describe_exit};
-use super::{ActorConfig, ProcessSpec, ProcessState, ProcessStatus};
+use super::{ActorConfig, FailedModels, ProcessSpec, ProcessState, ProcessStatus};
 use crate::launcher::{LaunchError, Released, UpstreamEvent};
 use crate::metrics::Metrics;
 use crate::proxy::UpstreamTls;
@@ -118,6 +118,8 @@ pub(crate) struct ModelActor {
     pub(crate) tls: Option<UpstreamTls>,
     /// Recent failures: the crash-loop backoff and the failed state.
     pub(crate) restarts: Restarts,
+    /// Where the failed state is shown (every model's, shared).
+    pub(crate) failed: Arc<FailedModels>,
     /// Where failures are counted.
     pub(crate) metrics: Option<Arc<Metrics>>,
 }
@@ -132,11 +134,17 @@ impl ModelActor {
                 // will ask for it again.
                 break;
             }
+            let failed_until = self.restarts.failed_until(&self.spec.monitor);
             let request = tokio::select! {
                 request = self.requests.recv() => request,
                 () = self.cancel.cancelled() => None,
                 // A reload removed it (checked at the top of the loop).
                 Ok(()) = self.config.changed() => continue,
+                // Its window has passed: failed no more.
+                () = sleep_until(failed_until), if failed_until.is_some() => {
+                    self.show_failure();
+                    continue;
+                }
             };
             match request {
                 None => break,
@@ -151,7 +159,7 @@ impl ModelActor {
                 Some(Request::Sleep { done, .. }) => {
                     let _ = done.send(Released::Stopped);
                 }
-                Some(Request::ClearFailures) => self.restarts.clear(),
+                Some(Request::ClearFailures) => self.clear_failures(),
                 Some(Request::Shutdown { done, .. }) => {
                     self.publish(ProcessState::ShutDown, None);
                     let _ = done.send(());
@@ -160,6 +168,47 @@ impl ModelActor {
             }
         }
         self.publish(ProcessState::ShutDown, None);
+        // Removed by a reload, or shut down: no longer shown.
+        let model = &self.spec.model;
+        self.failed
+            .send_if_modified(|failed| failed.remove(model).is_some());
+    }
+
+    /// Records a failure of the model (`reason`, with its output since
+    /// `output_mark`), counts it, and shows the failed state it may cause.
+    fn record_failure(&mut self, reason: String, last_output: String) {
+        let incident = Incident {
+            reason,
+            last_output,
+            at_ms: unix_ms(),
+        };
+        if self
+            .restarts
+            .record(Instant::now(), &self.spec.monitor, incident)
+        {
+            self.count(Failure::Failed);
+        }
+        self.show_failure();
+    }
+
+    /// Forgets the model's failures (an explicit load).
+    fn clear_failures(&mut self) {
+        self.restarts.clear();
+        self.show_failure();
+    }
+
+    /// Publishes the failed state as it is now (a change only).
+    fn show_failure(&mut self) {
+        let shown = self.restarts.shown(Instant::now(), &self.spec.monitor);
+        let model = &self.spec.model;
+        self.failed.send_if_modified(|failed| match shown {
+            Some(shown) if failed.get(model) != Some(&shown) => {
+                failed.insert(model.clone(), shown);
+                true
+            }
+            Some(_) => false,
+            None => failed.remove(model).is_some(),
+        });
     }
 
     /// Graceful stop with `grace`, then forced; the process is reaped on return.
@@ -224,6 +273,21 @@ impl ModelActor {
 
     fn publish(&self, state: ProcessState, pid: Option<u32>) {
         self.status.send_replace(ProcessStatus { state, pid });
+    }
+}
+
+/// Now, in ms since the Unix epoch.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Sleeps until `at`; never without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -5,8 +5,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::sleeping::Slept;
 use super::{Failure, Flow, ModelActor, Request, Waiters, answer};
 use crate::upstream::ProcessState;
@@ -50,7 +48,7 @@ impl ModelActor {
                     Some(Request::EnsureReady(reply)) => {
                         let _ = reply.send(Ok(()));
                     }
-                    Some(Request::ClearFailures) => self.restarts.clear(),
+                    Some(Request::ClearFailures) => self.clear_failures(),
                     Some(Request::Stop { grace, done }) => {
                         self.stop(&mut process, grace).await;
                         let _ = done.send(());
@@ -94,9 +92,7 @@ impl ModelActor {
                         // next request, as llama-swap does.
                         self.count(Failure::Exited);
                         let last_output = self.last_output(output_mark);
-                        if self.restarts.record(Instant::now(), &monitor, last_output) {
-                            self.count(Failure::Failed);
-                        }
+                        self.record_failure(format!("exited ({status})"), last_output);
                     }
                     self.publish(ProcessState::Stopped, None);
                     return self.report_exit(status).await;
@@ -119,10 +115,8 @@ impl ModelActor {
                     self.publish(ProcessState::Stopping, Some(pid));
                     self.count(Failure::Unhealthy);
                     let last_output = self.last_output(output_mark);
-                    if self.restarts.record(Instant::now(), &monitor, last_output) {
-                        self.count(Failure::Failed);
-                    }
                     let status = format!("unhealthy: {failed_checks} health checks in a row failed");
+                    self.record_failure(status.clone(), last_output);
                     if self.report_exit(status).await == Flow::Exit {
                         self.kill(&mut process).await;
                         return Flow::Exit;

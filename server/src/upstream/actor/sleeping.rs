@@ -66,7 +66,7 @@ impl ModelActor {
                     Some(ActorRequest::Sleep { done, .. }) => {
                         let _ = done.send(Released::Slept);
                     }
-                    Some(ActorRequest::ClearFailures) => self.restarts.clear(),
+                    Some(ActorRequest::ClearFailures) => self.clear_failures(),
                     Some(ActorRequest::Stop { grace, done }) => {
                         self.stop(process, grace).await;
                         let _ = done.send(());

@@ -17,6 +17,8 @@ enum Attempt {
     /// The process exited or missed its health check: a failure of the model.
     Failed {
         error: LaunchError,
+        /// One line for the failed state.
+        reason: String,
         last_output: String,
     },
     /// Answered already (a stop, a shutdown, a spawn that could not happen):
@@ -62,18 +64,20 @@ impl ModelActor {
             if let Some(flow) = self.wait_for_turn(&mut waiters).await {
                 return flow;
             }
-            let (error, last_output) = match self.start(&mut waiters, health.as_ref()).await {
+            let (error, reason, last_output) = match self.start(&mut waiters, health.as_ref()).await
+            {
                 Ok(started) => break started,
                 Err(Attempt::Over(flow)) => return flow,
-                Err(Attempt::Failed { error, last_output }) => (error, last_output),
+                Err(Attempt::Failed {
+                    error,
+                    reason,
+                    last_output,
+                }) => (error, reason, last_output),
             };
             let monitor = self.spec.monitor;
-            let now = Instant::now();
             self.count(Failure::StartFailed);
-            if self.restarts.record(now, &monitor, last_output) {
-                self.count(Failure::Failed);
-            }
-            if let Gate::Failed { .. } = self.restarts.gate(now, &monitor) {
+            self.record_failure(reason, last_output);
+            if let Gate::Failed { .. } = self.restarts.gate(Instant::now(), &monitor) {
                 // Answered by the refusal at the top of the loop.
                 continue;
             }
@@ -94,7 +98,10 @@ impl ModelActor {
         let model = self.spec.model.clone();
         loop {
             let monitor = self.spec.monitor;
-            let at = match self.restarts.gate(Instant::now(), &monitor) {
+            let gate = self.restarts.gate(Instant::now(), &monitor);
+            // The window may have passed just now.
+            self.show_failure();
+            let at = match gate {
                 Gate::Go => return None,
                 Gate::Failed {
                     failures,
@@ -122,7 +129,7 @@ impl ModelActor {
                 request = self.requests.recv() => match request {
                     Some(Request::EnsureReady(reply)) => waiters.push(reply),
                     // Asked again: an explicit load starts it now.
-                    Some(Request::ClearFailures) => self.restarts.clear(),
+                    Some(Request::ClearFailures) => self.clear_failures(),
                     Some(Request::Stop { done, .. }) => {
                         answer(waiters, &Err(LaunchError::Aborted { model }));
                         let _ = done.send(());
@@ -217,7 +224,7 @@ impl ModelActor {
                 }
                 request = self.requests.recv() => match request {
                     Some(Request::EnsureReady(reply)) => waiters.push(reply),
-                    Some(Request::ClearFailures) => self.restarts.clear(),
+                    Some(Request::ClearFailures) => self.clear_failures(),
                     Some(Request::Stop { grace, done }) => {
                         tracing::info!(model, pid, "start aborted by a stop");
                         answer(waiters, &Err(LaunchError::Aborted { model }));
@@ -256,8 +263,9 @@ impl ModelActor {
                     tracing::warn!(model, pid, url = health_url, timeout = ?limit, "upstream did not become healthy in time; stopping it");
                     self.stop(&mut process, FAILED_START_GRACE).await;
                     let last_output = self.last_output(output_mark);
+                    let reason = format!("did not become healthy within {limit:?}");
                     let error = LaunchError::HealthCheckTimeout { model, timeout: limit };
-                    return Err(Attempt::Failed { error, last_output });
+                    return Err(Attempt::Failed { error, reason, last_output });
                 }
             }
         }
@@ -282,6 +290,10 @@ impl ModelActor {
             status: status.to_owned(),
             last_output: last_output.clone(),
         };
-        Attempt::Failed { error, last_output }
+        Attempt::Failed {
+            error,
+            reason: format!("exited while starting ({status})"),
+            last_output,
+        }
     }
 }

@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | `uiConfig` | `{"activity": {"session_id": [header]}, "version", "bands": [{"name", "from"}]}` (llama-swap's `ui` section, then ours) | once, first |
 //! | `profileChanged` | `{"active": name or null, "profiles": [{"id", "description", "pins"}]}` (as `GET /api/profiles`) | at connect and when the active profile changes |
-//! | `modelStatus` | every model, selector and peer model: `id`, `kind` (`model`, `selector`, `peer`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`, `sleeping`; a selector's is its warmest target's; a peer model's is `unknown`), `unlisted`, `peerID` (a peer model's peer), `aliases`, llama-swap's `capabilities` (as `/v1/models` renders them; left out when none) and `context_length` (left out when not said), `waiting`, `in_flight` (for a peer model: this server's requests to it), and a selector's `strategy` and `targets` | at connect and when any of it changes |
-//! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "reason", "waited_ms"}]}` (first 500; `reason` is `"slots full"` or `"swap"`) | at connect and when a request joins, leaves, moves or starts waiting for another reason |
+//! | `modelStatus` | every model, selector and peer model: `id`, `kind` (`model`, `selector`, `peer`), `name`, `description`, `state` (`stopped`, `starting`, `ready`, `stopping`, `sleeping`, `failed`; a selector's is its warmest target's; a peer model's is `unknown`), a failed model's `failure` (`reason`, `last_output`, `failures`, `window_s`, `failed_at_ms`, `retry_at_ms`: from then a new request starts it again; an explicit load clears it before), `unlisted`, `peerID` (a peer model's peer), `aliases`, llama-swap's `capabilities` (as `/v1/models` renders them; left out when none) and `context_length` (left out when not said), `waiting`, `in_flight` (for a peer model: this server's requests to it), and a selector's `strategy` and `targets` | at connect and when any of it changes (a model entering or leaving `failed` too) |
+//! | `queue` | `{"total", "queue": [{"seq", "model", "requested_priority", "capped_priority", "effective_priority", "band", "aged", "position", "reason", "api_key", "waited_ms"}]}` (first 500; `reason` is `"slots full"` or `"swap"`; `api_key` is the name of the request's API key, never the key, or `null`) | at connect and when a request joins, leaves, moves or starts waiting for another reason |
 //! | `inflight` | llama-swap's operations: `{"operation": "snapshot", "requests": [entry]}`, `{"operation": "upsert", "request": entry}`, `{"operation": "remove", "id"}`, each with `total` (requests in flight; the first 500 by arrival are followed). An entry is llama-swap's (`id`, `timestamp`, `model`, `req_path`, `method`, `req_headers` and `resp_headers` with secrets `[REDACTED]`, `remote_ip` (the first `X-Forwarded-For` hop, else `X-Real-IP`, else the connection's address, as llama-swap), `resp_bytes`, `elapsed_ms`, `metadata` with `fifo_priority` and `selector`) and ours: `state` (`queued` while it waits for its model, then `running`), `request_id`, `seq`, `requested_priority`, `capped_priority`, `effective_priority`, `band`, `time_ms`, `granted_ms`, `queue_ms`, `api_key`, `session_id`, `connection_ip` (the connection's address, whatever the headers say) | a snapshot at connect; an upsert when a request is admitted, granted, answers its headers, or its `resp_bytes` grew (at most every 250 ms); a remove when it ends |
 //! | `activity` | one finished request ([`crate::activity::Finished`]) | the recent ones at connect, then each as it finishes |
 //! | `logData` | `{"source": "upstream", "model", "stream", "seq", "data"}` for a model's output, `{"source": "proxy", "model", "seq", "data"}` for the proxy's log (`model`: the configured model its `model=` field names, or `null`); one line, with its newline | the last lines of both at connect, in the order they were written, then each line |
@@ -130,6 +130,8 @@ struct Subscriber {
     proxy_logs: Option<broadcast::Receiver<SharedLine>>,
     /// Switches of the active profile.
     profile: watch::Receiver<Option<usize>>,
+    /// Models entering or leaving the failed state (none without a supervisor).
+    failed: Option<watch::Receiver<BTreeMap<String, Arc<crate::upstream::Failed>>>>,
     /// Lines up to this `seq` were sent with the history.
     logs_after: Option<u64>,
     sent: Sent,
@@ -150,6 +152,7 @@ impl Subscriber {
         let activity_changes = inner.activity.changes();
         let finished = inner.activity.subscribe();
         let logs = inner.supervisor.as_ref().map(|s| s.logs().subscribe_all());
+        let failed = inner.supervisor.as_ref().map(|s| s.watch_failed());
         let mut profile = inner.selection.watch_active();
         profile.mark_unchanged();
         let mut keepalive = tokio::time::interval_at(Instant::now() + KEEPALIVE, KEEPALIVE);
@@ -167,6 +170,7 @@ impl Subscriber {
             logs,
             proxy_logs: None,
             profile,
+            failed,
             logs_after: None,
             sent: Sent::default(),
             dirty: false,
@@ -322,6 +326,12 @@ impl Subscriber {
                 self.profile.borrow_and_update();
                 self.pending.push_back(frame("profileChanged", &payload::profiles(&self.state)));
             }
+            changed = failed_changed(self.failed.as_mut()), if watching => {
+                if changed.is_err() {
+                    self.failed = None;
+                }
+                self.dirty = true;
+            }
             _ = self.bytes_tick.tick(), if running => self.dirty = true,
             _ = self.keepalive.tick() => self.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
         }
@@ -335,6 +345,9 @@ impl Subscriber {
         // Marked seen before reading, so a change during the read wakes us again.
         let seen = *self.router_changes.borrow_and_update();
         self.activity_changes.borrow_and_update();
+        if let Some(failed) = self.failed.as_mut() {
+            failed.borrow_and_update();
+        }
         let inner = &self.state.inner;
         let snapshot = inner.snapshots.at_least(seen, &inner.router).await;
         let in_flight = inner.activity.in_flight();
@@ -343,7 +356,7 @@ impl Subscriber {
             self.pending.push_back(frame("modelStatus", &models));
             self.sent.models = Some(models);
         }
-        let queue = QueueEvent::new(&self.state, &snapshot);
+        let queue = QueueEvent::new(&self.state, &snapshot, &in_flight);
         if !self.sent.queue.as_ref().is_some_and(|q| q.same_as(&queue)) {
             self.pending.push_back(frame("queue", &queue));
             self.sent.queue = Some(queue);
@@ -391,6 +404,16 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A change of the failed models; never without a supervisor.
+async fn failed_changed(
+    failed: Option<&mut watch::Receiver<BTreeMap<String, Arc<crate::upstream::Failed>>>>,
+) -> Result<(), watch::error::RecvError> {
+    match failed {
+        Some(failed) => failed.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn recv_log(

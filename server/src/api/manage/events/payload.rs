@@ -13,7 +13,7 @@ use crate::activity::InFlight;
 use crate::api::state::AppState;
 use crate::capture::redacted_headers;
 use crate::router::ModelState;
-use crate::upstream::{LogLine, LogStream};
+use crate::upstream::{Failed, LogLine, LogStream};
 
 /// Queue rows sent per `queue` event; `total` says how many there are.
 pub(super) const QUEUE_ROWS: usize = 500;
@@ -66,6 +66,51 @@ pub(super) struct ModelRow {
     /// (asleep, what its sleep mode keeps).
     #[serde(skip_serializing_if = "is_zero")]
     memory: u64,
+    /// A failed model's (`state: "failed"`): why, and from when it is
+    /// started again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure: Option<FailureRow>,
+}
+
+/// A failed model's `failure` in `/running` and `modelStatus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct FailureRow {
+    /// What the last failure was, one line.
+    reason: String,
+    /// The last lines of its output then (`env` values blanked out).
+    last_output: String,
+    /// Failures within the window.
+    failures: u32,
+    /// `restartWindow`, in seconds.
+    window_s: u64,
+    /// The last failure, ms since the Unix epoch.
+    failed_at_ms: u64,
+    /// From when a new request starts it again, ms since the Unix epoch
+    /// (`POST /api/models/load/<model>` clears it before).
+    retry_at_ms: u64,
+}
+
+impl From<&Failed> for FailureRow {
+    fn from(failed: &Failed) -> Self {
+        Self {
+            reason: failed.reason.clone(),
+            last_output: failed.last_output.clone(),
+            failures: failed.failures,
+            window_s: failed.window.as_secs(),
+            failed_at_ms: failed.failed_at_ms,
+            retry_at_ms: failed.retry_at_ms,
+        }
+    }
+}
+
+/// The models that are failed now (none without a supervisor).
+pub(crate) fn failed_models(state: &AppState) -> BTreeMap<String, Arc<Failed>> {
+    state
+        .inner
+        .supervisor
+        .as_ref()
+        .map(|s| s.failed())
+        .unwrap_or_default()
 }
 
 /// One GPU a model is placed on, for the `modelStatus` event.
@@ -115,12 +160,21 @@ pub(super) fn model_rows(
     for entry in in_flight.iter().filter(|e| e.granted_ms().is_some()) {
         *holding.entry(&*entry.model).or_default() += 1;
     }
+    let failed = failed_models(state);
     let models = state.inner.models.values().map(|m| ModelRow {
         id: m.config.id.clone(),
         kind: "model",
         name: m.config.name.clone().unwrap_or_default(),
         description: m.config.description.clone().unwrap_or_default(),
-        state: state_name(states.get(m.config.id.as_str()).copied()),
+        // Failed wins: its starts are refused whatever the router tries.
+        state: if failed.contains_key(&m.config.id) {
+            "failed"
+        } else {
+            state_name(states.get(m.config.id.as_str()).copied())
+        },
+        failure: failed
+            .get(&m.config.id)
+            .map(|f| FailureRow::from(f.as_ref())),
         unlisted: m.config.unlisted,
         aliases: m.config.aliases.clone(),
         capabilities: capabilities(m.config.capabilities.as_ref()),
@@ -266,6 +320,15 @@ struct QueuePlace {
     position: usize,
     /// `"slots full"` or `"swap"` ([`crate::scheduler::WaitReason`]).
     reason: &'static str,
+    /// The name of the API key it came with (never the key).
+    #[serde(serialize_with = "shared_name")]
+    api_key: Option<Arc<str>>,
+}
+
+/// A shared name as a JSON string (or `null`).
+#[allow(clippy::ref_option)] // serde's serialize_with passes a reference
+fn shared_name<S: Serializer>(name: &Option<Arc<str>>, serializer: S) -> Result<S::Ok, S::Error> {
+    name.as_deref().serialize(serializer)
 }
 
 /// The `queue` event: the first [`QUEUE_ROWS`] waiting requests in position order.
@@ -275,11 +338,25 @@ pub(super) struct QueueEvent {
     pub(super) queue: Vec<QueueRow>,
 }
 
+/// The API key name of each request in flight, by the router's sequence
+/// number (the queue's `seq`).
+pub(crate) fn key_names(in_flight: &[Arc<InFlight>]) -> BTreeMap<u64, Arc<str>> {
+    in_flight
+        .iter()
+        .filter_map(|e| Some((e.seq?, Arc::clone(e.api_key.as_ref()?))))
+        .collect()
+}
+
 impl QueueEvent {
-    pub(super) fn new(state: &AppState, snapshot: &RouterSnapshot) -> Self {
+    pub(super) fn new(
+        state: &AppState,
+        snapshot: &RouterSnapshot,
+        in_flight: &[Arc<InFlight>],
+    ) -> Self {
         let metrics = &state.inner.metrics;
         let queue = &snapshot.queue;
         let since = snapshot.taken.elapsed();
+        let keys = key_names(in_flight);
         Self {
             total: queue.len(),
             queue: queue
@@ -296,6 +373,7 @@ impl QueueEvent {
                         aged: e.aged,
                         position: e.position,
                         reason: e.reason.as_str(),
+                        api_key: keys.get(&e.id.0).cloned(),
                     },
                     waited_ms: u64::try_from((e.waited + since).as_millis()).unwrap_or(u64::MAX),
                 })
@@ -613,6 +691,7 @@ mod tests {
                 aged: false,
                 position,
                 reason,
+                api_key: None,
             },
             waited_ms,
         }
