@@ -166,7 +166,8 @@ class Server:
         )
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        if self.api_keys:
+        # The first key, unless the caller sends another.
+        if self.api_keys and not req.has_header("Authorization"):
             req.add_header("Authorization", f"Bearer {self.api_keys[0]}")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as response:

@@ -3,9 +3,11 @@ model's own page."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
+import time
 
 from harness import TIMEOUT_MS, binary
 from uitest import MODELS, Model, Server, UiTest, expect, has_class
@@ -338,3 +340,79 @@ class MemoryPlacement(UiTest):
         expect(page.locator(".model-page-head .placement")).to_contain_text("20.0 GB on GPU 0")
         self.unload_all()
         expect(page.locator(".model-page-head .placement")).to_have_count(0)
+
+
+class FedStates(UiTest):
+    """modelStatus rows as the server sends them, handed to the page's store
+    (the path every /api/events event takes): what no model of the shared
+    server shows by itself."""
+
+    def feed(self, rows):
+        self.page.evaluate(
+            "async (rows) => (await import('/ui/js/store.js')).apply('modelStatus', rows)",
+            rows,
+        )
+
+    def test_measured_memory_gpus_a_future_retry_and_an_unknown_state_are_shown(self):
+        # A quiet server first: no event of its own replaces the rows fed below.
+        self.unload_all()
+        # /running's GPUs, as the memory router sends them (the page reads them on each modelStatus).
+        gpus = [
+            {"id": 0, "memory": 48 * GIB, "reserve": GIB, "used": 40 * GIB, "free": 7 * GIB},
+            {"id": 1, "memory": 24 * GIB, "reserve": GIB, "used": 20 * GIB, "free": 3 * GIB},
+        ]
+        self.page.route(
+            re.compile(r"/running$"),
+            lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps({"running": [], "gpus": gpus})),
+        )
+        self.open("models")
+        for model in MODELS:
+            expect(self.card(model.id).locator(".badge")).to_have_text("stopped")
+        base = {"kind": "model", "description": "", "unlisted": False, "peerID": "", "aliases": [], "waiting": 0, "in_flight": 0}
+        retry = int(time.time() * 1000) + 3_600_000
+        self.feed(
+            [
+                {
+                    **base,
+                    "id": "big",
+                    "name": "Big",
+                    "state": "ready",
+                    "gpus": [{"id": 0, "used": 40 * GIB, "free": 7 * GIB}, {"id": 1, "used": 20 * GIB, "free": 3 * GIB}],
+                    "memory": 20 * GIB,
+                    "memory_measured": 19 * GIB,
+                },
+                {
+                    **base,
+                    "id": "broken",
+                    "name": "Broken",
+                    "state": "failed",
+                    "failure": {
+                        "reason": "upstream exited during start: exit status: 1",
+                        "last_output": "line one\nout of memory",
+                        "failures": 5,
+                        "window_s": 300,
+                        "failed_at_ms": retry - 300_000,
+                        "retry_at_ms": retry,
+                    },
+                },
+                {**base, "id": "odd", "name": "Odd", "state": "hibernating"},
+            ]
+        )
+        big = self.card("big")
+        expect(big.locator(".placement-memory")).to_have_text("20.0 GB on each of GPUs 0, 1 · measured 19.0 GB")
+        expect(big.locator('.gpu-line[data-gpu="1"]')).to_contain_text("20.0 GB used · 3.00 GB free")
+        expect(self.page.locator('#gpus [data-gpu="0"]')).to_contain_text("40.0 GB used · 7.00 GB free of 48.0 GB")
+        expect(self.page.locator('#gpus [data-gpu="1"]')).to_contain_text("big (ready)")
+        broken = self.card("broken")
+        expect(broken.locator(".badge")).to_have_text("failed")
+        failure = broken.get_by_role("group", name="Why broken failed")
+        expect(failure.locator(".failure-reason")).to_have_text("upstream exited during start: exit status: 1")
+        expect(failure).to_contain_text("5 failures within 5 min 00 s")
+        clock = self.page.evaluate(
+            "(ms) => new Date(ms).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit', second: '2-digit'})", retry
+        )
+        expect(failure).to_contain_text(f"A new request starts it again from {clock}; Load retries it now.")
+        expect(failure.locator("pre")).to_have_text("line one\nout of memory")
+        expect(broken.get_by_role("button", name="Load broken", exact=True)).not_to_have_attribute("aria-disabled", "true")
+        # A state this page does not know is shown as the server names it.
+        expect(self.card("odd").locator(".badge")).to_have_text("hibernating")

@@ -155,3 +155,66 @@ class SlotsFull(UiTest):
             status, _ = call.result()
             self.assertEqual(status, 200)
         expect(rows).to_have_count(0)
+
+
+KEYS_YAML = """\
+keys:
+  - {key: sk-admin-secret, name: admin, admin: true}
+  - {key: sk-bot-secret, name: bot}
+  - {key: sk-batch-secret, name: batch}
+"""
+
+
+class KeyNames(UiTest):
+    """A server of its own with named API keys (issue 29): the queue and
+    running tables say which key waits and which runs, by name, never by
+    the key itself."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.own = Server(
+            [Model("delta", "Delta (one slot)", "One request at a time", ["--gate-closed"], yaml=["parallel: 1"])],
+            api_keys=["sk-admin-secret", "sk-bot-secret", "sk-batch-secret"],
+            extra_yaml=KEYS_YAML,
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def chat_as(self, key: str, text: str):
+        return self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": "delta", "messages": [{"role": "user", "content": text}]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+    def test_the_queue_and_running_tables_name_the_key_of_each_request(self):
+        self.context.add_init_script("localStorage.setItem('llamaswap.apiKey', 'sk-admin-secret')")
+        page = self.open("queue")
+        held = self.server.in_background(self.chat_as, "sk-bot-secret", "held")
+        running = page.locator('#running tr.running-row[data-model="delta"]')
+        expect(running).to_have_count(1)
+        self.server.mock("delta", "GET", "/__mockswap/gate?wait_held=1&timeout_ms=30000")
+        waiting = self.server.in_background(self.chat_as, "sk-batch-secret", "waits")
+        rows = page.locator("tr.queue-row")
+        expect(rows).to_have_count(1)
+        expect(running.locator('td[data-column="key"]')).to_have_text("bot")
+        expect(rows.first.locator('td[data-column="key"]')).to_have_text("batch")
+        expect(page.locator('#waiting-table th[data-column="key"]')).to_have_text("Key")
+        # The model's own page says the same.
+        page.goto(f"{self.server.url}/ui/models/delta")
+        page.get_by_role("tab", name="Queue").click()
+        expect(page.locator('#model-running td[data-column="key"]')).to_have_text("bot")
+        expect(page.locator('#model-waiting td[data-column="key"]')).to_have_text("batch")
+        expect(page.locator("body")).not_to_contain_text("secret")
+        self.server.mock("delta", "POST", "/__mockswap/gate", {"open": True})
+        for call in (held, waiting):
+            status, body = call.result()
+            self.assertEqual(status, 200, body)
+        expect(page.locator("#model-running tr.running-row")).to_have_count(0)
