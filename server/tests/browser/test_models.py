@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from harness import TIMEOUT_MS, binary
 from uitest import MODELS, Model, Server, UiTest, expect, has_class
@@ -340,6 +342,65 @@ class MemoryPlacement(UiTest):
         expect(page.locator(".model-page-head .placement")).to_contain_text("20.0 GB on GPU 0")
         self.unload_all()
         expect(page.locator(".model-page-head .placement")).to_have_count(0)
+
+
+class FailedModel(UiTest):
+    """A server of its own with a model whose start fails until a file
+    exists, failed after one failure (`maxRestarts: 1`, issue 29): the Models
+    view shows it failed with its reason, last output and retry time, and its
+    Load button clears it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="llama-swap-ui-failed-")
+        cls.flag = Path(cls.dir.name) / "weights.gguf"
+        cls.own = Server(
+            [
+                Model(
+                    "crashy",
+                    "Crashy",
+                    "Fails to start until its weights appear",
+                    yaml=["maxRestarts: 1", "restartWindow: 600"],
+                    shell_before=f'test -f {cls.flag} || {{ echo "cannot open weights.gguf: no such file" >&2; exit 3; }}',
+                )
+            ]
+        ).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.own.stop()
+        cls.dir.cleanup()
+
+    @property
+    def server(self) -> Server:
+        return self.own
+
+    def test_a_failed_model_shows_why_and_when_it_is_retried_and_load_clears_it(self):
+        page = self.open("models")
+        card = self.card("crashy")
+        expect(card.locator(".badge")).to_have_text("stopped")
+        status, body = self.server.chat("crashy", "start please")
+        self.assertGreaterEqual(status, 500, body)
+        badge = card.locator(".badge")
+        expect(badge).to_have_text("failed")
+        expect(badge).to_have_class(has_class("state-failed"))
+        failure = card.get_by_role("group", name="Why crashy failed")
+        expect(failure.locator(".failure-reason")).not_to_be_empty()
+        expect(failure).to_contain_text("1 failure within 10 min 00 s")
+        expect(failure).to_contain_text(re.compile(r"A new request starts it again from \d\d:\d\d:\d\d( [AP]M)?; Load retries it now\."))
+        failure.get_by_text("Last output").click()
+        expect(failure.locator("pre")).to_contain_text("cannot open weights.gguf: no such file")
+        expect(page.locator(".toolbar h1")).to_contain_text("0 of 1 running")
+        # The model's page says the same.
+        page.goto(f"{self.server.url}/ui/models/crashy")
+        expect(page.locator(".model-page-head .failure")).to_contain_text("1 failure within 10 min 00 s")
+        page.go_back()
+        # Its weights appear; Load clears the failure and starts it.
+        self.flag.write_text("")
+        card.get_by_role("button", name="Load crashy", exact=True).click()
+        expect(badge).to_have_text("ready")
+        expect(card.locator(".failure")).to_have_count(0)
+        self.unload_all()
 
 
 class FedStates(UiTest):
