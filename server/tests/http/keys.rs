@@ -5,6 +5,7 @@
 use serde_json::Value;
 use tokio_tungstenite::connect_async;
 use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 use crate::support::{Harness, LIMIT, ModelSpec, model};
@@ -340,4 +341,127 @@ async fn first_events(h: &Harness) -> String {
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
     text
+}
+
+#[tokio::test]
+async fn max_concurrent_counts_an_open_websocket_until_it_closes() {
+    let h = Harness::start(&[model("qa", ""), model("other", "")], KEYS).await;
+    let auth = [("authorization", "Bearer sk-batch-secret-2")];
+    let mut ws = crate::websockets::open(&h, "/upstream/qa/ws", &auth).await;
+    crate::websockets::echo(&mut ws, Message::text("held")).await;
+
+    // The open socket is the key's one admitted request: a call and a second
+    // socket are refused, another key is not.
+    let (status, headers, body) = send(h.chat("qa", None, false).bearer_auth(BATCH)).await;
+    assert_eq!((status, code(&body).as_str()), (429, "key_busy"), "{body}");
+    assert_eq!(headers["retry-after"], "1");
+    let (status, body) = handshake(&h, "/upstream/qa/ws", BATCH).await;
+    assert_eq!((status, code(&body).as_str()), (429, "key_busy"), "{body}");
+    let (status, _, _) = send(h.chat("qa", None, false).bearer_auth(BOT)).await;
+    assert_eq!(status, 200);
+
+    // Closed: the key's next request is admitted (its permit goes with the
+    // socket's end, which the in-flight feed reports).
+    crate::websockets::close(ws).await;
+    h.wait_for(|h| async move {
+        let (status, _, body) = send(h.chat("qa", None, false).bearer_auth(BATCH)).await;
+        match status {
+            200 => Some(()),
+            429 => None,
+            other => panic!("{other}: {body}"),
+        }
+    })
+    .await;
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_key_reaches_only_the_peer_models_in_its_scope_and_lists_only_those() {
+    let back = Harness::start(&[model("pa", ""), model("pb", "")], "").await;
+    let yaml = format!(
+        "{}peers:\n  back:\n    proxy: {}\n    models: [pa, pb]\n",
+        KEYS.replace("models: [q*]", "models: [q*, back/pa]"),
+        back.base
+    );
+    let front = Harness::start(&models(), &yaml).await;
+    let chat = |name: &str, key: &str| {
+        front
+            .http
+            .post(front.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({"model": name, "messages": [{"role": "user", "content": "hi"}]}))
+    };
+
+    // In scope, by its qualified and its bare name.
+    for name in ["back/pa", "pa"] {
+        let (status, _, body) = send(chat(name, BATCH)).await;
+        assert_eq!(status, 200, "{name}: {body}");
+    }
+    // Outside it: told the model does not exist, on every route to the peer.
+    let (_, _, missing) = send(chat("no-such-model", BATCH)).await;
+    for name in ["back/pb", "pb"] {
+        let (status, _, body) = send(chat(name, BATCH)).await;
+        assert_eq!(
+            (status, code(&body).as_str()),
+            (404, "model_not_found"),
+            "{name}"
+        );
+        assert_eq!(
+            body.replace(name, "X"),
+            missing.replace("no-such-model", "X"),
+            "the same answer as for a model that does not exist"
+        );
+    }
+    let (status, _, body) = send(
+        front
+            .http
+            .get(front.url("/upstream/back/pb/health"))
+            .bearer_auth(BATCH),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (404, "model_not_found"),
+        "{body}"
+    );
+    let (status, body) = handshake(&front, "/upstream/back/pb/ws", BATCH).await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (404, "model_not_found"),
+        "{body}"
+    );
+    let started = back.running().await;
+    assert!(
+        !started.contains(&"pb".to_owned()),
+        "nothing reached pb: {started:?}"
+    );
+    // A key without `models` reaches it.
+    let (status, _, body) = send(chat("back/pb", BOT)).await;
+    assert_eq!(status, 200, "{body}");
+
+    let listed = |key: &'static str| {
+        let front = &front;
+        async move {
+            let body: Value = front
+                .http
+                .get(front.url("/v1/models"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    assert_eq!(listed(BATCH).await, ["back/pa", "qa"]);
+    assert_eq!(listed(BOT).await, ["back/pa", "back/pb", "other", "qa"]);
+    front.shutdown().await;
+    back.shutdown().await;
 }

@@ -20,6 +20,7 @@ use super::websockets;
 use crate::activity::Tracked;
 use crate::api::error::ApiError;
 use crate::api::front::request_id;
+use crate::api::front::scopes::KeyPermit;
 use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
@@ -76,11 +77,17 @@ impl Call {
             }
             _ => None,
         };
-        let response = self.dispatch(state, prepared).await;
-        hold_until_body_ends(response, permit)
+        self.dispatch(state, prepared, permit).await
     }
 
-    async fn dispatch(self, state: AppState, prepared: Result<Prepared, ApiError>) -> Response {
+    /// Serves what was prepared; `permit` (the key's `maxConcurrent` count)
+    /// is held until the response body ends, or a websocket until it closes.
+    async fn dispatch(
+        self,
+        state: AppState,
+        prepared: Result<Prepared, ApiError>,
+        permit: Option<KeyPermit>,
+    ) -> Response {
         match prepared {
             Ok(Prepared::Forward(mut forward)) => {
                 // A hint for this proxy's queue, not for the model server.
@@ -106,12 +113,16 @@ impl Call {
                         outbound,
                         client,
                         self.outcome,
+                        permit,
                     ))
                     .await;
                 }
                 match self.serve(state.clone(), forward).await {
                     Ok(response) => {
-                        let response = hold_until_body_ends(response, hold);
+                        // Moved into the body, which a websocket's pipe holds
+                        // until the socket closes.
+                        let held = (hold.is_some() || permit.is_some()).then_some((hold, permit));
+                        let response = hold_until_body_ends(response, held);
                         match upgrade {
                             Some(client) => websockets::open(&state, &model, response, client),
                             None => response,
@@ -122,7 +133,14 @@ impl Call {
             }
             Ok(Prepared::Peer(mut forward)) => {
                 let hold = forward.hold.take();
-                let served = peer::serve(&state, self.priority, self.key, self.outcome, *forward);
+                let served = peer::serve(
+                    &state,
+                    self.priority,
+                    self.key,
+                    self.outcome,
+                    *forward,
+                    permit,
+                );
                 match Box::pin(served).await {
                     Ok(response) => hold_until_body_ends(response, hold),
                     Err(error) => error.into_response(),

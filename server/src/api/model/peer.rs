@@ -30,6 +30,7 @@ use super::names::Renamed;
 use super::websockets::take_websocket;
 use crate::api::error::ApiError;
 use crate::api::front::request_id;
+use crate::api::front::scopes::KeyPermit;
 use crate::api::state::AppState;
 use crate::metrics::RequestOutcome;
 use crate::names::{PeerRoute, qualified_name};
@@ -253,6 +254,7 @@ pub(super) async fn serve(
     key: Option<crate::priority::KeyIndex>,
     mut outcome: RequestOutcome,
     forward: PeerForward,
+    permit: Option<KeyPermit>,
 ) -> Result<Response, ApiError> {
     let PeerForward {
         picked,
@@ -306,7 +308,10 @@ pub(super) async fn serve(
     match forwarded {
         Ok(response) => {
             outcome.served();
-            let mut response = super::cancel::cut_on_cancel(tracked.respond(response), entry);
+            let response = super::cancel::cut_on_cancel(tracked.respond(response), entry);
+            // The key's `maxConcurrent` count goes with the body, which a
+            // websocket's pipe holds until the socket closes.
+            let mut response = super::names::hold_until_body_ends(response, permit);
             // The pipe holds the body, and with it the in-flight count, until
             // the socket closes (or an operator cancels the request).
             Ok(match upgrade {

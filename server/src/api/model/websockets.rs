@@ -24,7 +24,9 @@ use http::request::Parts;
 use hyper::upgrade::OnUpgrade;
 
 use super::cancel::websocket_cancel;
+use super::names::hold_until_body_ends;
 use crate::api::error::{ApiError, NotLoadedReason};
+use crate::api::front::scopes::KeyPermit;
 use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
 use crate::proxy::{Outbound, is_websocket_upgrade, splice};
@@ -66,6 +68,7 @@ pub(super) async fn serve_ignored(
     outbound: Outbound,
     client: OnUpgrade,
     outcome: RequestOutcome,
+    permit: Option<KeyPermit>,
 ) -> Response {
     // The model may stop right after this check; the socket then closes with
     // it, which is what ignoring websockets trades for never blocking a swap.
@@ -85,6 +88,8 @@ pub(super) async fn serve_ignored(
     {
         Ok(response) => {
             outcome.served();
+            // The key's count goes with the socket (its pipe holds the body).
+            let response = hold_until_body_ends(response, permit);
             open(&state, &model, response, client)
         }
         Err(error) => {
