@@ -1,8 +1,9 @@
 """Takes the screenshots of docs/ui/ (run.py --screenshots DIR).
 
-A server with fake models like scripts/demo's: some history first, then one
-request held at llama-8b's gate while others queue behind it, so every view
-has something to show. Waits, as in the tests, on the page and on mockswap's
+A server with fake models like scripts/demo's, placed by the memory router on
+one GPU, with named API keys: some history first (a model that fails to start,
+one put to sleep to make room), then one request held at llama-8b's gate while
+others queue behind it, so every view has something to show. Waits, as in the tests, on the page and on mockswap's
 admin API; the few pauses are for the picture only (live timers ticking).
 """
 
@@ -18,21 +19,26 @@ from harness import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Model, Server
 expect.set_options(timeout=TIMEOUT_MS)
 
 MODELS = [
-    Model("embed-small", "Embeddings", "Small embedding model", ["--load-time", "300ms"]),
+    Model("embed-small", "Embeddings", "Small embedding model", ["--load-time", "300ms"], yaml=["memory: 1GiB"]),
     Model(
         "llama-8b",
         "Llama 8B",
         "General chat model",
         ["--gate-closed", "--load-time", "500ms"],
         ["chat"],
-        yaml=["capabilities: {in: [text, image], out: [text], tools: true, context: 131072}"],
+        yaml=["capabilities: {in: [text, image], out: [text], tools: true, context: 131072}", "memory: 9GiB"],
     ),
     Model(
         "mistral-7b",
         "Mistral 7B",
         "Another chat model",
         ["--load-time", "500ms", "--tokens-per-second", "40"],
-        yaml=["capabilities: {in: [text], out: [text], tools: true, context: 32768}", "metadata: {family: mistral, quant: Q5_K_M}"],
+        yaml=[
+            "capabilities: {in: [text], out: [text], tools: true, context: 32768}",
+            "metadata: {family: mistral, quant: Q5_K_M}",
+            "memory: 15GiB",
+            'sleep: {sleep: "POST /sleep?level=1", wake: "POST /wake_up", memory: 1GiB}',
+        ],
         shell_before='printf "\\033[32mload_tensors:\\033[0m offloaded 33/33 layers to GPU\\n\\033[33mwarning:\\033[0m flash attention off\\n" >&2',
     ),
     Model(
@@ -41,23 +47,48 @@ MODELS = [
         "Bigger chat model, one request at a time",
         ["--load-time", "800ms", "--tokens-per-second", "60"],
         ["big"],
-        yaml=["parallel: 1", "concurrencyLimit: 32", "capabilities: {in: [text], out: [text], context: 32768}"],
+        yaml=["parallel: 1", "concurrencyLimit: 32", "capabilities: {in: [text], out: [text], context: 32768}", "memory: 16GiB"],
     ),
     Model(
         "studio",
         "Studio",
         "Images, speech, transcription and rerank",
         [],
-        yaml=["capabilities: {in: [text, audio, image], out: [text, audio, image], reranker: true}"],
+        yaml=["capabilities: {in: [text, audio, image], out: [text, audio, image], reranker: true}", "memory: 6GiB"],
+    ),
+    # Its start fails (its weights are missing); failed after one failure.
+    Model(
+        "vision-34b",
+        "Vision 34B",
+        "Weights not downloaded yet",
+        [],
+        yaml=["memory: 20GiB", "maxRestarts: 1", "restartWindow: 600"],
+        shell_before='echo "llama_model_load: error loading model: failed to open vision-34b.gguf: No such file or directory" >&2; exit 1',
     ),
 ]
+
+# One 24 GiB GPU: llama-8b and qwen-14b do not fit together, and mistral-7b
+# sleeps (keeping 1 GiB) rather than stops when it must make room.
+EXTRA = """routing:
+  router:
+    use: memory
+    settings:
+      memory:
+        gpus: [{id: 0, memory: 24GiB}]
+        reserve: 1GiB
+keys:
+  - {key: sk-demo-admin, name: admin, admin: true}
+  - {key: sk-demo-bot, name: bot}
+  - {key: sk-demo-batch, name: batch}
+"""
+KEYS = ["sk-demo-admin", "sk-demo-bot", "sk-demo-batch"]
 
 SHOTS = {"width": 1280, "height": 800}
 
 
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    server = Server(MODELS).start()
+    server = Server(MODELS, api_keys=KEYS, extra_yaml=EXTRA).start()
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -75,60 +106,91 @@ def live(page, server, view):
     expect(page.locator("#connection")).to_have_text("Live")
 
 
+def chat_as(server: Server, key: str, model: str, text: str, priority: str | None):
+    headers = {"Authorization": f"Bearer {key}"}
+    if priority is not None:
+        headers["X-Priority"] = priority
+    return server.request(
+        "POST",
+        "/v1/chat/completions",
+        body={"model": model, "messages": [{"role": "user", "content": text}]},
+        headers=headers,
+    )
+
+
+def context(browser, **options):
+    """A browser context whose page has the admin key (kept as the page keeps it)."""
+    ctx = browser.new_context(**options)
+    ctx.add_init_script(f"localStorage.setItem('llamaswap.apiKey', {KEYS[0]!r})")
+    return ctx
+
+
 def shot(page, out: Path, name: str, full=False):
     page.screenshot(path=out / f"{name}.png", full_page=full)
 
 
 def take(browser, server: Server, out: Path):
-    desktop = browser.new_context(viewport=SHOTS, color_scheme="light")
+    desktop = context(browser, viewport=SHOTS, color_scheme="light")
     page = desktop.new_page()
 
     # Some history first, so Activity and Logs are not empty.
+    assert chat_as(server, KEYS[1], "vision-34b", "describe this", None)[0] >= 500
     server.json("POST", "/api/models/load/embed-small")
-    for text, priority in [("warm up", None), ("a quick question", "10"), ("batch item 1", "-10"), ("batch item 2", "-10")]:
-        assert server.chat("mistral-7b", text, priority)[0] == 200
+    for key, text, priority in [
+        (KEYS[1], "warm up", None),
+        (KEYS[1], "a quick question", "10"),
+        (KEYS[2], "batch item 1", "-10"),
+        (KEYS[2], "batch item 2", "-10"),
+    ]:
+        assert chat_as(server, key, "mistral-7b", text, priority)[0] == 200
     server.request("POST", "/v1/embeddings", body={"model": "embed-small", "input": ["hello", "world"]})
     server.request(
         "POST",
         "/v1/chat/completions",
         body={"model": "qwen-14b", "stream": True, "messages": [{"role": "user", "content": "Explain priority queues."}]},
-        headers={"Authorization": "Bearer sk-demo-secret", "X-Session-ID": "agent-7"},
+        headers={"Authorization": f"Bearer {KEYS[2]}", "X-Session-ID": "agent-7"},
     )
 
     # A request held at llama-8b's gate, and work queued behind it.
-    held = server.in_background(server.chat, "llama-8b", "a long generation", None)
+    held = server.in_background(chat_as, server, KEYS[1], "llama-8b", "a long generation", None)
     live(page, server, "queue")
     expect(page.locator('#running tr.running-row[data-model="llama-8b"]')).to_have_count(1)
     waiting = []
-    for model, text, priority in [
-        ("qwen-14b", "nightly batch", "-10"),
-        ("qwen-14b", "nightly batch 2", "-10"),
-        ("mistral-7b", "summarise this", None),
-        ("qwen-14b", "a person is typing", "10"),
+    for key, model, text, priority in [
+        (KEYS[2], "qwen-14b", "nightly batch", "-10"),
+        (KEYS[2], "qwen-14b", "nightly batch 2", "-10"),
+        (KEYS[1], "mistral-7b", "summarise this", None),
+        (KEYS[1], "qwen-14b", "a person is typing", "10"),
     ]:
-        waiting.append(server.in_background(server.chat, model, text, priority))
+        waiting.append(server.in_background(chat_as, server, key, model, text, priority))
         expect(page.locator("tr.queue-row")).to_have_count(len(waiting))
     page.wait_for_timeout(1200)  # let the waited times tick, for the picture only
     shot(page, out, "queue")
 
     live(page, server, "models")
     expect(page.locator('article.model[data-model="llama-8b"] .badge')).to_have_text("ready")
+    expect(page.locator('article.model[data-model="mistral-7b"] .badge')).to_have_text("sleeping")
+    expect(page.locator('article.model[data-model="vision-34b"] .badge')).to_have_text("failed")
+    expect(page.locator('#gpus [data-gpu="0"]')).to_be_visible()
     page.locator('article.model[data-model="mistral-7b"]').get_by_text("Metadata").click()
     page.get_by_role("button", name="Pin llama-8b").click()
     shot(page, out, "models")
 
-    dark = browser.new_context(viewport=SHOTS, color_scheme="dark")
+    dark = context(browser, viewport=SHOTS, color_scheme="dark")
     dark_page = dark.new_page()
     live(dark_page, server, "queue")
     expect(dark_page.locator("tr.queue-row")).to_have_count(len(waiting))
     shot(dark_page, out, "queue-dark")
     dark.close()
 
-    phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="light")
+    phone = context(browser, viewport={"width": 390, "height": 844}, color_scheme="light")
     phone_page = phone.new_page()
     live(phone_page, server, "queue")
     expect(phone_page.locator("tr.queue-row")).to_have_count(len(waiting))
     shot(phone_page, out, "queue-phone")
+    live(phone_page, server, "models")
+    expect(phone_page.locator('article.model[data-model="mistral-7b"] .badge')).to_have_text("sleeping")
+    shot(phone_page, out, "models-phone")
     phone.close()
 
     server.mock("llama-8b", "POST", "/__mockswap/gate", {"open": True})
@@ -217,7 +279,8 @@ def take(browser, server: Server, out: Path):
     # A few of the server's samples (one every 5 s), so the charts have lines.
     live(page, server, "performance")
     page.wait_for_function(
-        "async () => ((await (await fetch('/api/performance')).json()).sys_stats || []).length >= 3",
+        "async () => ((await (await fetch('/api/performance', {headers: {Authorization: "
+        "`Bearer ${localStorage.getItem('llamaswap.apiKey')}`}})).json()).sys_stats || []).length >= 3",
         polling=1000,
         timeout=60_000,
     )
