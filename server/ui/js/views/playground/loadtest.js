@@ -330,26 +330,23 @@ function renderSummary(el) {
         [...reasons].map(([reason, n]) => h("li", {}, `${n} failed: ${reason}`)),
       )
     : null;
-  replace(
-    el,
-    failures,
-    labelCells(h(
-      "table",
-      { "aria-label": "Latency by priority" },
+  const table = h(
+    "table",
+    { "aria-label": "Latency by priority" },
+    h(
+      "thead",
+      {},
       h(
-        "thead",
+        "tr",
         {},
-        h(
-          "tr",
-          {},
-          ["Priority", "Sent", "Waiting", "Generating", "Done", "Failed", "First token p50", "Latency p50", "p95", "Max", "Oldest open", "Finish ranks"].map((label, i) =>
-            h("th", { scope: "col", class: i ? "num" : null }, label),
-          ),
+        ["Priority", "Sent", "Waiting", "Generating", "Done", "Failed", "First token p50", "Latency p50", "p95", "Max", "Oldest open", "Finish ranks"].map((label, i) =>
+          h("th", { scope: "col", class: i ? "num" : null }, label),
         ),
       ),
-      h("tbody", {}, rows),
-    )),
+    ),
+    h("tbody", {}, rows),
   );
+  replace(el, failures, labelCells(table));
 }
 
 function renderTimeline(el) {
@@ -395,33 +392,31 @@ function renderTimeline(el) {
 
 function renderDetails(el) {
   const now = performance.now();
-  replace(
-    el,
-    labelCells(h(
-      "table",
-      { "aria-label": "Every request" },
-      h(
-        "thead",
-        {},
-        h("tr", {}, ["#", "Priority", "Model", "Status", "Waited", "Latency", "Finish rank"].map((l, i) => h("th", { scope: "col", class: i === 0 || i > 3 ? "num" : null }, l))),
-      ),
-      h(
-        "tbody",
-        {},
-        run.requests.map((r) =>
-          h(
-            "tr",
-            { class: "lt-request", dataset: { tier: r.tier, rank: r.rank || "", status: r.status, model: r.model } },
-            h("td", { class: "num" }, String(r.index)),
-            h("td", {}, h("span", { class: `badge ${TIER_CLASS[r.tier]}` }, r.tier)),
-            h("td", {}, r.model),
-            h("td", {}, r.status, r.note ? h("span", { class: "hint" }, ` · ${r.note}`) : null, r.error ? h("span", { class: "error" }, ` · ${r.error}`) : null),
-            h("td", { class: "num" }, duration((r.firstAt || now) - r.sentAt)),
-            h("td", { class: "num" }, duration((r.doneAt || now) - r.sentAt)),
-            h("td", { class: "num" }, r.rank ? String(r.rank) : "–"),
-          ),
+  const table = h(
+    "table",
+    { "aria-label": "Every request" },
+    h(
+      "thead",
+      {},
+      h("tr", {}, ["#", "Priority", "Model", "Status", "Waited", "Latency", "Finish rank"].map((l, i) => h("th", { scope: "col", class: i === 0 || i > 3 ? "num" : null }, l))),
+    ),
+    h(
+      "tbody",
+      {},
+      run.requests.map((r) =>
+        h(
+          "tr",
+          { class: "lt-request", dataset: { tier: r.tier, rank: r.rank || "", status: r.status, model: r.model } },
+          h("td", { class: "num" }, String(r.index)),
+          h("td", {}, h("span", { class: `badge ${TIER_CLASS[r.tier]}` }, r.tier)),
+          h("td", {}, r.model),
+          h("td", {}, r.status, r.note ? h("span", { class: "hint" }, ` · ${r.note}`) : null, r.error ? h("span", { class: "error" }, ` · ${r.error}`) : null),
+          h("td", { class: "num" }, duration((r.firstAt || now) - r.sentAt)),
+          h("td", { class: "num" }, duration((r.doneAt || now) - r.sentAt)),
+          h("td", { class: "num" }, r.rank ? String(r.rank) : "–"),
         ),
       ),
-    )),
+    ),
   );
+  replace(el, labelCells(table));
 }
