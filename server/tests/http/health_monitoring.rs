@@ -471,3 +471,32 @@ async fn an_explicit_load_takes_a_model_out_of_the_failed_state() {
     assert_eq!(running_row(&h, "x").await, None);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_model_that_never_passes_its_health_check_is_failed_with_that_reason() {
+    let h = Harness::start(
+        &[ModelSpec {
+            id: "x",
+            args: "--never-healthy",
+            yaml: "maxRestarts: 1\nrestartWindow: 600",
+        }],
+        "",
+    )
+    .await;
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    let row = running_row(&h, "x").await.expect("listed as failed");
+    assert_eq!(row["state"], "failed", "{row}");
+    // (healthCheckTimeout has llama-swap's minimum of 15 s.)
+    assert_eq!(
+        row["failure"]["reason"], "did not become healthy within 15s",
+        "{row}"
+    );
+    // Stopped after its failed check: no process is left behind it.
+    assert_eq!(h.upstream_pid("x"), None);
+    h.shutdown().await;
+}

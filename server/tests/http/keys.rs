@@ -169,18 +169,31 @@ async fn max_concurrent_refuses_one_more_request_of_the_key_with_429_key_busy() 
 #[tokio::test]
 async fn only_admin_keys_manage_read_logs_captures_and_the_uis_data() {
     let h = start().await;
-    let admin_only: [(reqwest::Method, &str); 11] = [
+    // Every management endpoint and every endpoint the UI reads its data from.
+    let admin_only: [(reqwest::Method, &str); 23] = [
         (reqwest::Method::POST, "/api/models/unload"),
         (reqwest::Method::POST, "/api/models/unload/qa"),
+        (reqwest::Method::GET, "/unload"),
         (reqwest::Method::POST, "/api/models/load/other"),
+        (reqwest::Method::GET, "/api/profiles"),
         (reqwest::Method::PUT, "/api/profiles/active"),
         (reqwest::Method::GET, "/logs"),
         (reqwest::Method::GET, "/logs/stream"),
+        (reqwest::Method::GET, "/logs/stream/qa"),
         (reqwest::Method::GET, "/api/captures/1"),
         (reqwest::Method::GET, "/api/events"),
         (reqwest::Method::GET, "/api/activity"),
+        (reqwest::Method::GET, "/api/metrics/activity"),
+        (reqwest::Method::GET, "/api/metrics/stats"),
+        (reqwest::Method::GET, "/api/queue"),
+        (reqwest::Method::POST, "/api/inflight/1/cancel"),
+        (reqwest::Method::POST, "/api/loadtest"),
+        (reqwest::Method::GET, "/api/performance"),
+        (reqwest::Method::GET, "/api/hardware"),
+        (reqwest::Method::GET, "/api/version"),
         (reqwest::Method::GET, "/running"),
         (reqwest::Method::GET, "/api/models/config/qa"),
+        (reqwest::Method::GET, "/upstream"),
     ];
     for key in [BATCH, BOT] {
         for (method, path) in &admin_only {
@@ -200,6 +213,10 @@ async fn only_admin_keys_manage_read_logs_captures_and_the_uis_data() {
     for path in [
         "/logs",
         "/api/activity",
+        "/api/metrics/activity",
+        "/api/queue",
+        "/api/profiles",
+        "/api/version",
         "/running",
         "/api/models/config/qa",
     ] {
@@ -229,6 +246,15 @@ async fn without_an_admin_entry_every_key_keeps_full_access_but_its_models() {
     )
     .await;
     assert_eq!((status, code(&body).as_str()), (404, "model_not_found"));
+    // A model's own log, outside its models: as for a log that does not exist.
+    let (status, _, outside) =
+        send(h.http.get(h.url("/logs/stream/other")).bearer_auth(BATCH)).await;
+    let (_, _, missing) = send(h.http.get(h.url("/logs/stream/nothing")).bearer_auth(BATCH)).await;
+    assert_eq!((status, code(&outside).as_str()), (400, "unknown_log"));
+    assert_eq!(
+        outside.replace("other", "X"),
+        missing.replace("nothing", "X")
+    );
     let (status, _, body) = send(
         h.http
             .post(h.url("/api/models/load/other"))
@@ -464,4 +490,73 @@ async fn a_key_reaches_only_the_peer_models_in_its_scope_and_lists_only_those() 
     assert_eq!(listed(BOT).await, ["back/pa", "back/pb", "other", "qa"]);
     front.shutdown().await;
     back.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_queue_and_in_flight_views_name_who_waits_by_key_name_never_the_secret() {
+    let h = Harness::start(
+        &[
+            model("qa", "--gate-closed"),
+            model("other", "--gate-closed"),
+        ],
+        KEYS,
+    )
+    .await;
+    let mut events = crate::ui::Events::connect(&h, Some(ADMIN)).await;
+    // `other` takes the only place; batch's request for qa waits for the swap.
+    let holding = h.spawn(h.chat("other", None, false).bearer_auth(BOT));
+    h.wait_held("other", 1).await;
+    let holder = events
+        .until("inflight", |e| {
+            e["request"]["api_key"] == "key2" && e["request"]["state"] == "running"
+        })
+        .await;
+    let waiting = h.spawn(
+        h.chat("qa", None, false)
+            .bearer_auth(BATCH)
+            .header("x-api-key", BATCH),
+    );
+    let queue = h
+        .wait_for(|h| async move {
+            let (_, _, body) = send(h.http.get(h.url("/api/queue")).bearer_auth(ADMIN)).await;
+            let body: Value = serde_json::from_str(&body).unwrap();
+            let queue = body["queue"].as_array().cloned().unwrap_or_default();
+            (queue.len() == 1).then_some(queue)
+        })
+        .await;
+    assert_eq!(queue[0]["api_key"], "batch", "{queue:?}");
+
+    let queued = events
+        .until("queue", |q| q["queue"][0]["api_key"] == "batch")
+        .await;
+    let in_flight = events
+        .until("inflight", |e| {
+            e["request"]["api_key"] == "batch" && e["request"]["state"] == "queued"
+        })
+        .await;
+    for text in [
+        queued.to_string(),
+        in_flight.to_string(),
+        holder.to_string(),
+    ] {
+        for secret in SECRETS {
+            assert!(!text.contains(secret), "an event shows a key: {text}");
+        }
+    }
+    // The secret was sent in two headers: the key is taken off the request
+    // before anything records it.
+    let headers = in_flight["request"]["req_headers"]
+        .to_string()
+        .to_ascii_lowercase();
+    assert!(
+        !headers.contains("authorization") && !headers.contains("x-api-key"),
+        "{headers}"
+    );
+
+    h.open_gate("other").await;
+    assert_eq!(finish(holding).await.0, 200);
+    h.wait_held("qa", 1).await;
+    h.open_gate("qa").await;
+    assert_eq!(finish(waiting).await.0, 200);
+    h.shutdown().await;
 }

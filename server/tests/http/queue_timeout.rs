@@ -240,3 +240,48 @@ async fn unusable_queue_timeout_is_refused_before_anything_is_scheduled() {
     assert_eq!(ok.status(), 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_waiter_of_each_band_leaves_at_its_timeout_and_none_preempts_the_busy_model() {
+    let h = Harness::start(
+        &[model("a", "--gate-closed"), model("b", "--gate-closed")],
+        "",
+    )
+    .await;
+    let busy = occupy_a(&h).await;
+    // Low, Normal and Elevated, each bounded: all wait behind a's request
+    // (no preemption: the drain fence holds even an Elevated swap), in rank
+    // order, and each leaves at its own deadline with 503.
+    let waiters: Vec<_> = [("-10", "4"), ("0", "3"), ("10", "2")]
+        .into_iter()
+        .map(|(priority, timeout)| {
+            h.spawn(
+                h.chat("b", Some(priority), false)
+                    .header("X-Queue-Timeout", timeout),
+            )
+        })
+        .collect();
+    let queue = h.wait_queue_len(3).await;
+    let ranked: Vec<i64> = queue
+        .iter()
+        .map(|e| e["effective_priority"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ranked, [10, 0, -10], "{queue:?}");
+    for waiter in waiters {
+        let (status, body) = finish(waiter).await;
+        assert_eq!(status, 503, "{body}");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["code"], "queue_timeout", "{body}");
+    }
+    assert!(h.queue().await.is_empty());
+    // a's request was never cut, and b never started.
+    assert!(h.journal("b").await.is_none(), "b was started");
+    h.open_gate("a").await;
+    assert_eq!(finish(busy).await.0, 200);
+    let metrics = h.metrics().await;
+    for band in ["low", "normal", "elevated"] {
+        let line = format!("llamaswap_queue_timeouts_total{{model=\"b\",band=\"{band}\"}} 1\n");
+        assert!(metrics.contains(&line), "{line} not in\n{metrics}");
+    }
+    h.shutdown().await;
+}

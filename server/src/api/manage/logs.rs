@@ -167,9 +167,12 @@ pub(crate) async fn stream_all(
     follow(&query, history, feeds, state.inner.streams.clone())
 }
 
-/// `GET /logs/stream/<id>`: `proxy`, `upstream`, or one model (ID or alias).
+/// `GET /logs/stream/<id>`: `proxy`, `upstream`, or one model (ID or alias);
+/// a model outside the request's key's `models` is answered as an unknown
+/// log.
 pub(crate) async fn stream_one(
     State(state): State<AppState>,
+    key: Option<axum::Extension<crate::priority::KeyIndex>>,
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<StreamQuery>,
 ) -> Response {
@@ -184,6 +187,9 @@ pub(crate) async fn stream_one(
             return follow(&query, history, feeds, draining);
         }
         _ => {}
+    }
+    if !super::info::may_use(&state, key.map(|k| k.0), &id) {
+        return ApiError::UnknownLog { id }.into_response();
     }
     let subscription = state.inner.router.resolve(&id).and_then(|model| {
         state
