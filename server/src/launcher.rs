@@ -76,6 +76,18 @@ pub trait Launcher: Send + Sync + 'static {
         let _ = model;
         Box::pin(async { None })
     }
+
+    /// The GPU memory the ready process of `model` (with its descendants)
+    /// uses now, in bytes over all its GPUs, as the GPU's own tool reports it
+    /// (`nvidia-smi`, `rocm-smi`).
+    ///
+    /// The memory router asks once after each start and from then on counts
+    /// the larger of this and the model's configured `memory`. `None` (the
+    /// default, for launchers that cannot tell) keeps the configured size.
+    fn gpu_memory(&self, model: &str) -> BoxFuture<'static, Option<u64>> {
+        let _ = model;
+        Box::pin(async { None })
+    }
 }
 
 /// How [`Launcher::release`] freed a model.

@@ -98,6 +98,7 @@ pub use serve::{
     TlsFiles, serve, serve_reloading, serve_watching, serve_with,
 };
 pub use store::{History, Retention, StoreError, StoreSettings};
+pub use upstream::{MemoryHint, memory_hints};
 
 #[doc(hidden)]
 pub mod testing;

@@ -215,6 +215,7 @@ fn main() -> ExitCode {
             if loaded.warnings.len() == 1 { "" } else { "s" }
         );
         print!("{}", loaded.config.summary());
+        print_memory_hints(&loaded.config);
         return ExitCode::SUCCESS;
     }
     let (proxy_log, log_settings) = logging::install(&loaded.config);
@@ -424,4 +425,25 @@ fn report_invalid(err: &ConfigError) -> ExitCode {
         );
     }
     ExitCode::from(EXIT_INVALID)
+}
+
+/// `--check-config` under the memory router: models whose processes running
+/// on this machine now use more GPU memory than their `memory` says.
+fn print_memory_hints(config: &llama_swap_server::config::Config) {
+    if config.memory.is_none() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let estimates = config
+        .models
+        .iter()
+        .filter_map(|m| Some((m.id.as_str(), m.memory?)));
+    for hint in runtime.block_on(llama_swap_server::memory_hints(estimates)) {
+        println!("hint: {hint}");
+    }
 }

@@ -83,10 +83,10 @@ pub mod router {
 /// The pure scheduling state machine.
 pub mod scheduler {
     pub use crate::scheduler::{
-        CONCURRENCY_RETRY_AFTER, Effect, FastCap, GpuUsage, ModelSettings, ModelState, Parallel,
-        QueueEntry, REFUSAL_GRACE, RequestId, ResidencyYield, Restarts, RouteError, Scheduler,
-        SchedulerKind, SchedulerSettings, SettingsError, StopId, StopModel, Tick, WaitReason,
-        WaitStatus,
+        CONCURRENCY_RETRY_AFTER, Effect, FastCap, GpuUsage, Measured, ModelSettings, ModelState,
+        Parallel, QueueEntry, REFUSAL_GRACE, RequestId, ResidencyYield, Restarts, RouteError,
+        Scheduler, SchedulerKind, SchedulerSettings, SettingsError, StopId, StopModel, Tick,
+        WaitReason, WaitStatus,
     };
 }
 

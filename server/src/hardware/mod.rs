@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use parse::{cpu_from_cpuinfo, nvidia_accelerators, os_release, rocm_accelerators};
+use parse::{
+    cpu_from_cpuinfo, nvidia_accelerators, nvidia_compute_apps, os_release, rocm_accelerators,
+    rocm_compute_apps,
+};
 
 /// The longest an external tool may take to answer.
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -184,6 +187,26 @@ pub(crate) async fn gpus_with_memory() -> Vec<crate::policy::memory::Gpu> {
             })
         })
         .collect()
+}
+
+/// The GPU memory each process uses now, as (pid, bytes) rows (a process on
+/// several GPUs may have several), from `nvidia-smi`'s per-process query,
+/// else `rocm-smi --showpids`. `None` when neither answers (no such tool, no
+/// GPU, no answer within [`COMMAND_TIMEOUT`]); read afresh on every call.
+pub(crate) async fn compute_apps() -> Option<Vec<(u32, u64)>> {
+    if let Some(out) = run(
+        "nvidia-smi",
+        &[
+            "--query-compute-apps=pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ],
+    )
+    .await
+    {
+        return Some(nvidia_compute_apps(&out));
+    }
+    let out = run("rocm-smi", &["--showpids", "--json"]).await?;
+    Some(rocm_compute_apps(&out))
 }
 
 /// Detects the machine; `None` when not even its memory can be read.

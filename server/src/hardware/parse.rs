@@ -1,5 +1,6 @@
 //! The text the hardware readings come from: `/proc/cpuinfo`,
-//! `/etc/os-release`, `nvidia-smi`'s CSV and `rocm-smi`'s JSON.
+//! `/etc/os-release`, `nvidia-smi`'s CSV and `rocm-smi`'s JSON (the GPUs, and
+//! the GPU memory each process uses).
 
 use std::collections::BTreeSet;
 
@@ -134,4 +135,39 @@ pub(crate) fn rocm_accelerators(text: &str) -> Vec<Accelerator> {
         .collect();
     out.sort_by_key(|(n, _)| *n);
     out.into_iter().map(|(_, a)| a).collect()
+}
+
+/// `nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits`:
+/// (pid, bytes) per row (memory in MiB; a process on several GPUs has a row
+/// on each). Rows without a number (`[N/A]`) are left out.
+pub(crate) fn nvidia_compute_apps(text: &str) -> Vec<(u32, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (pid, mib) = line.split_once(',')?;
+            let pid = pid.trim().parse().ok()?;
+            let mib: u64 = mib.trim().parse().ok()?;
+            Some((pid, mib.checked_mul(1024 * 1024)?))
+        })
+        .collect()
+}
+
+/// `rocm-smi --showpids --json`: `{"system": {"PID<pid>": "<name>, <gpus>,
+/// <vram bytes>, <sdma>, <cu occupancy>"}}` (rocm-smi joins the columns with
+/// `, `, so a name with blanks spans several; the VRAM is third from the end).
+pub(crate) fn rocm_compute_apps(text: &str) -> Vec<(u32, u64)> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let Some(system) = value.get("system").and_then(|s| s.as_object()) else {
+        return Vec::new();
+    };
+    system
+        .iter()
+        .filter_map(|(key, row)| {
+            let pid = key.strip_prefix("PID")?.parse().ok()?;
+            let fields: Vec<&str> = row.as_str()?.split(',').map(str::trim).collect();
+            let vram = fields.len().checked_sub(3).and_then(|i| fields.get(i))?;
+            Some((pid, vram.parse().ok()?))
+        })
+        .collect()
 }

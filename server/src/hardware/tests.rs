@@ -113,3 +113,21 @@ async fn this_machine_gives_a_schema_one_snapshot() {
         assert!(json.get(key).is_some(), "{key}");
     }
 }
+
+#[test]
+fn nvidia_compute_apps_give_each_process_row_in_bytes() {
+    let text = "4242, 20480\n4243, [N/A]\n4242, 1024\ngarbage\n";
+    assert_eq!(
+        parse::nvidia_compute_apps(text),
+        [(4242, 20 << 30), (4242, 1 << 30)]
+    );
+}
+
+#[test]
+fn rocm_showpids_gives_the_vram_third_from_the_end_even_after_a_name_with_blanks() {
+    let text = r#"{"system": {"PID77": "python3, 1, 2147483648, 0, 12", "PID78": "my server, 2, 1024, 0, 0", "PID79": "bad"}}"#;
+    let mut rows = parse::rocm_compute_apps(text);
+    rows.sort_unstable();
+    assert_eq!(rows, [(77, 2 << 30), (78, 1024)]);
+    assert!(parse::rocm_compute_apps("not json").is_empty());
+}

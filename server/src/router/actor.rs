@@ -65,12 +65,18 @@ enum TaskDone {
     Stop {
         id: StopId,
     },
+    /// The GPU memory a model's process uses, measured after its start.
+    Measure {
+        model: String,
+        bytes: Option<u64>,
+    },
 }
 
 /// What an owned task was doing, to report for it should it panic.
 enum TaskKind {
     Swap { model: String },
     Stop { id: StopId },
+    Measure,
 }
 
 struct Shutdown {
@@ -396,7 +402,7 @@ impl Actor {
                     not_slept: Vec::new(),
                 },
                 Some(TaskKind::Stop { id }) => TaskDone::Stop { id },
-                None => return,
+                Some(TaskKind::Measure) | None => return,
             },
         };
         let now = self.now();
@@ -437,9 +443,14 @@ impl Actor {
                     }
                     self.scheduler.set_slots(&model, *slots);
                 }
+                let ready = result.is_ok();
                 self.scheduler
                     .swap_done(now, &model, result.map(|_| ()), &mut out);
+                if ready && self.scheduler.placement(&model).is_some() {
+                    self.spawn_measure(model);
+                }
             }
+            TaskDone::Measure { model, bytes } => self.on_measure(&model, bytes, &mut out),
             TaskDone::Stop { id } => {
                 self.scheduler.stop_done(id, &mut out);
                 for reply in self.unloads.remove(&id).unwrap_or_default() {
@@ -691,6 +702,44 @@ impl Actor {
         });
         self.task_kinds
             .insert(handle.id(), TaskKind::Swap { model });
+    }
+
+    /// Measures the GPU memory of `model`, just started under the memory
+    /// router, on a task of its own (the grant does not wait for it).
+    fn spawn_measure(&mut self, model: String) {
+        let launcher = Arc::clone(&self.launcher);
+        let cancel = self.swaps_cancel.clone();
+        let handle = self.tasks.spawn(async move {
+            let bytes = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                bytes = launcher.gpu_memory(&model) => bytes,
+            };
+            TaskDone::Measure { model, bytes }
+        });
+        self.task_kinds.insert(handle.id(), TaskKind::Measure);
+    }
+
+    fn on_measure(&mut self, model: &str, bytes: Option<u64>, out: &mut Vec<Effect>) {
+        let Some(bytes) = bytes else {
+            return;
+        };
+        let Some(m) = self.scheduler.measured(model, bytes, out) else {
+            return;
+        };
+        let (measured_mib, estimate_mib, counted_mib) =
+            (m.measured >> 20, m.estimate >> 20, m.counted >> 20);
+        if m.measured > m.estimate {
+            tracing::warn!(
+                %model,
+                measured_mib,
+                estimate_mib,
+                counted_mib,
+                "model uses more GPU memory than its memory estimate: placement counts {counted_mib} MiB from now on; raise models.{model}.memory"
+            );
+        } else {
+            tracing::info!(%model, measured_mib, estimate_mib, "GPU memory measured within the estimate");
+        }
     }
 
     fn spawn_stop(&mut self, id: StopId, batches: Vec<Vec<StopModel>>) {

@@ -132,6 +132,6 @@ pub use settings::{
 };
 pub(crate) use types::{Admitted, RunningModel};
 pub use types::{
-    Effect, GpuUsage, ModelState, QueueEntry, RequestId, StopId, StopModel, Tick, WaitReason,
-    WaitStatus,
+    Effect, GpuUsage, Measured, ModelState, QueueEntry, RequestId, StopId, StopModel, Tick,
+    WaitReason, WaitStatus,
 };

@@ -13,7 +13,7 @@
 
 use super::core::Scheduler;
 use super::gpus::Placements;
-use super::{GpuUsage, ModelState};
+use super::{Effect, GpuUsage, Measured, ModelState};
 use crate::policy::memory::{Plan, Resident};
 
 impl Scheduler {
@@ -129,6 +129,26 @@ impl Scheduler {
             *slot = Some(plan.gpus);
         }
         Some(reason)
+    }
+
+    /// A measure of `model`'s running process: `bytes` of GPU memory over
+    /// all its GPUs. Under the memory router it counts the larger of this and
+    /// its configured `memory` from now on (until the next measure), and what
+    /// waits is placed again with that. `None` without the memory router or
+    /// for an unknown model; else what was configured and what counts now.
+    pub fn measured(&mut self, model: &str, bytes: u64, out: &mut Vec<Effect>) -> Option<Measured> {
+        let t = self.index_of(model)?;
+        let placements = self.placements.as_mut()?;
+        let estimate = placements.memory.configured(t)?;
+        *placements.measured.get_mut(t)? = Some(bytes);
+        let counted = placements.memory.measured(t, bytes)?;
+        self.drain(out);
+        self.flush_positions(out);
+        Some(Measured {
+            estimate,
+            measured: bytes,
+            counted,
+        })
     }
 
     /// The ids of the GPUs the memory router gave `model` at its last start

@@ -255,3 +255,16 @@ pub struct Admitted {
     /// Its effective priority.
     pub effective_priority: i32,
 }
+
+/// What a measure of a model's GPU memory changed
+/// ([`Scheduler::measured`](super::Scheduler::measured)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    /// Its configured `memory`, in bytes.
+    pub estimate: u64,
+    /// What its process uses, in bytes over all its GPUs.
+    pub measured: u64,
+    /// What the memory router counts from now on: the larger of the two,
+    /// never more than its GPUs hold.
+    pub counted: u64,
+}

@@ -14,6 +14,7 @@
 //! | `sleep` | sleep instead of stop, and waking (vLLM, SGLang, custom calls) |
 //! | `spawn` | the shim and spawner thread that make upstreams die with the server |
 //! | `gpu` | `${GPU}` and `CUDA_VISIBLE_DEVICES` for a model the memory router placed |
+//! | `measure` | the GPU memory a running model really uses (`nvidia-smi`, `rocm-smi`) |
 //! | `orphans` | markers, sweeping descendants, reclaiming a killed server's, reaping adopted ones |
 //!
 //! The [`Supervisor`] implements [`Launcher`] for the router: it never decides when
@@ -50,6 +51,7 @@ mod command;
 mod gpu;
 mod health;
 mod logs;
+mod measure;
 mod monitor;
 mod orphans;
 mod port;
@@ -70,6 +72,7 @@ use tokio_util::task::TaskTracker;
 pub use command::{CommandError, split_command};
 pub use logs::LogStream;
 pub(crate) use logs::{LogHub, LogLine, LogRing, LogSubscription, SharedLine};
+pub use measure::{MemoryHint, memory_hints};
 // For the log endpoints' tests, which fill a ring of their own size.
 #[cfg(test)]
 pub(crate) use logs::LogLimits;
@@ -706,6 +709,15 @@ impl Launcher for Supervisor {
                 // which stopped the process on its way out.
                 let _ = done_rx.await;
             }
+        })
+    }
+
+    fn gpu_memory(&self, model: &str) -> BoxFuture<'static, Option<u64>> {
+        let status = self.status(model);
+        let model = model.to_owned();
+        Box::pin(async move {
+            let pid = status.filter(|s| s.state == ProcessState::Ready)?.pid?;
+            measure::gpu_memory(&model, pid).await
         })
     }
 

@@ -145,6 +145,48 @@ fn marked(wanted: impl Fn(&str) -> bool) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Whether process `pid` belongs to the process `root` of `model`: it is
+/// `root`, descends from it, or carries a marker of this server naming
+/// `model` (a descendant that left the tree, such as a worker started with
+/// `setsid` whose parent exited). Blocking (reads `/proc`).
+pub(crate) fn belongs_to(pid: u32, root: u32, model: &str) -> bool {
+    if descends_from(pid, root) {
+        return true;
+    }
+    let Some(value) = marker_of(pid) else {
+        return false;
+    };
+    matches!(parse_marker(&value), Some((server, m)) if m == model && Some(server) == this_process())
+}
+
+/// Whether `pid` is `root` or one of its descendants (its parent chain
+/// reaches `root`).
+fn descends_from(mut pid: u32, root: u32) -> bool {
+    // A chain longer than this is a loop read while processes changed.
+    for _ in 0..64 {
+        if pid == root {
+            return true;
+        }
+        match stat(pid) {
+            Some(s) if s.ppid != 0 && s.ppid != pid => pid = s.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The model each process carrying any server's marker runs, for the pids
+/// given: (pid, model) for those that have one. Blocking (reads `/proc`).
+pub(crate) fn models_of(pids: impl IntoIterator<Item = u32>) -> Vec<(u32, String)> {
+    pids.into_iter()
+        .filter_map(|pid| {
+            let value = marker_of(pid)?;
+            let (_, model) = parse_marker(&value)?;
+            Some((pid, model.to_owned()))
+        })
+        .collect()
+}
+
 fn signal_pid(pid: u32, signal: Signal) {
     if let Ok(raw) = i32::try_from(pid) {
         // ESRCH: it ended meanwhile, which is what we want.

@@ -38,8 +38,14 @@ impl Server {
 
     /// Runs the binary with exactly `args`.
     pub(crate) async fn start_args(args: &[&str]) -> Self {
+        Self::start_args_env(args, &[]).await
+    }
+
+    /// Runs the binary with exactly `args`, and `env` added to its environment.
+    pub(crate) async fn start_args_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_llama-swap-server"))
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -23,6 +23,7 @@ mod listings;
 mod logs;
 mod loops;
 mod matrix;
+mod measure;
 mod memory;
 mod observability;
 mod on_idle;

@@ -275,6 +275,9 @@ pub struct Memory {
     /// Per GPU: memory less the reserve.
     usable: Vec<u64>,
     models: Vec<MemoryModel>,
+    /// Per model: its configured `memory` (what `models` says until a
+    /// measure counts more, [`Memory::measured`]).
+    configured: Vec<u64>,
     costs: Vec<u64>,
     /// Every choice of GPUs, by how many (only the counts models use).
     choices: BTreeMap<usize, Vec<Vec<usize>>>,
@@ -359,6 +362,7 @@ impl Memory {
             ids: ids.to_vec(),
             gpus,
             usable,
+            configured: settings.models.iter().map(|m| m.memory).collect(),
             models: settings.models.clone(),
             costs,
             choices,
@@ -381,6 +385,31 @@ impl Memory {
     #[must_use]
     pub fn model(&self, model: usize) -> Option<&MemoryModel> {
         self.models.get(model)
+    }
+
+    /// The `memory` `model` is configured with (`None` for an unknown index).
+    #[must_use]
+    pub fn configured(&self, model: usize) -> Option<u64> {
+        self.configured.get(model).copied()
+    }
+
+    /// Counts `model` as needing the larger of its configured `memory` and
+    /// `bytes` (a measure of its running process, over all its GPUs) from
+    /// now on; a later measure replaces this one. Never more than its GPUs
+    /// can hold (the `gpus`-th largest GPU's usable memory on each), so it
+    /// can always start again. Returns what it counts now (`None` for an
+    /// unknown model).
+    pub fn measured(&mut self, model: usize, bytes: u64) -> Option<u64> {
+        let configured = *self.configured.get(model)?;
+        let gpus = self.models.get(model)?.gpus.max(1);
+        let mut by_size = self.usable.clone();
+        by_size.sort_unstable_by_key(|&u| Reverse(u));
+        let per_gpu = by_size.get(gpus - 1).copied().unwrap_or(0);
+        let most = per_gpu.saturating_mul(gpus as u64);
+        let counted = bytes.min(most).max(configured);
+        let m = self.models.get_mut(model)?;
+        m.memory = counted;
+        Some(counted)
     }
 
     /// The evict cost of `model` (1 unless configured).

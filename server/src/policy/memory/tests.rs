@@ -245,3 +245,20 @@ fn a_model_that_will_sleep_frees_only_what_it_does_not_keep_asleep() {
     let plan = mem.plan(1, &[sleeper, on(2, 0, 3)]).unwrap();
     assert_eq!(plan.evict, [0, 2]);
 }
+
+#[test]
+fn a_measure_counts_when_larger_than_the_estimate_and_never_beyond_what_its_gpus_hold() {
+    let mut mem = memory(&[24, 16], 1, &[m(10), m(10)]);
+    // Smaller than configured: the estimate stays.
+    assert_eq!(mem.measured(0, 8 * GIB), Some(10 * GIB));
+    assert_eq!(mem.model(0).unwrap().memory, 10 * GIB);
+    // Larger: counted from now on; a later measure replaces it.
+    assert_eq!(mem.measured(0, 14 * GIB), Some(14 * GIB));
+    assert_eq!(mem.model(0).unwrap().share(), 14 * GIB);
+    assert_eq!(mem.measured(0, 12 * GIB), Some(12 * GIB));
+    // More than the largest GPU offers (23 GiB): it can still start again.
+    assert_eq!(mem.measured(1, 40 * GIB), Some(23 * GIB));
+    assert!(mem.plan(1, &[]).is_some());
+    assert_eq!(mem.configured(1), Some(10 * GIB));
+    assert_eq!(mem.measured(9, GIB), None);
+}
