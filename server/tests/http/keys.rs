@@ -560,3 +560,47 @@ async fn the_queue_and_in_flight_views_name_who_waits_by_key_name_never_the_secr
     assert_eq!(finish(waiting).await.0, 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_servers_own_log_never_shows_a_key_whatever_the_request_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    let mut yaml = crate::support::config_yaml(&[
+        (model("qa", ""), crate::support::free_port()),
+        (model("other", ""), crate::support::free_port()),
+    ]);
+    yaml.push_str(KEYS);
+    std::fs::write(&file, yaml).unwrap();
+    let server = crate::cli::Server::start(&file, &[]).await;
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let chat = |model: &str| {
+        http.post(url("/v1/chat/completions"))
+            .json(&serde_json::json!({"model": model, "messages": []}))
+    };
+    const GUESS: &str = "sk-a-wrong-guess-4";
+    for (request, expected) in [
+        (chat("qa").bearer_auth(BATCH), 200),
+        (chat("qa").header("x-api-key", BOT), 200),
+        (chat("other").bearer_auth(BATCH), 404),
+        (chat("qa").bearer_auth(GUESS), 401),
+        (chat("qa").bearer_auth(BATCH).header("x-api-key", BOT), 400),
+        (http.get(url("/running")).bearer_auth(BOT), 403),
+        (
+            http.get(url("/upstream/other/health")).bearer_auth(BATCH),
+            404,
+        ),
+    ] {
+        let (status, _, body) = send(request).await;
+        assert_eq!(status, expected, "{body}");
+    }
+    let (status, _, logs) = send(http.get(url("/logs")).bearer_auth(ADMIN)).await;
+    assert_eq!(status, 200);
+    assert!(logs.contains("path=/v1/chat/completions"), "{logs}");
+    let stdout = server.terminate_with_output().await.join("\n");
+    for (what, text) in [("/logs", &logs), ("stdout", &stdout)] {
+        for secret in SECRETS.iter().chain([&GUESS]) {
+            assert!(!text.contains(secret), "{what} shows {secret}: {text}");
+        }
+    }
+}
