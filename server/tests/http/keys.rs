@@ -488,8 +488,63 @@ async fn a_key_reaches_only_the_peer_models_in_its_scope_and_lists_only_those() 
     };
     assert_eq!(listed(BATCH).await, ["back/pa", "qa"]);
     assert_eq!(listed(BOT).await, ["back/pa", "back/pb", "other", "qa"]);
+
+    // Its maxConcurrent counts a websocket to a peer model until it closes.
+    let auth = [("authorization", "Bearer sk-batch-secret-2")];
+    let mut ws = crate::websockets::open(&front, "/upstream/back/pa/ws", &auth).await;
+    crate::websockets::echo(&mut ws, Message::text("across the hop")).await;
+    let (status, _, body) = send(chat("back/pa", BATCH)).await;
+    assert_eq!((status, code(&body).as_str()), (429, "key_busy"), "{body}");
+    crate::websockets::close(ws).await;
+    front
+        .wait_for(|_| async {
+            let (status, _, body) = send(chat("back/pa", BATCH)).await;
+            match status {
+                200 => Some(()),
+                429 => None,
+                other => panic!("{other}: {body}"),
+            }
+        })
+        .await;
     front.shutdown().await;
     back.shutdown().await;
+}
+
+#[tokio::test]
+async fn max_priority_caps_the_key_on_upstream_and_websocket_routes_too() {
+    let h = Harness::start(&[model("qa", ""), model("other", "")], KEYS).await;
+    let (status, _, body) = send(
+        h.http
+            .get(h.url("/upstream/qa/v1/models"))
+            .bearer_auth(BATCH)
+            .header("X-Priority", "10"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let ws = crate::websockets::open(
+        &h,
+        "/upstream/qa/ws",
+        &[
+            ("authorization", "Bearer sk-batch-secret-2"),
+            ("x-priority", "10"),
+        ],
+    )
+    .await;
+    crate::websockets::close(ws).await;
+    let rows = h
+        .wait_for(|h| async move {
+            let (_, _, body) = send(h.http.get(h.url("/api/activity")).bearer_auth(ADMIN)).await;
+            let body: Value = serde_json::from_str(&body).unwrap();
+            let rows = body["activity"].as_array().cloned().unwrap_or_default();
+            (rows.len() == 2).then_some(rows)
+        })
+        .await;
+    for row in &rows {
+        assert_eq!(row["api_key"], "batch", "{row}");
+        assert_eq!(row["requested_priority"], 10, "{row}");
+        assert_eq!(row["capped_priority"], -10, "the key's maxPriority: {row}");
+    }
+    h.shutdown().await;
 }
 
 #[tokio::test]
