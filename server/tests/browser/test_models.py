@@ -440,7 +440,7 @@ class FedStates(UiTest):
                     "state": "ready",
                     "gpus": [{"id": 0, "used": 40 * GIB, "free": 7 * GIB}, {"id": 1, "used": 20 * GIB, "free": 3 * GIB}],
                     "memory": 20 * GIB,
-                    "memory_measured": 19 * GIB,
+                    "memory_measured": 38 * GIB,
                 },
                 {
                     **base,
@@ -460,7 +460,7 @@ class FedStates(UiTest):
             ]
         )
         big = self.card("big")
-        expect(big.locator(".placement-memory")).to_have_text("20.0 GB on each of GPUs 0, 1 · measured 19.0 GB")
+        expect(big.locator(".placement-memory")).to_have_text("20.0 GB on each of GPUs 0, 1 · measured 38.0 GB in all")
         expect(big.locator('.gpu-line[data-gpu="1"]')).to_contain_text("20.0 GB used · 3.00 GB free")
         expect(self.page.locator('#gpus [data-gpu="0"]')).to_contain_text("40.0 GB used · 7.00 GB free of 48.0 GB")
         expect(self.page.locator('#gpus [data-gpu="1"]')).to_contain_text("big (ready)")

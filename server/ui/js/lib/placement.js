@@ -29,7 +29,7 @@ export function setStateBadge(badge, state) {
   badge.title = stateHint(state);
 }
 
-/** The measured memory of a model row, when the server measured it (bytes), else null. */
+/** The measured memory of a model row (bytes over all its GPUs), when the server measured it, else null. */
 export function measuredMemory(model) {
   const value = model?.memory_measured ?? model?.measured_memory ?? null;
   return typeof value === "number" && value > 0 ? value : null;
@@ -68,7 +68,9 @@ export function placement(model) {
       { class: "placement-memory" },
       h("span", { class: "memory-counted", title: "the memory counted for it on each of its GPUs" }, bytes(model.memory || 0)),
       gpus.length > 1 ? ` on each of GPUs ${ids.join(", ")}` : ` on GPU ${ids[0]}`,
-      measured !== null ? [" · ", h("span", { class: "memory-measured", title: "what its process was measured to use" }, `measured ${bytes(measured)}`)] : null,
+      measured !== null
+        ? [" · ", h("span", { class: "memory-measured", title: "what its process was measured to use" }, `measured ${bytes(measured)}${gpus.length > 1 ? " in all" : ""}`)]
+        : null,
     ),
     gpus
       .filter((g) => typeof g === "object" && typeof g.used === "number")
