@@ -243,7 +243,14 @@ impl Groups {
 }
 
 impl EvictionPolicy for Groups {
-    fn evict(&self, target: usize, running: &[usize]) -> Vec<usize> {
+    /// Every running model `target`'s group excludes: groups leave no choice,
+    /// so use does not matter.
+    fn evict(
+        &self,
+        target: usize,
+        running: &[usize],
+        _last_used: &dyn Fn(usize) -> u64,
+    ) -> Vec<usize> {
         self.conflicts(target, running)
     }
 
@@ -432,12 +439,12 @@ mod tests {
         )
         .unwrap();
         // a stops its sibling b, not itself, not the persistent c.
-        assert_eq!(g.evict(0, &[0, 1, 2]), vec![1]);
+        assert_eq!(g.evict(0, &[0, 1, 2], &|_| 0), vec![1]);
         assert_eq!(g.conflicts(0, &[0, 1, 2]), vec![1]);
         // c is not exclusive: it stops nobody of another group.
-        assert!(g.evict(2, &[0, 1]).is_empty());
+        assert!(g.evict(2, &[0, 1], &|_| 0).is_empty());
         // Indices the policy does not know are ignored.
-        assert!(g.evict(0, &[7]).is_empty());
+        assert!(g.evict(0, &[7], &|_| 0).is_empty());
         assert!(g.conflicts(9, &[0]).is_empty());
     }
 }

@@ -39,7 +39,14 @@ pub use groups::{GroupSettings, PolicyError};
 pub(crate) trait EvictionPolicy: fmt::Debug + Send + Sync {
     /// To run `target` while `running` are up (ready, starting or stopping; may
     /// contain `target`), the ones that must stop first. Never contains `target`.
-    fn evict(&self, target: usize, running: &[usize]) -> Vec<usize>;
+    /// Where the policy has a choice of equal cost, it stops the least recently
+    /// used first (`last_used` of a model: larger is more recent).
+    fn evict(
+        &self,
+        target: usize,
+        running: &[usize],
+        last_used: &dyn Fn(usize) -> u64,
+    ) -> Vec<usize>;
 
     /// The members of `models` that cannot run alongside `target` whatever else
     /// runs. Never contains `target`. It must not depend on which models run.
@@ -57,8 +64,13 @@ pub(crate) trait EvictionPolicy: fmt::Debug + Send + Sync {
     /// Why [`evict`](Self::evict) answers what it does for the same question,
     /// for the one log line of a real swap (the matrix names its set and the
     /// cost). `None`: nothing to add (the default).
-    fn explain(&self, target: usize, running: &[usize]) -> Option<String> {
-        let _ = (target, running);
+    fn explain(
+        &self,
+        target: usize,
+        running: &[usize],
+        last_used: &dyn Fn(usize) -> u64,
+    ) -> Option<String> {
+        let _ = (target, running, last_used);
         None
     }
 }

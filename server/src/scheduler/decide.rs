@@ -81,6 +81,15 @@ impl Scheduler {
             .collect()
     }
 
+    /// When model `r` was last used, for the policies' tie-breaks (larger is
+    /// more recent): the moment its last request ended or it became ready
+    /// with nothing admitted; one in use counts as used now.
+    pub(super) fn last_used(&self, r: usize) -> u64 {
+        self.models[r].idle_since().map_or(u64::MAX, |tick| {
+            u64::try_from(tick.since_start().as_micros()).unwrap_or(u64::MAX)
+        })
+    }
+
     /// Models that are up (ready, starting or stopping) and must stop before `t` can run.
     fn evict_set(&self, t: usize) -> Vec<usize> {
         if self.placements.is_some() {
@@ -94,7 +103,7 @@ impl Scheduler {
         if up.iter().all(|&r| r == t) {
             return Vec::new();
         }
-        self.policy.evict(t, &up)
+        self.policy.evict(t, &up, &|r| self.last_used(r))
     }
 
     /// The decision tree for a request for model `t`, before the drain fence.
@@ -264,7 +273,7 @@ impl Scheduler {
         // Asked before the state changes, so it explains the decision just made.
         let reason = match self.place_on_gpus(t) {
             Some(reason) => Some(reason),
-            None => self.policy.explain(t, &self.up()),
+            None => self.policy.explain(t, &self.up(), &|r| self.last_used(r)),
         };
         // An awake model with a sleep mode sleeps; one asleep already (the
         // memory router stopping what it keeps asleep) stops for good.

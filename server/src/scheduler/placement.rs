@@ -40,10 +40,7 @@ impl Scheduler {
                     // (as a busy one), and only for a waiter `decide` lets.
                     busy: self.is_busy(r) || m.in_flight() > 0 || m.residency().is_some(),
                     waiting: m.queued.last_key_value().map(|(&rank, _)| rank),
-                    // A model in use counts as used now.
-                    last_used: m.idle_since().map_or(u64::MAX, |tick| {
-                        u64::try_from(tick.since_start().as_micros()).unwrap_or(u64::MAX)
-                    }),
+                    last_used: self.last_used(r),
                 })
             })
             .collect()

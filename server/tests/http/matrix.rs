@@ -151,3 +151,27 @@ async fn set_mates_serve_concurrently_with_no_swap_between_them() {
     assert_eq!(finish(on_b).await.0, 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn of_two_evictions_of_equal_cost_the_least_recently_used_model_stops() {
+    let sets = "
+routing:
+  router:
+    use: matrix
+    settings:
+      matrix:
+        sets:
+          pair: a & b
+          with_a: t & a
+          with_b: t & b
+";
+    let h = Harness::start(&[model("a", ""), model("b", ""), model("t", "")], sets).await;
+    ok(&h, "b").await;
+    ok(&h, "a").await;
+    ok(&h, "b").await;
+    assert_eq!(h.running().await, ["a", "b"]);
+    // t runs beside either; a was used less recently than b.
+    ok(&h, "t").await;
+    assert_eq!(h.running().await, ["b", "t"]);
+    h.shutdown().await;
+}

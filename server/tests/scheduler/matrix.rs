@@ -332,3 +332,53 @@ fn the_cost_driven_fence_lifts_when_the_elevated_waiter_leaves() {
     h.done(running);
     h.done(late_low);
 }
+
+/// `t` runs beside `a` or beside `b` (equal costs); `a` and `b` run together.
+fn either_partner() -> Harness {
+    matrix(
+        &["a", "b", "t"],
+        &[("ab", "a & b"), ("ta", "t & a"), ("tb", "t & b")],
+        &[],
+    )
+}
+
+#[test]
+fn of_equal_cost_evictions_the_least_recently_used_model_is_stopped() {
+    let mut h = either_partner();
+    h.make_ready("a");
+    h.advance(std::time::Duration::from_secs(1));
+    h.make_ready("b");
+    h.advance(std::time::Duration::from_secs(1));
+    h.submit("t", 0);
+    // Enumeration order alone would keep a (set ta comes first).
+    assert_eq!(h.swaps.last(), Some(&swap("t", &["a"])));
+}
+
+#[test]
+fn using_a_model_again_makes_the_other_the_least_recently_used() {
+    let mut h = either_partner();
+    h.make_ready("a");
+    h.advance(std::time::Duration::from_secs(1));
+    h.make_ready("b");
+    h.advance(std::time::Duration::from_secs(1));
+    let again = h.submit("a", 0);
+    assert!(h.granted(again));
+    h.done(again);
+    h.advance(std::time::Duration::from_secs(1));
+    h.submit("t", 0);
+    assert_eq!(h.swaps.last(), Some(&swap("t", &["b"])));
+}
+
+#[test]
+fn a_cheaper_eviction_wins_over_a_less_recently_used_one() {
+    let mut h = matrix(
+        &["a", "b", "t"],
+        &[("ab", "a & b"), ("ta", "t & a"), ("tb", "t & b")],
+        &[("a", 5)],
+    );
+    h.make_ready("a");
+    h.advance(std::time::Duration::from_secs(1));
+    h.make_ready("b");
+    h.submit("t", 0);
+    assert_eq!(h.swaps.last(), Some(&swap("t", &["b"])));
+}

@@ -4,9 +4,15 @@ use super::Matrix;
 use crate::policy::EvictionPolicy;
 
 impl EvictionPolicy for Matrix {
-    /// The running models outside the cheapest combination holding `target`;
+    /// The running models outside the cheapest combination holding `target`
+    /// (of equal costs, the one stopping the least recently used);
     /// nothing when `target` itself is among `running`.
-    fn evict(&self, target: usize, running: &[usize]) -> Vec<usize> {
+    fn evict(
+        &self,
+        target: usize,
+        running: &[usize],
+        last_used: &dyn Fn(usize) -> u64,
+    ) -> Vec<usize> {
         if target >= self.models.len() {
             return Vec::new();
         }
@@ -15,7 +21,7 @@ impl EvictionPolicy for Matrix {
             .copied()
             .filter(|&m| m < self.models.len())
             .collect();
-        self.solve(target, &known).evict
+        self.solve_by_use(target, &known, last_used).evict
     }
 
     /// The models no combination of any set holds together with `target` (all
@@ -39,7 +45,12 @@ impl EvictionPolicy for Matrix {
             && !self.fits_together(&[target, other])
     }
 
-    fn explain(&self, target: usize, running: &[usize]) -> Option<String> {
+    fn explain(
+        &self,
+        target: usize,
+        running: &[usize],
+        last_used: &dyn Fn(usize) -> u64,
+    ) -> Option<String> {
         if target >= self.models.len() {
             return None;
         }
@@ -48,7 +59,7 @@ impl EvictionPolicy for Matrix {
             .copied()
             .filter(|&m| m < self.models.len())
             .collect();
-        let solution = self.solve(target, &known);
+        let solution = self.solve_by_use(target, &known, last_used);
         Some(match solution.set.map(|s| &self.sets[s]) {
             Some(set) => format!(
                 "matrix set {} ({}), evict cost {}",

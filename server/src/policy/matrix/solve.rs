@@ -118,6 +118,20 @@ impl Matrix {
     /// To run model `target` with `running` up (model indices, any order, repeats
     /// and `target` itself allowed): which to stop, from which set, at what cost.
     pub(crate) fn solve(&self, target: usize, running: &[usize]) -> Solution {
+        self.solve_by_use(target, running, &|_| 0)
+    }
+
+    /// As [`solve`](Self::solve), with combinations of equal cost told apart by
+    /// use: the one whose most recently used evicted model was used least
+    /// recently wins (`last_used` of a model index: larger is more recent), so
+    /// the least recently used model is stopped first (llama-swap #1118).
+    /// Still equal, the first in enumeration order wins.
+    pub(crate) fn solve_by_use(
+        &self,
+        target: usize,
+        running: &[usize],
+        last_used: &dyn Fn(usize) -> u64,
+    ) -> Solution {
         if running.contains(&target) {
             return Solution {
                 evict: Vec::new(),
@@ -131,7 +145,8 @@ impl Matrix {
         let (mut query, distinct) = Query::new(self, &models);
         // distinct[0] is the target (bit 0); the rest are the running models.
         let running = &distinct[1..];
-        let mut best: Option<(u64, usize, Bits)> = None;
+        // (cost, the newest use among the evicted: none is best), set, state.
+        let mut best: Option<((u64, Option<u64>), usize, Bits)> = None;
         'sets: for (s, set) in self.sets.iter().enumerate() {
             if !self.support[set.root].contains(target) {
                 continue;
@@ -140,22 +155,25 @@ impl Matrix {
                 if !state.contains(0) {
                     continue;
                 }
-                let cost: u64 = running
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| !state.contains(i + 1))
-                    .map(|(_, &m)| self.costs[m])
-                    .sum();
-                if best.as_ref().is_none_or(|(b, _, _)| cost < *b) {
-                    best = Some((cost, s, state.clone()));
-                    if cost == 0 {
+                let evicted = || {
+                    running
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| !state.contains(i + 1))
+                        .map(|(_, &m)| m)
+                };
+                let cost: u64 = evicted().map(|m| self.costs[m]).sum();
+                let key = (cost, evicted().map(last_used).max());
+                if best.as_ref().is_none_or(|(b, _, _)| key < *b) {
+                    best = Some((key, s, state.clone()));
+                    if key == (0, None) {
                         break 'sets;
                     }
                 }
             }
         }
         let (cost, set, evict) = match best {
-            Some((cost, s, state)) => {
+            Some(((cost, _), s, state)) => {
                 let evict = running
                     .iter()
                     .enumerate()

@@ -682,7 +682,12 @@ impl super::EvictionPolicy for Memory {
     /// Without knowing where the running models sit, the models that can
     /// never run beside `target`: the scheduler asks [`Memory::plan`] with
     /// the placements instead, and this answer only bounds it.
-    fn evict(&self, target: usize, running: &[usize]) -> Vec<usize> {
+    fn evict(
+        &self,
+        target: usize,
+        running: &[usize],
+        _last_used: &dyn Fn(usize) -> u64,
+    ) -> Vec<usize> {
         self.conflicts(target, running)
     }
 
