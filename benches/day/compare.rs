@@ -24,6 +24,8 @@ pub(crate) struct Options {
     pub scale: f64,
     /// `minResident` asked for, unscaled seconds (rounded to whole replay seconds).
     pub min_resident: f64,
+    /// `agingAfter` asked for, unscaled seconds (rounded to whole replay seconds).
+    pub aging_after: f64,
     /// Unscaled seconds between two streamed tokens of the mock (the resolution of a
     /// request's service).
     pub token_gap: f64,
@@ -37,17 +39,32 @@ impl Options {
         ((self.min_resident / self.scale).round() as u64).max(1)
     }
 
+    /// `agingAfter` in whole replay seconds, at least 1.
+    pub(crate) fn aging_after_replay(&self) -> u64 {
+        ((self.aging_after / self.scale).round() as u64).max(1)
+    }
+
     /// The token gap in replay seconds, at least 2 ms (below that, timer rounding
     /// would stretch services by more than a quarter).
     pub(crate) fn token_gap_replay(&self) -> f64 {
         (self.token_gap / self.scale).max(0.002)
     }
 
-    fn shape(&self) -> Shape {
-        Shape {
+    /// The shape of the requests, with mockswap's pace measured on this machine.
+    async fn shape(&self) -> Res<Shape> {
+        let token_gap = self.token_gap_replay();
+        let args = [
+            "--tokens-per-second".to_owned(),
+            format!("{:.3}", 1.0 / token_gap),
+        ];
+        let (mock, addr) = procs::mockswap(&self.bin, &args).await?;
+        let paced_gap = replay::calibrate(addr).await;
+        mock.stop().await?;
+        Ok(Shape {
             scale: self.scale,
-            token_gap: self.token_gap_replay(),
-        }
+            token_gap,
+            paced_gap: paced_gap?,
+        })
     }
 }
 
@@ -72,10 +89,15 @@ pub(crate) struct Figures {
     pub swap_share: f64,
     /// Mean time of one swap.
     pub mean_swap: f64,
+    /// Mean time of one swap beyond the stated load, wake and sleep times: this
+    /// machine's own cost of a swap, magnified by the scale.
+    pub swap_overhead: f64,
     /// Service as replayed ÷ as planned, all requests.
     pub service_ratio: f64,
     /// Replay seconds the day took to play out.
     pub replay_secs: f64,
+    /// Replay seconds per streamed token, asked and as paced (calibrated).
+    pub token_gaps: (f64, f64),
 }
 
 impl Figures {
@@ -84,8 +106,9 @@ impl Figures {
         scale: f64,
         outcomes: &[Outcome],
         counted: Counted,
-        wakes: u64,
+        sleeps_wakes: [(u64, u64); 4],
         replay_secs: f64,
+        shape: Shape,
     ) -> Self {
         let waits = |class: Class| -> Vec<f64> {
             outcomes
@@ -99,6 +122,8 @@ impl Figures {
         let hours = day.length() / 3600.0;
         let service: f64 = outcomes.iter().map(|o| o.service).sum();
         let planned: f64 = outcomes.iter().map(|o| o.planned).sum();
+        let swaps = counted.total_swaps();
+        let swap_time = counted.total_seconds() * scale;
         Figures {
             elevated: elevated.len(),
             low: low.len(),
@@ -108,12 +133,13 @@ impl Figures {
             elevated_max: q(&elevated, 1.0),
             low_p50: q(&low, 0.5),
             low_max: q(&low, 1.0),
-            swaps_per_hour: counted.swaps / hours,
-            wakes_per_hour: wakes as f64 / hours,
+            swaps_per_hour: swaps / hours,
+            wakes_per_hour: sleeps_wakes.iter().map(|&(_, w)| w as f64).sum::<f64>() / hours,
             failed_swaps: counted.failed_swaps,
-            swap_share: counted.swap_seconds * scale / day.length(),
-            mean_swap: if counted.swaps > 0.0 {
-                counted.swap_seconds * scale / counted.swaps
+            swap_share: swap_time / day.length(),
+            mean_swap: if swaps > 0.0 { swap_time / swaps } else { 0.0 },
+            swap_overhead: if swaps > 0.0 {
+                (swap_time - replay::stated_swap_time(&counted, &sleeps_wakes)) / swaps
             } else {
                 0.0
             },
@@ -123,6 +149,7 @@ impl Figures {
                 f64::NAN
             },
             replay_secs,
+            token_gaps: (shape.token_gap, shape.paced_gap),
         }
     }
 }
@@ -144,6 +171,7 @@ async fn start(setup: Setup, ports: [u16; 4], options: &Options) -> Res<Running>
     let scaled = Scaled {
         scale: options.scale,
         min_resident: options.min_resident_replay(),
+        aging_after: options.aging_after_replay(),
         token_gap: options.token_gap_replay(),
         mockswap: &mockswap,
         ports,
@@ -186,7 +214,7 @@ pub(crate) async fn compare(
             Err(err) => results.push((setup, Err(format!("server did not start: {err}").into()))),
         }
     }
-    let shape = options.shape();
+    let shape = options.shape().await?;
     let t0 = Instant::now() + Duration::from_millis(200);
     let plays = running.iter().enumerate().map(|(i, r)| {
         let start = t0 + options.stagger * u32::try_from(i).unwrap_or(0);
@@ -199,14 +227,15 @@ pub(crate) async fn compare(
     for (r, (outcomes, secs)) in running.into_iter().zip(played) {
         let figures = async {
             let counted = replay::counted(r.addr).await?;
-            let wakes = replay::wakes(&r.ports).await;
+            let sleeps_wakes = replay::sleeps_and_wakes(&r.ports).await;
             Res::Ok(Figures::new(
                 day,
                 options.scale,
                 &outcomes,
                 counted,
-                wakes,
+                sleeps_wakes,
                 secs,
+                shape,
             ))
         }
         .await;

@@ -4,7 +4,7 @@
 //! release server per setup with mockswap upstreams. It prints, in unscaled units,
 //! Elevated p50/p99 wait, Low maximum wait, swaps per hour and the share of time
 //! lost to swaps for: arrival order only (llama-swap), priorities, + `minResident`,
-//! + sleep, + memory placement on two GPUs.
+//! + `agingAfter`, + sleep, + memory placement on one GPU and on two.
 //!
 //! ```text
 //! cargo build --release --locked -p mockswap -p llama-swap-server
@@ -14,9 +14,12 @@
 //!   --scale S          seconds of the day per second of replay (default 240: a day in 6 min)
 //!   --hours A-B        replay hours A to B of the day (default 0-24)
 //!   --min-resident S   minResident, seconds of the day (default 240; rounded to whole replay seconds)
+//!   --aging-after S    agingAfter, seconds of the day (default 720; rounded likewise)
 //!   --token-gap S      seconds of the day between two streamed tokens (default 2)
-//!   --only a,b         setups: arrival, priority, minresident, sleep, memory
+//!   --only a,b         setups: arrival, priority, minresident, aging, sleep, memory1, memory
 //!   --serial           one setup after the other (default: all at once, staggered)
+//!   --bin DIR          where mockswap and llama-swap-server are (default: beside the bench,
+//!                      target/release; `BENCH_SERVER` names another server binary)
 //! ```
 //!
 //! | module | holds |
@@ -63,9 +66,11 @@ struct Args {
     scale: f64,
     hours: (f64, f64),
     min_resident: f64,
+    aging_after: f64,
     token_gap: f64,
     only: Vec<Setup>,
     serial: bool,
+    bin: Option<std::path::PathBuf>,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: Option<String>) -> Res<T> {
@@ -82,9 +87,11 @@ fn parse_args() -> Res<Args> {
         scale: 240.0,
         hours: (0.0, 24.0),
         min_resident: 240.0,
+        aging_after: 720.0,
         token_gap: 2.0,
         only: Setup::ALL.to_vec(),
         serial: false,
+        bin: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,8 +101,10 @@ fn parse_args() -> Res<Args> {
             "--seed" => args.seed = number("--seed", it.next())?,
             "--scale" => args.scale = number("--scale", it.next())?,
             "--min-resident" => args.min_resident = number("--min-resident", it.next())?,
+            "--aging-after" => args.aging_after = number("--aging-after", it.next())?,
             "--token-gap" => args.token_gap = number("--token-gap", it.next())?,
             "--serial" => args.serial = true,
+            "--bin" => args.bin = it.next().map(std::path::PathBuf::from),
             "--hours" => {
                 let value = it.next().unwrap_or_default();
                 let (a, b) = value.split_once('-').ok_or("--hours takes A-B")?;
@@ -166,7 +175,10 @@ fn load_average() -> String {
 }
 
 async fn run(args: Args) -> Res<()> {
-    let bin = procs::bin_dir()?;
+    let bin = match args.bin {
+        Some(dir) => dir,
+        None => procs::bin_dir()?,
+    };
     for needed in ["mockswap", "llama-swap-server"] {
         if needed == "llama-swap-server" && std::env::var_os(procs::SERVER_ENV).is_some() {
             continue;
@@ -184,6 +196,7 @@ async fn run(args: Args) -> Res<()> {
         bin,
         scale: args.scale,
         min_resident: args.min_resident,
+        aging_after: args.aging_after,
         token_gap: args.token_gap,
         stagger: Duration::from_secs(3),
     };

@@ -39,27 +39,36 @@ pub(crate) struct Outcome {
 pub(crate) struct Shape {
     /// Unscaled seconds per replay second.
     pub scale: f64,
-    /// Replay seconds between two streamed tokens.
+    /// Replay seconds between two streamed tokens, as mockswap is asked to pace them.
     pub token_gap: f64,
+    /// The same, as mockswap paces them on this machine ([`calibrate`]): a little
+    /// longer, a sleep ends on the timer's next millisecond tick.
+    pub paced_gap: f64,
 }
 
 impl Shape {
     /// Words to put in the message so that mockswap's echo (`[model]` then the words,
     /// one token each, the first after the model's first-token time, each next one a
-    /// `token_gap` later) lasts about the planned service.
+    /// token gap later) lasts about the planned service.
     pub(crate) fn words(&self, ask: &Ask) -> usize {
         let first = MODELS[ask.model].first_token / self.scale;
         let rest = ask.service / self.scale - first;
         // The `[model]` token takes the first gap.
-        ((rest / self.token_gap).round() as usize).saturating_sub(1)
+        ((rest / self.paced_gap).round() as usize).saturating_sub(1)
     }
 }
 
-/// Sends one request and times it.
-async fn ask(addr: SocketAddr, shape: Shape, ask: Ask, class: Class) -> Outcome {
-    let words = shape.words(&ask);
+/// Sends a streamed chat completion of `words` words for `model` and returns the
+/// seconds to the response head, from there to the end of the body, and whether it
+/// was answered 200 with a whole body.
+async fn stream_chat(
+    addr: SocketAddr,
+    model: &str,
+    words: usize,
+    class: Class,
+) -> (f64, f64, bool) {
     let body = serde_json::json!({
-        "model": MODELS[ask.model].id,
+        "model": model,
         "stream": true,
         "messages": [{"role": "user", "content": "word ".repeat(words)}],
     });
@@ -81,13 +90,43 @@ async fn ask(addr: SocketAddr, shape: Shape, ask: Ask, class: Class) -> Outcome 
     .await
     .unwrap_or(false);
     let done = Instant::now();
+    (
+        head.duration_since(sent).as_secs_f64(),
+        done.duration_since(head).as_secs_f64(),
+        ok,
+    )
+}
+
+/// Sends one request of the day and times it.
+async fn ask(addr: SocketAddr, shape: Shape, ask: Ask, class: Class) -> Outcome {
+    let (wait, service, ok) =
+        stream_chat(addr, MODELS[ask.model].id, shape.words(&ask), class).await;
     Outcome {
         class,
-        wait: head.duration_since(sent).as_secs_f64(),
-        service: done.duration_since(head).as_secs_f64(),
+        wait,
+        service,
         planned: ask.service / shape.scale,
         ok,
     }
+}
+
+/// How long mockswap at `addr` (no first-token delay, paced at `token_gap`) takes
+/// per streamed token on this machine: the median of a few streams of 40 tokens.
+///
+/// # Errors
+///
+/// When a calibration stream is not answered 200.
+pub(crate) async fn calibrate(addr: SocketAddr) -> Res<f64> {
+    const WORDS: usize = 39;
+    let mut gaps = Vec::new();
+    for _ in 0..5 {
+        let (_, service, ok) = stream_chat(addr, "calibrate", WORDS, Class::Elevated).await;
+        if !ok {
+            return Err("a calibration stream failed".into());
+        }
+        gaps.push(service / (WORDS + 1) as f64);
+    }
+    crate::stats::median(&gaps).ok_or_else(|| "no calibration stream".into())
 }
 
 /// Plays `day` against the server at `addr` from `t0`: every session as one task
@@ -127,18 +166,38 @@ pub(crate) async fn play(addr: SocketAddr, day: &Day, shape: Shape, t0: Instant)
     out
 }
 
-/// What the server counted over the replay (`GET /metrics`).
+/// What the server counted over the replay (`GET /metrics`), per model (indices
+/// into [`MODELS`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Counted {
-    /// `llamaswap_swaps_total{result="ok"}`, all models: starts and wakes.
-    pub swaps: f64,
-    /// `llamaswap_swaps_total{result="failed"}`.
+    /// `llamaswap_swaps_total{result="ok"}`: starts and wakes.
+    pub swaps: [f64; 4],
+    /// `llamaswap_swaps_total{result="failed"}`, all models.
     pub failed_swaps: f64,
-    /// `llamaswap_swap_duration_seconds_sum`, all models, replay seconds.
-    pub swap_seconds: f64,
+    /// `llamaswap_swap_duration_seconds_sum`, replay seconds.
+    pub swap_seconds: [f64; 4],
 }
 
-/// Sums the swap counters of an OpenMetrics text over models.
+impl Counted {
+    /// Starts and wakes, all models.
+    pub(crate) fn total_swaps(&self) -> f64 {
+        self.swaps.iter().sum()
+    }
+
+    /// Time in swaps, all models, replay seconds.
+    pub(crate) fn total_seconds(&self) -> f64 {
+        self.swap_seconds.iter().sum()
+    }
+}
+
+/// The value of `label` in a metric line's name (`name{a="x",b="y"}`).
+fn label<'a>(name: &'a str, label: &str) -> Option<&'a str> {
+    let start = name.find(&format!("{label}=\""))? + label.len() + 2;
+    let len = name[start..].find('"')?;
+    Some(&name[start..start + len])
+}
+
+/// Reads the swap counters of an OpenMetrics text, per model of [`MODELS`].
 pub(crate) fn count_swaps(metrics: &str) -> Counted {
     let mut counted = Counted::default();
     for line in metrics.lines() {
@@ -148,14 +207,17 @@ pub(crate) fn count_swaps(metrics: &str) -> Counted {
         let Ok(value) = value.parse::<f64>() else {
             continue;
         };
+        let model = label(name, "model").and_then(|m| MODELS.iter().position(|s| s.id == m));
         if name.starts_with("llamaswap_swaps_total{") {
-            if name.contains("result=\"ok\"") {
-                counted.swaps += value;
-            } else {
-                counted.failed_swaps += value;
+            match (label(name, "result"), model) {
+                (Some("ok"), Some(m)) => counted.swaps[m] += value,
+                (Some("ok"), None) => {}
+                _ => counted.failed_swaps += value,
             }
-        } else if name.starts_with("llamaswap_swap_duration_seconds_sum{") {
-            counted.swap_seconds += value;
+        } else if name.starts_with("llamaswap_swap_duration_seconds_sum{")
+            && let Some(m) = model
+        {
+            counted.swap_seconds[m] += value;
         }
     }
     counted
@@ -166,18 +228,35 @@ pub(crate) async fn counted(addr: SocketAddr) -> Res<Counted> {
     Ok(count_swaps(&get_text(addr, "/metrics").await?))
 }
 
-/// Wakes the upstream processes alive now counted (`GET /__mockswap/sleep` on each
-/// port; a port nobody answers on counts 0: its process was stopped).
-pub(crate) async fn wakes(ports: &[u16]) -> u64 {
-    let mut total = 0;
-    for port in ports {
+/// What the upstream processes alive at the end counted of their sleep mode
+/// (`GET /__mockswap/sleep` on each port), per model: (sleeps, wakes). A port
+/// nobody answers on counts 0: its process was stopped for good, and what it
+/// counted went with it, so these are lower bounds.
+pub(crate) async fn sleeps_and_wakes(ports: &[u16; 4]) -> [(u64, u64); 4] {
+    let mut out = [(0, 0); 4];
+    for (slot, port) in out.iter_mut().zip(ports) {
         let addr = SocketAddr::from(([127, 0, 0, 1], *port));
         if let Ok(state) = crate::http::get_json(addr, "/__mockswap/sleep").await {
-            total += state
-                .get("wakes")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0);
+            let count = |key: &str| state.get(key).and_then(serde_json::Value::as_u64);
+            *slot = (count("sleeps").unwrap_or(0), count("wakes").unwrap_or(0));
         }
     }
-    total
+    out
+}
+
+/// The time the swaps would take at the stated figures alone, unscaled seconds:
+/// each wake at its wake time, each other start at its load time, each sleep at its
+/// sleep time (a stop of a model without sleep counts nothing: a process stops in
+/// milliseconds). What the server measured beyond it is this machine's own cost of a
+/// swap (process start, health polls, HTTP), magnified by the time scale.
+pub(crate) fn stated_swap_time(counted: &Counted, sleeps_wakes: &[(u64, u64); 4]) -> f64 {
+    MODELS
+        .iter()
+        .zip(counted.swaps)
+        .zip(sleeps_wakes)
+        .map(|((spec, swaps), &(sleeps, wakes))| {
+            let wakes = (wakes as f64).min(swaps);
+            wakes * spec.wake + (swaps - wakes) * spec.load + sleeps as f64 * spec.sleep
+        })
+        .sum()
 }

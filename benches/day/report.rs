@@ -40,12 +40,15 @@ pub(crate) fn preamble(day: &Day, options: &Options) -> String {
     let _ = writeln!(
         out,
         "Time scale: 1 s of replay = {} s of the day ({} in {}); minResident {} s \
-         ({} s of replay); a streamed token every {:.1} ms of replay ({:.2} s of the day).",
+         ({} s of replay); agingAfter {} s ({} s of replay); a streamed token every {:.1} ms \
+         of replay ({:.2} s of the day).",
         options.scale,
         duration(day.length()),
         duration(replay),
         options.min_resident_replay() as f64 * options.scale,
         options.min_resident_replay(),
+        options.aging_after_replay() as f64 * options.scale,
+        options.aging_after_replay(),
         options.token_gap_replay() * 1e3,
         options.token_gap_replay() * options.scale,
     );
@@ -65,15 +68,15 @@ pub(crate) fn preamble(day: &Day, options: &Options) -> String {
 /// The table of figures, one row per setup.
 pub(crate) fn table(results: &[(Setup, Res<Figures>)]) -> String {
     let mut out = String::from(
-        "| setup | Elevated wait p50 | p99 | max | Low wait p50 | Low max | swaps/h (wakes) | time in swaps | mean swap | failed |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| setup | Elevated wait p50 | p99 | max | Low wait p50 | Low max | swaps/h (wakes) | time in swaps | mean swap | of which overhead | failed |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for (setup, result) in results {
         match result {
             Ok(f) => {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.1} % | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {:.1} ({:.1}) | {:.1} % | {} | {} | {} |",
                     setup.label(),
                     duration(f.elevated_p50),
                     duration(f.elevated_p99),
@@ -84,6 +87,7 @@ pub(crate) fn table(results: &[(Setup, Res<Figures>)]) -> String {
                     f.wakes_per_hour,
                     100.0 * f.swap_share,
                     duration(f.mean_swap),
+                    duration(f.swap_overhead),
                     f.failed + f.failed_swaps as usize,
                 );
             }
@@ -102,13 +106,15 @@ pub(crate) fn checks(results: &[(Setup, Res<Figures>)]) -> String {
         if let Ok(f) = result {
             let _ = writeln!(
                 out,
-                "{}: {} Elevated + {} Low requests, {} failed; service as replayed ÷ planned {:.3}; \
-                 the day played out in {:.1} s",
+                "{}: {} Elevated + {} Low requests, {} failed; service as replayed ÷ planned {:.3} \
+                 (a token asked every {:.2} ms, paced every {:.2} ms); the day played out in {:.1} s",
                 setup.name(),
                 f.elevated,
                 f.low,
                 f.failed,
                 f.service_ratio,
+                f.token_gaps.0 * 1e3,
+                f.token_gaps.1 * 1e3,
                 f.replay_secs
             );
         }

@@ -6,8 +6,10 @@
 //! | `arrival` | llama-swap's behaviour: one model at a time, `priority.ignoreHeader: true` (every request ranks the same, arrival order) |
 //! | `priority` | the `X-Priority` headers count: Elevated chats go before Low jobs (no preemption, drain fence on) |
 //! | `minresident` | plus `priority.minResident` |
+//! | `aging` | plus `priority.agingAfter`: a Low job that waited that long ranks first |
 //! | `sleep` | plus `sleep: vllm` on every model: a swap puts the old model to sleep, a request wakes it |
-//! | `memory` | plus the memory router on two 24 GiB GPUs (each model's `memory`), reserve 1 GiB |
+//! | `memory1` | plus the memory router on one 24 GiB GPU (each model's `memory`, reserve 1 GiB): the two chat models fit together |
+//! | `memory` | the same on two 24 GiB GPUs |
 //!
 //! Every model serves one request at a time (`parallel: 1`, like `llama-server -np 1`)
 //! and admits up to 1 000 (`concurrencyLimit`), so no request of the day is refused.
@@ -23,17 +25,21 @@ pub(crate) enum Setup {
     Arrival,
     Priority,
     MinResident,
+    Aging,
     Sleep,
+    MemoryOneGpu,
     Memory,
 }
 
 impl Setup {
     /// Every setup, in the order of the table.
-    pub(crate) const ALL: [Setup; 5] = [
+    pub(crate) const ALL: [Setup; 7] = [
         Setup::Arrival,
         Setup::Priority,
         Setup::MinResident,
+        Setup::Aging,
         Setup::Sleep,
+        Setup::MemoryOneGpu,
         Setup::Memory,
     ];
 
@@ -43,7 +49,9 @@ impl Setup {
             Setup::Arrival => "arrival",
             Setup::Priority => "priority",
             Setup::MinResident => "minresident",
+            Setup::Aging => "aging",
             Setup::Sleep => "sleep",
+            Setup::MemoryOneGpu => "memory1",
             Setup::Memory => "memory",
         }
     }
@@ -54,7 +62,9 @@ impl Setup {
             Setup::Arrival => "arrival order (llama-swap: ignoreHeader)",
             Setup::Priority => "priorities",
             Setup::MinResident => "+ minResident",
+            Setup::Aging => "+ agingAfter",
             Setup::Sleep => "+ sleep (vLLM sleep mode)",
+            Setup::MemoryOneGpu => "+ memory router, one 24 GiB GPU",
             Setup::Memory => "+ memory router, two 24 GiB GPUs",
         }
     }
@@ -65,7 +75,15 @@ impl Setup {
     }
 
     fn sleeps(self) -> bool {
-        matches!(self, Setup::Sleep | Setup::Memory)
+        matches!(self, Setup::Sleep | Setup::MemoryOneGpu | Setup::Memory)
+    }
+
+    fn gpus(self) -> usize {
+        match self {
+            Setup::MemoryOneGpu => 1,
+            Setup::Memory => 2,
+            _ => 0,
+        }
     }
 }
 
@@ -77,6 +95,8 @@ pub(crate) struct Scaled<'a> {
     pub scale: f64,
     /// `priority.minResident`, whole seconds of replay time.
     pub min_resident: u64,
+    /// `priority.agingAfter`, whole seconds of replay time.
+    pub aging_after: u64,
     /// The gap between two streamed tokens, replay seconds.
     pub token_gap: f64,
     pub mockswap: &'a Path,
@@ -115,15 +135,21 @@ pub(crate) fn config(setup: Setup, s: &Scaled<'_>) -> String {
     if setup == Setup::Arrival {
         yaml.push_str("  ignoreHeader: true\n");
     }
-    if matches!(setup, Setup::MinResident | Setup::Sleep | Setup::Memory) {
+    if !matches!(setup, Setup::Arrival | Setup::Priority) {
         let _ = writeln!(yaml, "  minResident: {}", s.min_resident);
     }
-    if setup == Setup::Memory {
-        yaml.push_str(concat!(
-            "routing:\n  router:\n    use: memory\n    settings:\n      memory:\n",
-            "        gpus: [{id: 0, memory: 24GiB}, {id: 1, memory: 24GiB}]\n",
-            "        reserve: 1GiB\n",
-        ));
+    if !matches!(setup, Setup::Arrival | Setup::Priority | Setup::MinResident) {
+        let _ = writeln!(yaml, "  agingAfter: {}", s.aging_after);
+    }
+    if setup.gpus() > 0 {
+        let gpus: Vec<String> = (0..setup.gpus())
+            .map(|id| format!("{{id: {id}, memory: 24GiB}}"))
+            .collect();
+        let _ = write!(
+            yaml,
+            "routing:\n  router:\n    use: memory\n    settings:\n      memory:\n        gpus: [{}]\n        reserve: 1GiB\n",
+            gpus.join(", ")
+        );
     }
     yaml.push_str("models:\n");
     for (spec, port) in MODELS.iter().zip(s.ports) {
@@ -137,7 +163,7 @@ pub(crate) fn config(setup: Setup, s: &Scaled<'_>) -> String {
         if setup.sleeps() {
             yaml.push_str("    sleep: vllm\n");
         }
-        if setup == Setup::Memory {
+        if setup.gpus() > 0 {
             let _ = writeln!(yaml, "    memory: {}GiB", spec.memory_gib);
         }
     }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use compare::Options;
 use plan::{Ask, BATCH, BATCH_ALT, CHAT, CHAT_SMALL, generate};
-use replay::{Counted, Shape, count_swaps};
+use replay::{Counted, Shape, count_swaps, stated_swap_time};
 use setup::Setup;
 
 /// Errors of the harness.
@@ -56,6 +56,7 @@ async fn a_tiny_day_replays_on_every_setup_and_every_request_is_answered() {
         bin,
         scale: 240.0,
         min_resident: 240.0,
+        aging_after: 720.0,
         token_gap: 2.0,
         stagger: Duration::ZERO,
     };
@@ -134,29 +135,35 @@ fn a_day_is_bursts_of_chats_on_the_chat_models_and_jobs_on_the_batch_models() {
 }
 
 #[test]
-fn swaps_are_summed_over_models_from_the_metrics_text() {
+fn swaps_are_read_per_model_from_the_metrics_text() {
     let text = "# TYPE llamaswap_swaps counter\n\
-        llamaswap_swaps_total{model=\"a\",result=\"ok\"} 3\n\
-        llamaswap_swaps_total{model=\"b\",result=\"ok\"} 2\n\
-        llamaswap_swaps_total{model=\"b\",result=\"failed\"} 1\n\
-        llamaswap_swap_duration_seconds_sum{model=\"a\"} 0.5\n\
-        llamaswap_swap_duration_seconds_count{model=\"a\"} 3\n\
-        llamaswap_swap_duration_seconds_sum{model=\"b\"} 0.25\n";
+        llamaswap_swaps_total{model=\"chat\",result=\"ok\"} 3\n\
+        llamaswap_swaps_total{model=\"batch\",result=\"ok\"} 2\n\
+        llamaswap_swaps_total{model=\"batch\",result=\"failed\"} 1\n\
+        llamaswap_swap_duration_seconds_sum{model=\"chat\"} 0.5\n\
+        llamaswap_swap_duration_seconds_count{model=\"chat\"} 3\n\
+        llamaswap_swap_duration_seconds_sum{model=\"batch\"} 0.25\n";
+    let counted = count_swaps(text);
     assert_eq!(
-        count_swaps(text),
+        counted,
         Counted {
-            swaps: 5.0,
+            swaps: [0.0, 3.0, 0.0, 2.0],
             failed_swaps: 1.0,
-            swap_seconds: 0.75
+            swap_seconds: [0.0, 0.5, 0.0, 0.25],
         }
     );
+    assert_eq!(counted.total_swaps(), 5.0);
+    // chat: 1 wake (2 s) and 2 starts (11 s each), 4 sleeps (1 s each); batch: 2 starts (24 s).
+    let stated = stated_swap_time(&counted, &[(0, 0), (4, 1), (0, 0), (0, 0)]);
+    assert_eq!(stated, 2.0 + 22.0 + 4.0 + 48.0);
 }
 
 #[test]
 fn a_request_streams_about_its_planned_service() {
     let shape = Shape {
         scale: 100.0,
-        token_gap: 0.02,
+        token_gap: 0.019,
+        paced_gap: 0.02,
     };
     // chat: 0.6 s to the first token, then 10 s of tokens: 0.1 s scaled, 5 gaps,
     // the first taken by the `[model]` token.
