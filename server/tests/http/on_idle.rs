@@ -32,3 +32,26 @@ async fn default_model_is_loaded_back_once_no_request_has_arrived_for_a_while() 
     assert_eq!(response.status(), 200);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_request_that_outlasts_the_spell_is_never_cut_and_the_preload_waits_for_the_next_quiet() {
+    // batch answers after 4 s, twice the quiet spell: the spell passes while
+    // it runs, and the preload must neither fire nor cut it.
+    let h = Harness::start(
+        &[model("chat", ""), model("batch", "--latency 4s")],
+        "hooks:\n  on_idle: {after: 2, preload: [chat]}\n",
+    )
+    .await;
+    let response = h.chat("batch", None, false).send().await.unwrap();
+    assert_eq!(response.status(), 200, "served whole, never preempted");
+    // A new spell began when it ended: chat is not loaded yet.
+    assert_eq!(h.running().await, vec!["batch"]);
+    let metrics = h.metrics().await;
+    assert!(
+        !metrics.contains("llamaswap_idle_preloads_total{model=\"chat\"} 1"),
+        "{metrics}"
+    );
+    h.wait_for(|h| async move { (h.running().await == vec!["chat"]).then_some(()) })
+        .await;
+    h.shutdown().await;
+}
