@@ -25,7 +25,7 @@
 //! | `llamaswap_subscriber_lags_total` | counter | `feed` (activity, log): times an `/api/events` reader fell behind a feed (activity rows are then sent from the in-memory history, log lines are dropped with a note) |
 //! | `llamaswap_priority_header_rejected_total` | counter | `reason` (invalid, duplicated) |
 //! | `llamaswap_priority_capped_total` | counter | |
-//! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` |
+//! | `llamaswap_model_state` | gauge (1 for the current state) | `model`, `state` (`stopped`, `starting`, `ready`, `stopping`, `sleeping`, `failed`: `maxRestarts` failures within `restartWindow`) |
 //! | `llamaswap_model_requests_in_flight` | gauge | `model` |
 //! | `llamaswap_model_parallel_slots` | gauge (while a model with a `parallel` limit is up) | `model` |
 //! | `llamaswap_model_gpu_memory_bytes` | gauge (memory router: bytes a model that is up or asleep holds on each of its GPUs) | `model`, `gpu` |
