@@ -303,3 +303,31 @@ async fn retry_after_503_keeps_the_priority() {
     assert_eq!(journal.len(), 1, "{journal:?}");
     stack.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_call_with_a_queue_timeout_gives_up_at_it_and_is_not_retried() {
+    let stack = Stack::start(&gated(&["a", "b"]), "").await;
+    let client = stack.client();
+    let busy = occupy(&stack, "a").await;
+    // Elevated does not preempt a's call: it waits, and leaves at its bound
+    // with queue_timeout; the server says not to retry a bound the caller
+    // chose, and the SDK's default policy (which retries 503) does not.
+    let bounded =
+        CallOptions::with_priority(Priority::Elevated).queue_timeout(Duration::from_secs(1));
+    let call = spawn_chat_with(client, "b", bounded);
+    let waiting = stack.wait_queue_len(1).await;
+    assert_eq!(
+        (waiting[0].model.as_str(), waiting[0].requested_priority),
+        ("b", 10)
+    );
+    let error = finish("the bounded call", call)
+        .await
+        .expect_err("it had to wait longer than its bound");
+    assert_eq!(error.status().map(|s| s.as_u16()), Some(503), "{error}");
+    assert_eq!(error.code(), Some("queue_timeout"), "{error}");
+    assert!(!error.is_retryable(), "{error}");
+    assert_eq!(stack.queue().await, [], "no retry joined the queue");
+    assert!(stack.journal("b").await.is_none(), "b was never started");
+    release(&stack, "a", busy).await;
+    stack.shutdown().await;
+}
