@@ -500,3 +500,36 @@ async fn a_model_that_never_passes_its_health_check_is_failed_with_that_reason()
     assert_eq!(h.upstream_pid("x"), None);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_monitored_model_whose_ready_process_exits_is_failed_with_the_exit_as_its_reason() {
+    let h = Harness::start(
+        &[ModelSpec {
+            id: "x",
+            args: "--crash-after 1",
+            yaml: "healthCheckInterval: 30\nmaxRestarts: 1\nrestartWindow: 600",
+        }],
+        "",
+    )
+    .await;
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(status, 200, "{body}");
+    // It exits after that answer: for a monitored model one failure, here
+    // maxRestarts, so failed.
+    let mut events = Events::connect(&h, None).await;
+    let models = events
+        .until("modelStatus", |m| status_row(m, "x")["state"] == "failed")
+        .await;
+    let failure = &status_row(&models, "x")["failure"];
+    assert_eq!(failure["reason"], "exited (exit status: 1)", "{failure}");
+    let (status, body) = send(&h, "x").await;
+    assert_eq!(
+        (status, code(&body).as_str()),
+        (503, "model_failed"),
+        "{body}"
+    );
+    let line = "llamaswap_upstream_failures_total{model=\"x\",reason=\"exited\"} 1\n";
+    let metrics = h.metrics().await;
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    h.shutdown().await;
+}
