@@ -236,6 +236,13 @@ impl Scheduler {
         };
         let (t, effective) = (request.model, request.effective);
         match verdict(self.decide(t), effective, self.fence_over(t)) {
+            Verdict::Join if self.models[t].queued.range(effective..).next().is_some() => {
+                // Requests of the same or a higher rank already wait for this
+                // model (held back when its start was decided): it does not
+                // overtake them. The walk lets them join first, in order.
+                self.enqueue(id);
+                self.drain(out);
+            }
             Verdict::Join => self.join(id, t, out),
             Verdict::Fenced => {
                 self.note_fenced(id);
@@ -270,6 +277,10 @@ impl Scheduler {
     }
 
     fn start_swap(&mut self, t: usize, evict: Vec<usize>, id: RequestId, out: &mut Vec<Effect>) {
+        // Under the memory router, room that only stopping makes: none sleeps.
+        let sleepless = self
+            .memory_plan_sleepless(t)
+            .is_some_and(|(_, sleepless)| sleepless);
         // Asked before the state changes, so it explains the decision just made.
         let reason = match self.place_on_gpus(t) {
             Some(reason) => Some(reason),
@@ -280,7 +291,9 @@ impl Scheduler {
         let sleeping: Vec<usize> = evict
             .iter()
             .copied()
-            .filter(|&e| self.models[e].sleep_memory.is_some() && !self.models[e].is_asleep())
+            .filter(|&e| {
+                !sleepless && self.models[e].sleep_memory.is_some() && !self.models[e].is_asleep()
+            })
             .collect();
         let stops = evict
             .iter()

@@ -47,11 +47,12 @@ impl Scheduler {
     }
 
     /// Bytes model `r` (up) holds on each of its GPUs: its share, or asleep
-    /// what its sleep mode keeps (never more than its share).
+    /// what its sleep mode keeps (never more than its share). One waking (a
+    /// start under way) holds its share already: its wake is placed on it.
     fn held(&self, placements: &Placements, r: usize) -> Option<u64> {
         let share = placements.memory.model(r)?.share();
         let m = &self.models[r];
-        Some(if m.is_asleep() {
+        Some(if self.state_of(r) == ModelState::Sleeping {
             m.sleep_memory.unwrap_or(0).min(share)
         } else {
             share
@@ -112,8 +113,23 @@ impl Scheduler {
     /// memory router, or when `t` cannot fit even with every model that may be
     /// stopped stopped.
     pub(super) fn memory_plan(&self, t: usize) -> Option<Plan> {
+        self.memory_plan_sleepless(t).map(|(plan, _)| plan)
+    }
+
+    /// As [`memory_plan`](Self::memory_plan), and whether the models it
+    /// evicts must stop for good rather than sleep: when what they would
+    /// keep asleep leaves `t` too little room, the plan counts them stopped.
+    pub(super) fn memory_plan_sleepless(&self, t: usize) -> Option<(Plan, bool)> {
         let placements = self.placements.as_ref()?;
-        placements.memory.plan(t, &self.residents(placements))
+        let residents = self.residents(placements);
+        if let Some(plan) = placements.memory.plan(t, &residents) {
+            return Some((plan, false));
+        }
+        let stopped: Vec<Resident> = residents
+            .into_iter()
+            .map(|r| Resident { kept: 0, ..r })
+            .collect();
+        placements.memory.plan(t, &stopped).map(|plan| (plan, true))
     }
 
     /// Records where the swap of `t` starting now puts it; its account for

@@ -439,3 +439,30 @@ fn serial_serves_one_request_at_a_time_in_arrival_order() {
     assert_eq!(h.grant_order(&ids), ids);
     assert_eq!(h.s.pending(), 0);
 }
+
+#[test]
+fn a_request_that_could_join_a_start_does_not_overtake_an_equal_one_held_by_the_fence() {
+    use crate::support::group;
+    // a and b run together; c runs alone (its group is exclusive).
+    let mut s = settings(models(&["a", "b", "c"]));
+    s.groups = vec![
+        group("pair", &["a", "b"], false, false, false),
+        group("solo", &["c"], true, true, false),
+    ];
+    let mut h = Harness::new(s);
+    h.submit("a", -10);
+    let elevated = h.submit("c", 0);
+    // b cannot run beside c, whose waiter ranks higher: the fence holds it.
+    let first = h.submit("b", -10);
+    // A request of c's rank may start b (beside the starting a).
+    let starter = h.submit("b", 0);
+    assert_eq!(h.swaps.last(), Some(&("b".to_owned(), Vec::new())));
+    // Another -10 for b arrives while b starts: it must not go before `first`.
+    let second = h.submit("b", -10);
+    h.swap_ok("b");
+    assert_eq!(
+        h.grant_order(&[starter, first, second]),
+        [starter, first, second]
+    );
+    assert!(!h.granted(elevated));
+}

@@ -1,12 +1,19 @@
 //! Property tests: random event scripts against the pure scheduler, with invariants
-//! checked after every step and after the script settles.
+//! checked after every step and after the script settles: every request ends in
+//! exactly one outcome, equal priorities keep arrival order, no model with work in
+//! flight is evicted, grants go to ready models only (so a sleeping model is never
+//! forwarded a request before it woke), and, under the memory router with sleep
+//! modes and `minResident`, what is placed fits each GPU less its reserve and a
+//! model inside its `minResident` window is evicted only for a waiter ranking
+//! above everything it served since it became ready.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use llama_swap_server::testing::launcher::LaunchError;
+use llama_swap_server::testing::policy::memory::{Gpu, GpuPool, MemoryModel};
 use llama_swap_server::testing::scheduler::{
-    Effect, FastCap, ModelSettings, ModelState, Parallel, RequestId, SchedulerKind,
+    Effect, FastCap, ModelSettings, ModelState, Parallel, RequestId, ResidencyYield, SchedulerKind,
     SchedulerSettings, StopId, Tick, WaitStatus,
 };
 use proptest::prelude::*;
@@ -47,6 +54,9 @@ enum Op {
     FastDone(usize),
     /// The upstream refuses a fast-path grant.
     FastRefuse(usize),
+    /// The release of a model a swap puts to sleep stopped it instead (its
+    /// sleep call failed).
+    NotSlept(usize),
 }
 
 /// A model's fast-path gate as the router keeps it.
@@ -85,7 +95,95 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0..MODELS.len(), 0..PRIORITIES.len(), prop::bool::weighted(0.3)).prop_map(|(model, priority, check)| Op::Fast { model, priority, check }),
         4 => any::<usize>().prop_map(Op::FastDone),
         1 => any::<usize>().prop_map(Op::FastRefuse),
+        1 => (0..MODELS.len()).prop_map(Op::NotSlept),
     ]
+}
+
+const GIB: u64 = 1 << 30;
+
+/// The memory router on two 24 GiB GPUs (1 GiB reserved on each), models with
+/// and without sleep modes, one spanning both GPUs, `minResident` on some.
+fn placed_setup() -> impl Strategy<Value = SchedulerSettings> {
+    (0..3usize, 0..3usize, 0..3usize, prop::bool::ANY, 0..3usize).prop_map(
+        |(kind, sizes, resident, ttl, parallel)| {
+            // (memory GiB, gpus, sleep memory GiB)
+            let shapes: [(u64, usize, Option<u64>); 4] = match sizes {
+                0 => [
+                    (20, 1, Some(2)),
+                    (20, 1, None),
+                    (10, 2, Some(0)),
+                    (8, 1, None),
+                ],
+                1 => [
+                    (12, 1, Some(1)),
+                    (12, 1, Some(1)),
+                    (30, 2, None),
+                    (4, 1, None),
+                ],
+                _ => [
+                    (23, 1, Some(3)),
+                    (6, 1, None),
+                    (6, 1, Some(1)),
+                    (46, 2, None),
+                ],
+            };
+            let mut models: Vec<ModelSettings> = MODELS
+                .iter()
+                .zip(shapes)
+                .map(|(id, (memory, gpus, sleep))| ModelSettings {
+                    concurrency_limit: 4,
+                    memory: Some(MemoryModel {
+                        gpus,
+                        ..MemoryModel::new(memory * GIB)
+                    }),
+                    sleep: sleep.map(|s| s * GIB),
+                    ..ModelSettings::new(*id)
+                })
+                .collect();
+            if parallel >= 1 {
+                models[0].parallel = Parallel::limit(1).unwrap();
+            }
+            if parallel >= 2 {
+                models[1].parallel = Parallel::limit(2).unwrap();
+            }
+            if ttl {
+                models[0].ttl = Some(Duration::from_secs(30));
+            }
+            let mut s_kind = SchedulerKind::Fifo { drain_fence: true };
+            if kind == 1 {
+                s_kind = SchedulerKind::Fifo { drain_fence: false };
+            } else if kind == 2 {
+                s_kind = SchedulerKind::Serial;
+            }
+            if s_kind != SchedulerKind::Serial {
+                models[3].priority = Some(5);
+            }
+            if resident >= 1 {
+                models[0].min_resident = Some(Duration::from_secs(40));
+                models[1].min_resident = Some(Duration::from_secs(20));
+            }
+            let mut s = SchedulerSettings::new(models);
+            s.kind = s_kind;
+            if resident == 2 {
+                s.min_resident_yields_to = ResidencyYield::Nobody;
+            }
+            s.memory = Some(GpuPool {
+                gpus: vec![
+                    Gpu {
+                        id: 0,
+                        memory: 24 * GIB,
+                    },
+                    Gpu {
+                        id: 1,
+                        memory: 24 * GIB,
+                    },
+                ],
+                reserve: GIB,
+                evict_costs: Vec::new(),
+            });
+            s
+        },
+    )
 }
 
 /// Scheduler kind, group layout and slot limits.
@@ -162,11 +260,38 @@ struct World {
     fast: Vec<FastLease>,
     /// Requests first granted on the fast path (their later grants are no new turn).
     fast_ids: BTreeSet<RequestId>,
+    /// Under the memory router: each GPU's id and memory less the reserve.
+    usable: Vec<(u32, u64)>,
+    /// The models each swap in progress stops or puts to sleep, by target.
+    evicting: BTreeMap<String, Vec<String>>,
+    /// Models a swap that ended has stopped (its stops end before its
+    /// target starts) that still show as stopping, for an unload or shutdown
+    /// that also stops them, until they start again.
+    gone: BTreeSet<String>,
+    /// Each model's `minResident` and the yield rule.
+    min_resident: BTreeMap<String, Duration>,
+    yields_to_nobody: bool,
+    /// When each model last became ready, and the highest rank the scheduler
+    /// granted it since.
+    ready_at: BTreeMap<String, Tick>,
+    served_rank: BTreeMap<String, i32>,
 }
 
 impl World {
     fn new(settings: SchedulerSettings) -> Self {
         let serial = settings.kind == SchedulerKind::Serial;
+        let usable = settings.memory.as_ref().map_or(Vec::new(), |pool| {
+            pool.gpus
+                .iter()
+                .map(|g| (g.id, g.memory - pool.reserve))
+                .collect()
+        });
+        let min_resident = settings
+            .models
+            .iter()
+            .filter_map(|m| Some((m.id.clone(), m.min_resident.filter(|d| !d.is_zero())?)))
+            .collect();
+        let yields_to_nobody = settings.min_resident_yields_to == ResidencyYield::Nobody;
         Self {
             h: Harness::new(settings),
             serial,
@@ -181,6 +306,33 @@ impl World {
             gates: [Gate::default(); MODELS.len()],
             fast: Vec::new(),
             fast_ids: BTreeSet::new(),
+            usable,
+            evicting: BTreeMap::new(),
+            gone: BTreeSet::new(),
+            min_resident,
+            yields_to_nobody,
+            ready_at: BTreeMap::new(),
+            served_rank: BTreeMap::new(),
+        }
+    }
+
+    /// The swap of `model` ended (`ok`: it is ready).
+    fn end_swap(&mut self, model: &str, ok: bool) {
+        self.gone
+            .extend(self.evicting.remove(model).unwrap_or_default());
+        if ok {
+            self.h.swap_ok(model);
+            if self.h.s.model_state(model) == Some(ModelState::Ready) {
+                self.ready_at.insert(model.to_owned(), self.h.now);
+                self.served_rank.remove(model);
+            }
+        } else {
+            self.h.swap_err(
+                model,
+                LaunchError::Aborted {
+                    model: model.to_owned(),
+                },
+            );
         }
     }
 
@@ -382,19 +534,10 @@ impl World {
             Op::FinishSwap { pick: k, ok } => {
                 if !self.swaps.is_empty() {
                     let model = self.swaps.remove(k % self.swaps.len());
-                    if ok {
-                        if self.h.s.wants_slots(&model) {
-                            self.h.s.set_slots(&model, Some(1));
-                        }
-                        self.h.swap_ok(&model);
-                    } else {
-                        self.h.swap_err(
-                            &model,
-                            LaunchError::Aborted {
-                                model: model.clone(),
-                            },
-                        );
+                    if ok && self.h.s.wants_slots(&model) {
+                        self.h.s.set_slots(&model, Some(1));
                     }
+                    self.end_swap(&model, ok);
                 }
             }
             Op::FinishStop(k) => {
@@ -404,6 +547,7 @@ impl World {
                 }
             }
             Op::Exit(m) => self.h.exited(MODELS[m]),
+            Op::NotSlept(m) => self.h.s.stopped_not_slept(MODELS[m]),
             Op::Unload(m) => {
                 let list = m.map(|m| [MODELS[m]]);
                 let _ = self.h.unload(list.as_ref().map(|l| &l[..]));
@@ -454,8 +598,11 @@ impl World {
                     assert_eq!(
                         self.h.s.model_state(model),
                         Some(ModelState::Ready),
-                        "grant on a model that is not ready"
+                        "grant on a model that is not ready (a sleeping one must wake first)"
                     );
+                    let rank = self.admitted[id].1;
+                    let served = self.served_rank.entry(model.clone()).or_insert(rank);
+                    *served = (*served).max(rank);
                     self.serving.push(*id);
                 }
                 Effect::Fail { id, .. } => assert!(
@@ -469,7 +616,13 @@ impl World {
                             0,
                             "{model} evicts {e}, which has requests in flight"
                         );
+                        self.check_residency(model, e);
                     }
+                    self.gone.remove(model);
+                    self.evicting.insert(
+                        model.clone(),
+                        evict.iter().map(|s| s.model.clone()).collect(),
+                    );
                     self.swaps.push(model.clone());
                 }
                 Effect::Stop { id, .. } => self.stops.push(*id),
@@ -548,6 +701,58 @@ impl World {
                 "serial serves one request at a time, not {serving}"
             );
         }
+        self.check_placement();
+    }
+
+    /// Under the memory router: on each GPU, what the models placed there
+    /// hold (asleep, their sleep memory), less what the swaps in progress stop
+    /// before their target's process starts (and what an ended swap stopped
+    /// that an unload or shutdown still shows stopping), fits its memory less
+    /// the reserve.
+    fn check_placement(&self) {
+        if self.usable.is_empty() {
+            return;
+        }
+        let leaving: BTreeSet<&String> = self.evicting.values().flatten().collect();
+        let running = self.h.s.running();
+        for &(gpu, usable) in &self.usable {
+            let held: u64 = running
+                .iter()
+                .filter(|m| m.state != ModelState::Stopped && !leaving.contains(&m.model))
+                .filter(|m| !(m.state == ModelState::Stopping && self.gone.contains(&m.model)))
+                .filter(|m| m.gpus.contains(&gpu))
+                .map(|m| m.memory)
+                .sum();
+            assert!(
+                held <= usable,
+                "GPU {gpu} holds {held} bytes, more than its {usable} usable: {running:?}"
+            );
+        }
+    }
+
+    /// A swap for `target` evicts `evicted`: inside its `minResident` window
+    /// only for a waiter ranking above everything it served since it became
+    /// ready (never, when the window yields to nobody).
+    fn check_residency(&self, target: &str, evicted: &str) {
+        let (Some(window), Some(&ready)) =
+            (self.min_resident.get(evicted), self.ready_at.get(evicted))
+        else {
+            return;
+        };
+        if self.h.now >= ready + *window {
+            return;
+        }
+        let (id, _, effective) = self
+            .h
+            .s
+            .swap_trigger(target)
+            .expect("a swap is started for a request");
+        let rank = if self.serial { 0 } else { effective };
+        let served = self.served_rank.get(evicted).copied().unwrap_or(i32::MIN);
+        assert!(
+            !self.yields_to_nobody && rank > served,
+            "{evicted} stopped inside its minResident window for {id:?} ({target}, rank {rank}), not above the {served} it served"
+        );
     }
 
     /// Completes everything outstanding until nothing is left to do.
@@ -563,7 +768,7 @@ impl World {
                 if self.h.s.wants_slots(&model) {
                     self.h.s.set_slots(&model, Some(1));
                 }
-                self.h.swap_ok(&model);
+                self.end_swap(&model, true);
             } else if let Some(id) = self.stops.first().copied() {
                 self.stops.remove(0);
                 self.h.stop_done(id);
@@ -684,6 +889,11 @@ proptest! {
 
     #[test]
     fn random_scripts_keep_the_scheduler_invariants(settings in setup(), ops in prop::collection::vec(op(), 1..120)) {
+        run_and_replay(settings, &ops)?;
+    }
+
+    #[test]
+    fn random_scripts_under_the_memory_router_with_sleep_and_min_resident_keep_the_invariants(settings in placed_setup(), ops in prop::collection::vec(op(), 1..160)) {
         run_and_replay(settings, &ops)?;
     }
 }

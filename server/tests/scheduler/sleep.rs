@@ -220,3 +220,57 @@ fn under_the_memory_router_a_sleeping_model_counts_only_what_it_keeps_asleep() {
     assert!(evict[0].model == "a" && !evict[0].may_sleep, "{evict:?}");
     assert_eq!(h.s.model_state("a"), Some(ModelState::Stopped));
 }
+
+/// One 24 GiB GPU, 1 GiB reserved, `a` (20 GiB, 2 GiB asleep) and `others`.
+fn one_gpu_with(others: &[(&str, u64)]) -> Harness {
+    let mut models = vec![ModelSettings {
+        memory: Some(MemoryModel::new(20 * GIB)),
+        sleep: Some(2 * GIB),
+        ..ModelSettings::new("a")
+    }];
+    models.extend(others.iter().map(|&(id, gib)| ModelSettings {
+        memory: Some(MemoryModel::new(gib * GIB)),
+        ..ModelSettings::new(id)
+    }));
+    let mut settings = SchedulerSettings::new(models);
+    settings.memory = Some(GpuPool {
+        gpus: vec![Gpu {
+            id: 0,
+            memory: 24 * GIB,
+        }],
+        reserve: GIB,
+        evict_costs: Vec::new(),
+    });
+    Harness::new(settings)
+}
+
+#[test]
+fn a_model_whose_sleep_memory_leaves_too_little_room_is_stopped_not_put_to_sleep() {
+    let mut h = one_gpu_with(&[("big", 22)]);
+    h.make_ready("a");
+    // 2 GiB kept asleep + 22 > 23: only stopping a makes room.
+    let id = h.submit("big", 0);
+    let evict = evicted_by(&h, "big");
+    assert!(evict[0].model == "a" && !evict[0].may_sleep, "{evict:?}");
+    h.swap_ok("big");
+    assert!(h.granted(id));
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Stopped));
+}
+
+#[test]
+fn a_waking_model_counts_its_whole_memory_so_nothing_starts_into_it() {
+    let mut h = one_gpu_with(&[("b", 20), ("c", 10)]);
+    h.make_ready("a");
+    h.advance(Duration::from_secs(1));
+    h.make_ready("b");
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Sleeping));
+    let stop = h.unload(Some(&["b"])).unwrap().expect("b stops");
+    h.stop_done(stop);
+    // a wakes where it sleeps (2 GiB held, 18 more needed: it fits).
+    h.submit("a", 0);
+    assert_eq!(h.s.model_state("a"), Some(ModelState::Starting));
+    // c (10 GiB) does not fit beside a waking a (20): it waits for a.
+    let c = h.submit("c", 0);
+    assert_eq!(h.swaps_of("c"), 0, "c started into a's memory");
+    assert!(!h.granted(c));
+}
