@@ -227,3 +227,57 @@ fn gpus_auto_is_resolved_at_start_and_none_found_is_an_error() {
         .unwrap();
     assert!(!found.detects_gpus());
 }
+
+/// The YAML blocks of the README's memory router section.
+fn readme_memory_blocks() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let start = readme
+        .find("### Placement by GPU memory")
+        .expect("the README section");
+    let section = &readme[start..];
+    let section = &section[..section[4..].find("\n### ").map_or(section.len(), |e| e + 4)];
+    section
+        .split("```yaml\n")
+        .skip(1)
+        .map(|block| block[..block.find("```").unwrap()].to_owned())
+        .collect()
+}
+
+#[test]
+fn the_readme_memory_examples_load_without_warnings_and_mean_what_they_say() {
+    let blocks = readme_memory_blocks();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    for block in &blocks {
+        let loaded = load(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+    let config = load(&blocks[1]).unwrap().config;
+    let model = |id: &str| config.models.iter().find(|m| m.id == id).unwrap();
+    assert_eq!(
+        config.priority_rules.min_resident,
+        Some(std::time::Duration::from_secs(30))
+    );
+    assert_eq!(model("embed").min_resident, Some(std::time::Duration::ZERO));
+    assert_eq!(
+        model("coder").min_resident,
+        Some(std::time::Duration::from_secs(120))
+    );
+    assert_eq!(model("tools").sleep.as_ref().unwrap().memory, GIB);
+    assert!(model("chat").sleep.is_some());
+    let memory = config.memory.as_ref().expect("the memory router");
+    assert_eq!(memory.reserve, GIB);
+    assert_eq!(
+        memory.gpus,
+        GpuList::Listed(vec![
+            Gpu {
+                id: 0,
+                memory: 24 * GIB
+            },
+            Gpu {
+                id: 1,
+                memory: 24 * GIB
+            }
+        ])
+    );
+}
