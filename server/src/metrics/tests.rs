@@ -103,6 +103,7 @@ fn model_state_gauge_marks_exactly_the_current_state() {
             parallel: None,
             gpus: Vec::new(),
             memory: 0,
+            memory_measured: None,
         }],
         &BTreeSet::new(),
     );
@@ -170,6 +171,7 @@ fn in_flight_per_model_is_shown_against_its_parallel_limit() {
         parallel,
         gpus: Vec::new(),
         memory: 0,
+        memory_measured: None,
     };
     m.observe_router(&[], &[ready(2, Some(2))], &BTreeSet::new());
     let text = m.encode();

@@ -400,6 +400,7 @@ impl Scheduler {
                         parallel: self.models[t].parallel,
                         gpus,
                         memory,
+                        memory_measured: self.measure_of(t),
                     }
                 })
             })

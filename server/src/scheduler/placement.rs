@@ -164,6 +164,11 @@ impl Scheduler {
         })
     }
 
+    /// The last measure of model `t`'s GPU memory (bytes over all its GPUs).
+    pub(super) fn measure_of(&self, t: usize) -> Option<u64> {
+        self.placements.as_ref()?.measured.get(t).copied().flatten()
+    }
+
     /// The ids of the GPUs the memory router gave `model` at its last start
     /// (what [`Launcher::ensure_ready_on`](crate::launcher::Launcher::ensure_ready_on)
     /// is given); `None` without the memory router.

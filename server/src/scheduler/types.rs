@@ -181,6 +181,9 @@ pub struct RunningModel {
     /// share of `memory`, or its sleep `memory` while asleep (0 under the
     /// other routers).
     pub memory: u64,
+    /// Under the memory router: the last measure of its process's GPU
+    /// memory (bytes over all its GPUs), once one was taken.
+    pub memory_measured: Option<u64>,
 }
 
 /// One GPU of the memory router, for `GET /running`, `/api/events` and

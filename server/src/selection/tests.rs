@@ -80,6 +80,7 @@ fn running(states: &[(&str, ModelState)]) -> Vec<RunningModel> {
             parallel: None,
             gpus: Vec::new(),
             memory: 0,
+            memory_measured: None,
         })
         .collect()
 }

@@ -32,14 +32,17 @@ done
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-async fn running(server: &Server) -> Vec<String> {
-    let body: serde_json::Value = reqwest::get(format!("{}/running", server.base))
+async fn running_body(server: &Server) -> serde_json::Value {
+    reqwest::get(format!("{}/running", server.base))
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    body["running"]
+        .unwrap()
+}
+
+async fn running(server: &Server) -> Vec<String> {
+    running_body(server).await["running"]
         .as_array()
         .unwrap()
         .iter()
@@ -89,6 +92,12 @@ async fn a_model_measured_above_its_estimate_is_logged_hinted_and_placed_by_its_
         .wait_log("uses more GPU memory than its memory estimate")
         .await;
     assert!(line.contains("measured_mib=14336"), "{line}");
+    // /running shows the measure beside the memory counted on its GPU.
+    let body = running_body(&server).await;
+    let a = &body["running"][0];
+    assert_eq!(a["model"], "a");
+    assert_eq!(a["memory_measured"], 14u64 << 30, "{body}");
+    assert_eq!(a["memory"], 14u64 << 30, "{body}");
 
     // While a runs, --check-config on this machine hints at it.
     let check = tokio::time::timeout(

@@ -251,6 +251,9 @@ pub(crate) async fn running(State(state): State<AppState>) -> Json<Value> {
             shown["gpus"] = json!(m.gpus);
             shown["memory"] = json!(m.memory);
         }
+        if let Some(measured) = m.memory_measured {
+            shown["memory_measured"] = json!(measured);
+        }
         listed.insert(m.model);
         running.push(shown);
     }

@@ -66,6 +66,10 @@ pub(super) struct ModelRow {
     /// (asleep, what its sleep mode keeps).
     #[serde(skip_serializing_if = "is_zero")]
     memory: u64,
+    /// Under the memory router: the last measure of its process's GPU
+    /// memory, bytes over all its GPUs (once one was taken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_measured: Option<u64>,
     /// A failed model's (`state: "failed"`): why, and from when it is
     /// started again.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,7 +136,7 @@ pub(super) fn model_rows(
         .iter()
         .map(|m| (m.model.as_str(), m.state))
         .collect();
-    let placed: BTreeMap<&str, (Vec<GpuRow>, u64)> = snapshot
+    let placed: BTreeMap<&str, (Vec<GpuRow>, u64, Option<u64>)> = snapshot
         .running
         .iter()
         .filter(|m| !m.gpus.is_empty())
@@ -149,7 +153,7 @@ pub(super) fn model_rows(
                     }
                 })
                 .collect();
-            (m.model.as_str(), (gpus, m.memory))
+            (m.model.as_str(), (gpus, m.memory, m.memory_measured))
         })
         .collect();
     let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
@@ -189,11 +193,14 @@ pub(super) fn model_rows(
             .unwrap_or_default(),
         gpus: placed
             .get(m.config.id.as_str())
-            .map(|(gpus, _)| gpus.clone())
+            .map(|(gpus, _, _)| gpus.clone())
             .unwrap_or_default(),
         memory: placed
             .get(m.config.id.as_str())
-            .map_or(0, |(_, memory)| *memory),
+            .map_or(0, |(_, memory, _)| *memory),
+        memory_measured: placed
+            .get(m.config.id.as_str())
+            .and_then(|(_, _, measured)| *measured),
         ..ModelRow::default()
     });
     // A selector is as warm as its warmest target.
