@@ -203,6 +203,8 @@ pub(crate) async fn compare(
     setups: &[Setup],
     options: &Options,
 ) -> Res<Vec<(Setup, Res<Figures>)>> {
+    // Calibrated before any server starts: an error here leaves no process behind.
+    let shape = options.shape().await?;
     let first = procs::upstream_ports(u16::try_from(4 * setups.len())?)?;
     let mut running = Vec::new();
     let mut results: Vec<(Setup, Res<Figures>)> = Vec::new();
@@ -214,7 +216,6 @@ pub(crate) async fn compare(
             Err(err) => results.push((setup, Err(format!("server did not start: {err}").into()))),
         }
     }
-    let shape = options.shape().await?;
     let t0 = Instant::now() + Duration::from_millis(200);
     let plays = running.iter().enumerate().map(|(i, r)| {
         let start = t0 + options.stagger * u32::try_from(i).unwrap_or(0);
