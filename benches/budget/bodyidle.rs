@@ -66,7 +66,7 @@ fn stream_body() -> Bytes {
 }
 
 /// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_secs(proc: &Proc) -> Res<f64> {
+pub(crate) fn cpu_secs(proc: &Proc) -> Res<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", proc.pid()?))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').ok_or("no command in stat")?.1;

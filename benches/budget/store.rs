@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::bodyidle::cpu_secs;
 use crate::loadgen::{LoadSpec, run as load};
 use crate::procs::Proc;
 use crate::report::Row;
@@ -115,12 +116,16 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     // [target][round]
     let mut loadgen: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
     let mut by_wrk: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
+    // The server's CPU time per request (µs), [target][round].
+    let mut loadgen_cpu: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
+    let mut wrk_cpu: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
     let mut errors = vec![0u64; TARGETS.len()];
     for round in 0..rounds {
         for (ti, server) in servers.iter().enumerate() {
-            let Some((_, addr)) = server else {
-                loadgen[ti].push(None);
-                by_wrk[ti].push(None);
+            let Some((proc, addr)) = server else {
+                for series in [&mut loadgen, &mut by_wrk, &mut loadgen_cpu, &mut wrk_cpu] {
+                    series[ti].push(None);
+                }
                 continue;
             };
             let spec = LoadSpec {
@@ -131,32 +136,42 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 warmup,
                 measure,
             };
+            // The CPU reading spans the warm-up too, as does `completed`.
+            let before = cpu_secs(proc)?;
             match load(&spec).await {
                 Ok(result) => {
+                    let used = cpu_secs(proc)? - before;
                     errors[ti] += result.errors;
                     loadgen[ti].push(Some(result.throughput()));
+                    loadgen_cpu[ti]
+                        .push((result.completed > 0).then(|| used / result.completed as f64 * 1e6));
                 }
                 Err(err) => {
                     eprintln!("store round {round}: {}: {err}", TARGETS[ti]);
                     loadgen[ti].push(None);
+                    loadgen_cpu[ti].push(None);
                 }
             }
-            let rps = match &wrk {
-                Some(wrk) => {
-                    match crate::wrk::run_wrk(wrk, &script, *addr, CONNECTIONS, wrk_seconds).await {
-                        Ok(result) => {
-                            errors[ti] += result.errors;
-                            Some(result.rps)
-                        }
-                        Err(err) => {
-                            eprintln!("store round {round}: wrk {}: {err}", TARGETS[ti]);
-                            None
-                        }
-                    }
-                }
-                None => None,
+            let Some(wrk) = &wrk else {
+                by_wrk[ti].push(None);
+                wrk_cpu[ti].push(None);
+                continue;
             };
-            by_wrk[ti].push(rps);
+            let before = cpu_secs(proc)?;
+            match crate::wrk::run_wrk(wrk, &script, *addr, CONNECTIONS, wrk_seconds).await {
+                Ok(result) => {
+                    let used = cpu_secs(proc)? - before;
+                    errors[ti] += result.errors;
+                    let completed = result.rps * wrk_seconds as f64;
+                    by_wrk[ti].push(Some(result.rps));
+                    wrk_cpu[ti].push((completed > 0.0).then(|| used / completed * 1e6));
+                }
+                Err(err) => {
+                    eprintln!("store round {round}: wrk {}: {err}", TARGETS[ti]);
+                    by_wrk[ti].push(None);
+                    wrk_cpu[ti].push(None);
+                }
+            }
         }
         eprintln!("  store round {}/{rounds} done", round + 1);
     }
@@ -165,7 +180,10 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         (Some(a), Some(b)) if *b > 0.0 => Some(a / b),
         _ => None,
     };
-    for (generator, figures) in [("load generator", &loadgen), ("wrk", &by_wrk)] {
+    for (generator, figures, cpu) in [
+        ("load generator", &loadgen, &loadgen_cpu),
+        ("wrk", &by_wrk, &wrk_cpu),
+    ] {
         for (ti, name) in TARGETS.iter().enumerate() {
             rows.push(Row::info(
                 SECTION,
@@ -173,6 +191,15 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 median_of(&figures[ti]),
                 "req/s",
             ));
+            rows.push(
+                Row::info(
+                    SECTION,
+                    format!("{name}, {CONNECTIONS} conn, {generator}: server CPU per request"),
+                    median_of(&cpu[ti]),
+                    "µs",
+                )
+                .note("utime + stime of the server process ÷ requests answered, warm-up included"),
+            );
         }
         for (ti, name) in TARGETS.iter().enumerate().skip(1) {
             let ratios: Vec<Option<f64>> = figures[ti]
@@ -189,6 +216,22 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                     0.95,
                 )
                 .note("per round; target: at most 5% of the throughput"),
+            );
+            let ratios: Vec<Option<f64>> = cpu[ti]
+                .iter()
+                .zip(&cpu[0])
+                .map(|(on, off)| div(on, off))
+                .collect();
+            rows.push(
+                Row::info(
+                    SECTION,
+                    format!(
+                        "server CPU per request, {CONNECTIONS} conn, {generator}: {name} ÷ both off"
+                    ),
+                    median_of(&ratios),
+                    "×",
+                )
+                .note("per round"),
             );
         }
     }

@@ -16,12 +16,23 @@
 //! is serialised and compressed, and the oldest captures are dropped until
 //! the buffer fits its budget. A capture larger than the whole budget
 //! (uncompressed while it is collected, compressed when it is stored) is not
-//! kept. As in llama-swap, routes that carry audio or images keep only some
+//! kept.
+//!
+//! Captures are compressed a batch at a time: once one arrives the thread
+//! lets those of the next [`LINGER`] join it, and compresses them together
+//! into segments of up to [`SEGMENT`] bytes (less for a small buffer). One
+//! zstd frame for hundreds of captures costs a fraction of one frame each
+//! (zstd's tables are built once, and captures of the same API repeat each
+//! other), and a thread woken once per batch costs the senders no wake-up
+//! per capture. The buffer drops the oldest segment when it is full; reading
+//! a capture decompresses its segment. What a capture costs the budget is
+//! its share of its segment's compressed bytes plus [`ENTRY_COST`] for its
+//! place in the index, so the budget bounds the memory held. As in llama-swap, routes that carry audio or images keep only some
 //! parts (see [`Parts::for_path`]).
 
 mod recorder;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -41,12 +52,23 @@ pub(crate) use recorder::Recorder;
 pub(crate) const DEFAULT_BUFFER_BYTES: usize = 5 * 1024 * 1024;
 
 /// Captures waiting to be compressed at most; more are dropped.
-const QUEUE: usize = 4096;
+const QUEUE: usize = 16_384;
+/// Captures compressed in one batch at most.
+const MAX_BATCH: usize = 4096;
+/// How long the thread waits after a capture arrives for more to join it.
+const LINGER: Duration = Duration::from_millis(20);
+/// Uncompressed bytes of captures compressed together at most (a single
+/// larger capture is compressed alone); an eighth of a smaller buffer.
+const SEGMENT: usize = 256 * 1024;
+/// What a capture's place in the index costs the budget, in bytes: its id,
+/// offset and length in its segment, and its entry in the id map.
+const ENTRY_COST: usize = 64;
 /// How long `GET /api/captures/{id}` waits for captures handed over before it.
 const CATCH_UP: Duration = Duration::from_secs(2);
-/// zstd's level: llama-swap uses a better-than-default level; 3 is zstd's
-/// default, a fair trade on the shared CPU.
-const LEVEL: i32 = 3;
+/// zstd's level. Captures compressed together repeat each other, so zstd's
+/// fastest regular level already squeezes them tens of times (a chat
+/// completion's capture of ~500 bytes to ~10), at under a microsecond each.
+const LEVEL: i32 = 1;
 /// What a redacted value reads.
 const REDACTED: &str = "[REDACTED]";
 
@@ -66,6 +88,8 @@ pub struct Captures {
     kept: Arc<Mutex<Kept>>,
     jobs: SyncSender<Job>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// The compressing thread, woken when someone waits for its captures.
+    worker_thread: std::thread::Thread,
     /// `apiKeys` values, redacted wherever they appear (replaced on reload).
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
     sent: AtomicU64,
@@ -73,10 +97,68 @@ pub struct Captures {
     done: watch::Receiver<u64>,
 }
 
+/// The captures kept: segments, oldest first, and where each capture is.
 #[derive(Debug, Default)]
 struct Kept {
-    by_id: BTreeMap<u64, Box<[u8]>>,
+    segments: VecDeque<Segment>,
+    /// The number of the front segment (they are numbered as they come).
+    first: u64,
+    /// Each capture's segment, by number.
+    by_id: BTreeMap<u64, u64>,
+    /// What the segments cost the budget ([`Segment::cost`]).
     bytes: usize,
+}
+
+/// Captures compressed together.
+#[derive(Debug)]
+struct Segment {
+    /// One zstd frame: the captures' encodings one after another.
+    data: Arc<[u8]>,
+    /// The frame's size decompressed.
+    raw_len: usize,
+    /// Each capture's id and where its encoding lies in the decompressed frame.
+    entries: Box<[(u64, usize, usize)]>,
+}
+
+impl Segment {
+    fn cost(&self) -> usize {
+        self.data.len() + self.entries.len() * ENTRY_COST
+    }
+}
+
+impl Kept {
+    /// Adds `segment`, then drops the oldest until the budget holds.
+    fn add(&mut self, segment: Segment, budget: usize) {
+        let number = self.first + self.segments.len() as u64;
+        for (id, _, _) in &segment.entries {
+            // A capture handed over again replaces the earlier one.
+            self.by_id.insert(*id, number);
+        }
+        self.bytes += segment.cost();
+        self.segments.push_back(segment);
+        while self.bytes > budget {
+            let Some(oldest) = self.segments.pop_front() else {
+                break;
+            };
+            for (id, _, _) in &oldest.entries {
+                if self.by_id.get(id) == Some(&self.first) {
+                    self.by_id.remove(id);
+                }
+            }
+            self.first += 1;
+            self.bytes -= oldest.cost();
+        }
+    }
+
+    /// Capture `id`'s segment (shared) and where it lies in it.
+    fn find(&self, id: u64) -> Option<(Arc<[u8]>, usize, usize, usize)> {
+        let number = *self.by_id.get(&id)?;
+        let segment = self
+            .segments
+            .get(usize::try_from(number.checked_sub(self.first)?).ok()?)?;
+        let (_, start, len) = segment.entries.iter().rev().find(|e| e.0 == id)?;
+        Some((Arc::clone(&segment.data), segment.raw_len, *start, *len))
+    }
 }
 
 enum Job {
@@ -97,6 +179,7 @@ impl Captures {
         let (done_tx, done) = watch::channel(0);
         let worker = Worker {
             budget,
+            segment: SEGMENT.min(budget / 8).max(1),
             kept: Arc::clone(&kept),
             secrets: Arc::clone(&secrets),
             dropped: Arc::clone(&dropped),
@@ -116,6 +199,7 @@ impl Captures {
             budget,
             kept,
             jobs,
+            worker_thread: worker.thread().clone(),
             worker: Mutex::new(Some(worker)),
             secrets,
             sent: AtomicU64::new(0),
@@ -172,7 +256,8 @@ impl Captures {
         self.lock().by_id.contains_key(&id)
     }
 
-    /// Compressed bytes held now.
+    /// What the captures held now cost the budget: their compressed bytes
+    /// and their places in the index.
     pub fn held_bytes(&self) -> usize {
         self.lock().bytes
     }
@@ -193,21 +278,23 @@ impl Captures {
         let target = self.sent.load(Ordering::Relaxed);
         let mut done = self.done.clone();
         let dropped = || self.dropped.load(Ordering::Relaxed);
+        // The thread may be letting a batch gather: compress it now.
+        self.worker_thread.unpark();
         let wait = done.wait_for(|handled| handled + dropped() >= target);
         let _ = tokio::time::timeout(CATCH_UP, wait).await;
     }
 
     /// Capture `id`, decompressed, as `GET /api/captures/{id}` answers it.
     pub fn get(&self, id: u64) -> Option<Capture> {
-        let compressed = self.lock().by_id.get(&id)?.clone();
-        let raw = match zstd::bulk::decompress(&compressed, 1 << 30) {
+        let (compressed, raw_len, start, len) = self.lock().find(id)?;
+        let raw = match zstd::bulk::decompress(&compressed, raw_len) {
             Ok(raw) => raw,
             Err(error) => {
                 tracing::warn!(id, %error, "a capture could not be decompressed");
                 return None;
             }
         };
-        Capture::decode(id, &raw)
+        Capture::decode(id, raw.get(start..start.checked_add(len)?)?)
     }
 
     /// Stores what is waiting and stops the compressing thread.
@@ -219,6 +306,7 @@ impl Captures {
             .take();
         if let Some(handle) = handle {
             let _ = self.jobs.send(Job::Close);
+            handle.thread().unpark();
             if handle.join().is_err() {
                 tracing::error!("the capture thread panicked");
             }
@@ -240,62 +328,129 @@ impl Drop for Captures {
 /// The thread that redacts, compresses and stores captures.
 struct Worker {
     budget: usize,
+    /// Uncompressed bytes compressed together at most.
+    segment: usize,
     kept: Arc<Mutex<Kept>>,
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
     dropped: Arc<AtomicU64>,
     done: watch::Sender<u64>,
 }
 
+/// A segment being filled: the captures' encodings and where each lies.
+#[derive(Default)]
+struct Filling {
+    raw: Vec<u8>,
+    entries: Vec<(u64, usize, usize)>,
+}
+
 impl Worker {
     fn run(self, inbox: &Receiver<Job>) {
         let mut compressor = zstd::bulk::Compressor::new(LEVEL).ok();
         let mut handled = 0u64;
-        let mut raw = Vec::new();
-        while let Ok(Job::Capture(id, recorder)) = inbox.recv() {
-            let secrets = Arc::clone(&self.secrets.read().unwrap_or_else(PoisonError::into_inner));
-            raw.clear();
-            recorder.encode(&mut raw, &secrets);
-            drop(recorder);
-            let compressed = compressor
-                .as_mut()
-                .and_then(|c| c.compress(&raw).ok())
-                .map(Vec::into_boxed_slice);
-            match compressed {
-                Some(bytes) if bytes.len() <= self.budget => {
-                    self.store(id, bytes);
-                    handled += 1;
-                    self.done.send_replace(handled);
+        let mut batch: Vec<(u64, Box<Recorder>)> = Vec::new();
+        // The last batch was full: more captures are waiting, go on at once.
+        let mut behind = false;
+        loop {
+            let mut closing = match inbox.recv() {
+                Ok(Job::Capture(id, recorder)) => {
+                    batch.push((id, recorder));
+                    false
                 }
-                Some(bytes) => {
-                    tracing::debug!(
-                        id,
-                        size = bytes.len(),
-                        "capture larger than the buffer: not kept"
-                    );
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    self.done.send_modify(|_| {});
+                Ok(Job::Close) | Err(_) => true,
+            };
+            if !closing && !behind {
+                // Parked, not waiting in `recv`: the captures sent meanwhile
+                // wake nobody. Woken early by a reader, or by `close`.
+                std::thread::park_timeout(LINGER);
+            }
+            while !closing && batch.len() < MAX_BATCH {
+                match inbox.try_recv() {
+                    Ok(Job::Capture(id, recorder)) => batch.push((id, recorder)),
+                    Ok(Job::Close) => closing = true,
+                    Err(_) => break,
                 }
-                None => {
-                    tracing::warn!(id, "a capture could not be compressed");
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    self.done.send_modify(|_| {});
-                }
+            }
+            behind = batch.len() >= MAX_BATCH;
+            if !batch.is_empty() {
+                handled += self.compress(&mut compressor, &mut batch);
+                self.done.send_replace(handled);
+            }
+            if closing {
+                break;
             }
         }
     }
 
-    fn store(&self, id: u64, bytes: Box<[u8]>) {
-        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.bytes += bytes.len();
-        if let Some(old) = kept.by_id.insert(id, bytes) {
-            kept.bytes -= old.len();
+    /// Compresses and stores `batch` (emptied); returns how many were stored.
+    fn compress(
+        &self,
+        compressor: &mut Option<zstd::bulk::Compressor<'static>>,
+        batch: &mut Vec<(u64, Box<Recorder>)>,
+    ) -> u64 {
+        let secrets = Arc::clone(&self.secrets.read().unwrap_or_else(PoisonError::into_inner));
+        let mut stored = 0;
+        let mut filling = Filling::default();
+        for (id, recorder) in batch.drain(..) {
+            let start = filling.raw.len();
+            recorder.encode(&mut filling.raw, &secrets);
+            drop(recorder);
+            let len = filling.raw.len() - start;
+            if start > 0 && filling.raw.len() > self.segment {
+                // Too much to join the others: they go first.
+                let raw = filling.raw.split_off(start);
+                stored += self.seal(compressor, std::mem::take(&mut filling));
+                filling.raw = raw;
+                filling.entries.push((id, 0, len));
+            } else {
+                filling.entries.push((id, start, len));
+            }
+            if filling.raw.len() >= self.segment {
+                stored += self.seal(compressor, std::mem::take(&mut filling));
+            }
         }
-        while kept.bytes > self.budget {
-            let Some((_, oldest)) = kept.by_id.pop_first() else {
-                break;
-            };
-            kept.bytes -= oldest.len();
+        if !filling.entries.is_empty() {
+            stored += self.seal(compressor, filling);
         }
+        stored
+    }
+
+    /// Compresses `filling` into a segment and keeps it; returns how many
+    /// captures it holds, 0 when it is not kept (counted as dropped).
+    fn seal(
+        &self,
+        compressor: &mut Option<zstd::bulk::Compressor<'static>>,
+        filling: Filling,
+    ) -> u64 {
+        let count = filling.entries.len() as u64;
+        let compressed = compressor
+            .as_mut()
+            .and_then(|c| c.compress(&filling.raw).ok());
+        let segment = match compressed {
+            Some(bytes) => Segment {
+                data: Arc::from(bytes),
+                raw_len: filling.raw.len(),
+                entries: filling.entries.into_boxed_slice(),
+            },
+            None => {
+                tracing::warn!(captures = count, "captures could not be compressed");
+                self.dropped.fetch_add(count, Ordering::Relaxed);
+                return 0;
+            }
+        };
+        if segment.cost() > self.budget {
+            tracing::debug!(
+                captures = count,
+                size = segment.data.len(),
+                "capture larger than the buffer: not kept"
+            );
+            self.dropped.fetch_add(count, Ordering::Relaxed);
+            return 0;
+        }
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(segment, self.budget);
+        count
     }
 }
 

@@ -105,6 +105,51 @@ async fn the_oldest_captures_go_when_the_buffer_is_full() {
 }
 
 #[tokio::test]
+async fn captures_compressed_together_each_come_back_whole() {
+    let captures = Captures::new(1 << 20).unwrap();
+    for id in 1..=500 {
+        assert!(captures.submit(id, recorder(&format!(r#"{{"n":{id}}}"#), 1 << 20)));
+    }
+    captures.caught_up().await;
+    assert_eq!(captures.len(), 500);
+    for id in [1, 2, 250, 499, 500] {
+        let capture = captures.get(id).expect("kept");
+        assert_eq!(capture.id, id);
+        assert_eq!(capture.req_body, format!(r#"{{"n":{id}}}"#).as_bytes());
+        assert_eq!(capture.resp_body, b"data: {\"a\":1}\n\ndata: [DONE]\n\n");
+    }
+    // Together they compress far below one frame each (~300 bytes).
+    assert!(
+        captures.held_bytes() < 500 * (ENTRY_COST + 100),
+        "{}",
+        captures.held_bytes()
+    );
+}
+
+#[tokio::test]
+async fn the_index_of_many_small_captures_counts_against_the_budget() {
+    // 20 000 captures that compress to almost nothing: what holds memory is
+    // their places in the index, and the budget bounds that too.
+    let budget = 64 * 1024;
+    let captures = Captures::new(budget).unwrap();
+    for id in 1..=20_000 {
+        assert!(captures.submit(id, recorder("{}", 1 << 20)));
+    }
+    captures.caught_up().await;
+    assert!(captures.held_bytes() <= budget, "{}", captures.held_bytes());
+    assert!(captures.len() * ENTRY_COST <= budget, "{}", captures.len());
+    assert!(captures.contains(20_000), "the newest is kept");
+    assert!(!captures.contains(1), "the oldest went");
+    let kept: Vec<u64> = (1..=20_000).filter(|id| captures.contains(*id)).collect();
+    assert_eq!(
+        kept,
+        (20_001 - kept.len() as u64..=20_000).collect::<Vec<_>>(),
+        "a suffix is kept"
+    );
+    assert!(captures.get(20_000).is_some());
+}
+
+#[tokio::test]
 async fn a_capture_larger_than_the_buffer_is_not_kept() {
     let captures = Captures::new(1024).unwrap();
     let big = "x".repeat(4096);

@@ -1,9 +1,14 @@
 //! The history kept in an SQLite database at `store.path`.
 //!
 //! One thread owns the writing connection: rows reach it over a bounded
-//! channel and are written in batches (whatever arrived while the previous
-//! transaction ran, up to [`MAX_BATCH`]), so the request path only ever
-//! hands over a pointer and never waits on the disk. A full channel (a disk
+//! channel and are written in batches, so the request path only ever hands
+//! over a pointer and never waits on the disk. Once a row arrives the writer
+//! lets the rows of the next [`LINGER`] join it (up to [`MAX_BATCH`]), so a
+//! busy server commits a few times per second rather than once per row, and
+//! a sender rarely has to wake the writer (only a writer waiting in `recv`
+//! needs waking); a query that wants the rows handed over before it wakes the
+//! writer at once. Rows go in [`ROWS_PER_INSERT`] at a time (one statement
+//! for many rows). A full channel (a disk
 //! far slower than the traffic) drops the row; a batch the database refuses
 //! is lost as a whole; both are counted ([`Counters`]) and logged. Queries
 //! read through a second, read-only connection (WAL lets it read while the
@@ -72,6 +77,10 @@ pub(crate) const MIGRATIONS: &[&str] = &["
 
 /// Rows written in one transaction at most.
 const MAX_BATCH: usize = 1024;
+/// How long the writer waits after a row arrives for more to join it.
+const LINGER: Duration = Duration::from_millis(20);
+/// Rows per `INSERT` statement (the rest of a batch goes one by one).
+const ROWS_PER_INSERT: usize = 32;
 /// Rows waiting for the writer at most; more are dropped (and counted).
 const QUEUE: usize = 65_536;
 /// Rows written between two retention passes.
@@ -113,6 +122,8 @@ pub(crate) struct Sqlite {
     path: PathBuf,
     rows: SyncSender<Message>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// The writer's thread, woken when someone waits for its rows.
+    writer_thread: std::thread::Thread,
     reader: Arc<Mutex<Connection>>,
     counters: Arc<Counters>,
     /// Rows the writer has dealt with (written, dropped or failed): a query
@@ -187,6 +198,7 @@ impl Sqlite {
         Ok(Self {
             path: path.to_owned(),
             rows,
+            writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(reader)),
             counters,
@@ -255,6 +267,8 @@ impl Sqlite {
         let target = self.counters.sent.load(Ordering::Relaxed);
         let dropped = || self.counters.dropped.load(Ordering::Relaxed);
         let mut done = self.done.clone();
+        // The writer may be letting a batch gather: write it now.
+        self.writer_thread.unpark();
         let wait = done.wait_for(|handled| handled + dropped() >= target);
         let _ = tokio::time::timeout(READ_YOUR_WRITES, wait).await;
     }
@@ -267,6 +281,7 @@ impl Sqlite {
         let target = self.counters.sent.load(Ordering::Relaxed);
         let dropped = || self.counters.dropped.load(Ordering::Relaxed);
         let mut done = self.done.clone();
+        self.writer_thread.unpark();
         let _ = done.wait_for(|handled| handled + dropped() >= target).await;
     }
 
@@ -310,6 +325,7 @@ impl Sqlite {
         if let Some(handle) = handle {
             // A blocking send: the writer is draining, so room comes.
             let _ = self.rows.send(Message::Close);
+            handle.thread().unpark();
             if handle.join().is_err() {
                 tracing::error!(path = %self.path.display(), "the history writer panicked");
             }
@@ -429,6 +445,8 @@ impl Writer {
     fn run(mut self, inbox: &Receiver<Message>) {
         let mut batch: Vec<Arc<Finished>> = Vec::with_capacity(MAX_BATCH);
         let mut handled = 0u64;
+        // The last batch was full: more rows are waiting, write on at once.
+        let mut behind = false;
         loop {
             let mut closing = match inbox.recv() {
                 Ok(Message::Row(row)) => {
@@ -437,6 +455,11 @@ impl Writer {
                 }
                 Ok(Message::Close) | Err(_) => true,
             };
+            if !closing && !behind {
+                // Parked, not waiting in `recv`: the rows sent meanwhile
+                // wake nobody. Woken early by a query, or by `close`.
+                std::thread::park_timeout(LINGER);
+            }
             while !closing && batch.len() < MAX_BATCH {
                 match inbox.try_recv() {
                     Ok(Message::Row(row)) => batch.push(row),
@@ -444,6 +467,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            behind = batch.len() >= MAX_BATCH;
             if !batch.is_empty() {
                 let count = batch.len() as u64;
                 match self.write(&batch) {
@@ -482,49 +506,83 @@ impl Writer {
     fn write(&mut self, rows: &[Arc<Finished>]) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
         {
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO activity (
-                    id, ts_ms, model, req_path, resp_content_type, resp_status_code,
-                    cache_tokens, input_tokens, output_tokens, draft_tokens, draft_acc_tokens,
-                    prompt_per_second, tokens_per_second, duration_ms, error_code, error_msg,
-                    request_id, seq, requested_priority, capped_priority, effective_priority,
-                    queue_ms, stream, selector, api_key, session_id
-                ) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
-                          ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
-            )?;
-            for row in rows {
-                insert.execute(rusqlite::params![
-                    row.id,
-                    row.time_ms,
-                    &*row.model,
-                    row.path.as_str(),
-                    row.content_type.as_deref().unwrap_or_default(),
-                    row.status,
-                    row.cached_tokens,
-                    row.prompt_tokens,
-                    row.completion_tokens,
-                    row.draft_tokens,
-                    row.draft_accepted,
-                    row.prompt_per_second,
-                    row.tokens_per_second,
-                    row.duration_ms,
-                    row.error.as_deref(),
-                    row.error_msg.as_deref(),
-                    row.request_id.as_str(),
-                    row.seq,
-                    row.requested_priority,
-                    row.capped_priority,
-                    row.effective_priority,
-                    row.queue_ms,
-                    row.stream,
-                    row.selector.as_deref(),
-                    row.api_key.as_deref(),
-                    row.session_id.as_deref(),
-                ])?;
+            let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+            if rows.len() >= ROWS_PER_INSERT {
+                let mut insert = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
+                for chunk in &mut chunks {
+                    insert.execute(params_from_iter(chunk.iter().flat_map(|row| values(row))))?;
+                }
+            }
+            let rest = chunks.remainder();
+            if !rest.is_empty() {
+                let mut insert = tx.prepare_cached(&insert_sql(1))?;
+                for row in rest {
+                    insert.execute(params_from_iter(values(row)))?;
+                }
             }
         }
         tx.commit()
     }
+}
+
+/// `INSERT` of `rows` rows.
+fn insert_sql(rows: usize) -> String {
+    let one = format!("({})", vec!["?"; INSERTED].join(", "));
+    format!(
+        "INSERT INTO activity ({COLUMNS}) VALUES {}",
+        vec![one.as_str(); rows].join(", ")
+    )
+}
+
+/// How many columns a row has ([`COLUMNS`]).
+const INSERTED: usize = 26;
+
+/// A row's values for an `INSERT`, in the order of [`COLUMNS`].
+fn values(row: &Finished) -> [rusqlite::types::ToSqlOutput<'_>; INSERTED] {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    fn text(v: &str) -> ToSqlOutput<'_> {
+        ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes()))
+    }
+    fn opt_text(v: Option<&str>) -> ToSqlOutput<'_> {
+        v.map_or(ToSqlOutput::Owned(Value::Null), text)
+    }
+    let int = |v: u64| ToSqlOutput::Owned(Value::Integer(i64::try_from(v).unwrap_or(i64::MAX)));
+    let opt_int = |v: Option<u64>| v.map_or(ToSqlOutput::Owned(Value::Null), int);
+    let opt_real = |v: Option<f64>| {
+        v.map_or(ToSqlOutput::Owned(Value::Null), |v| {
+            ToSqlOutput::Owned(Value::Real(v))
+        })
+    };
+    let small = |v: i32| ToSqlOutput::Owned(Value::Integer(i64::from(v)));
+    [
+        int(row.id),
+        int(row.time_ms),
+        text(&row.model),
+        text(row.path.as_str()),
+        text(row.content_type.as_deref().unwrap_or_default()),
+        small(i32::from(row.status)),
+        opt_int(row.cached_tokens),
+        opt_int(row.prompt_tokens),
+        opt_int(row.completion_tokens),
+        opt_int(row.draft_tokens),
+        opt_int(row.draft_accepted),
+        opt_real(row.prompt_per_second),
+        opt_real(row.tokens_per_second),
+        int(row.duration_ms),
+        opt_text(row.error.as_deref()),
+        opt_text(row.error_msg.as_deref()),
+        text(row.request_id.as_str()),
+        opt_int(row.seq),
+        small(row.requested_priority),
+        small(row.capped_priority),
+        row.effective_priority
+            .map_or(ToSqlOutput::Owned(Value::Null), small),
+        opt_int(row.queue_ms),
+        small(i32::from(row.stream)),
+        opt_text(row.selector.as_deref()),
+        opt_text(row.api_key.as_deref()),
+        opt_text(row.session_id.as_deref()),
+    ]
 }
 
 /// The WHERE clause of `query`'s filters and its arguments.
@@ -578,6 +636,7 @@ fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
     (clause, args)
 }
 
+/// Every column of a row, in the order [`read_row`] and [`values`] use.
 const COLUMNS: &str = "id, ts_ms, model, req_path, resp_content_type, resp_status_code,
     cache_tokens, input_tokens, output_tokens, draft_tokens, draft_acc_tokens,
     prompt_per_second, tokens_per_second, duration_ms, error_code, error_msg,

@@ -72,18 +72,19 @@ async fn rows_are_read_back_as_written_and_survive_a_restart() {
     let history = History::open(&settings(&path, 0)).unwrap();
     assert_eq!(history.next_id(), 1);
     let db = history.database().unwrap();
-    for id in 1..=20 {
+    // Written as one batch: three statements of 32 rows and 4 single rows.
+    for id in 1..=100 {
         db.record(row(id));
     }
     // Read your writes: the query waits for the rows handed over before it.
     let read = all(&history).await;
-    let expected: Vec<Finished> = (1..=20).map(|id| (*row(id)).clone()).collect();
+    let expected: Vec<Finished> = (1..=100).map(|id| (*row(id)).clone()).collect();
     assert_eq!(read, expected);
     history.close();
     drop(history);
 
     let reopened = History::open(&settings(&path, 0)).unwrap();
-    assert_eq!(reopened.next_id(), 21, "ids go on after a restart");
+    assert_eq!(reopened.next_id(), 101, "ids go on after a restart");
     assert_eq!(all(&reopened).await, expected);
     let counters = reopened.database().unwrap().counters();
     assert_eq!(
