@@ -21,10 +21,10 @@
 //! Captures are compressed a batch at a time: once one arrives the thread
 //! lets those of the next [`LINGER`] join it, and compresses them together
 //! into segments of up to [`SEGMENT`] bytes (less for a small buffer). One
-//! zstd frame for hundreds of captures costs a fraction of one frame each
+//! zstd frame for a hundred captures costs a fraction of one frame each
 //! (zstd's tables are built once, and captures of the same API repeat each
 //! other), and a thread woken once per batch costs the senders no wake-up
-//! per capture. The buffer drops the oldest segment when it is full; reading
+//! per capture. What waits meanwhile is the captures of one [`LINGER`]. The buffer drops the oldest segment when it is full; reading
 //! a capture decompresses its segment. What a capture costs the budget is
 //! its share of its segment's compressed bytes plus [`ENTRY_COST`] for its
 //! place in the index, so the budget bounds the memory held. As in llama-swap, routes that carry audio or images keep only some
@@ -53,13 +53,13 @@ pub(crate) const DEFAULT_BUFFER_BYTES: usize = 5 * 1024 * 1024;
 
 /// Captures waiting to be compressed at most; more are dropped.
 const QUEUE: usize = 16_384;
-/// Captures compressed in one batch at most.
+/// Captures taken in one batch at most.
 const MAX_BATCH: usize = 4096;
 /// How long the thread waits after a capture arrives for more to join it.
-const LINGER: Duration = Duration::from_millis(20);
+const LINGER: Duration = Duration::from_millis(10);
 /// Uncompressed bytes of captures compressed together at most (a single
 /// larger capture is compressed alone); an eighth of a smaller buffer.
-const SEGMENT: usize = 256 * 1024;
+const SEGMENT: usize = 64 * 1024;
 /// What a capture's place in the index costs the budget, in bytes: its id,
 /// offset and length in its segment, and its entry in the id map.
 const ENTRY_COST: usize = 64;
@@ -336,106 +336,118 @@ struct Worker {
     done: watch::Sender<u64>,
 }
 
-/// A segment being filled: the captures' encodings and where each lies.
+/// A segment being filled: the captures' encodings and where each lies,
+/// and the buffer it is compressed into (both kept from one segment to the
+/// next).
 #[derive(Default)]
 struct Filling {
     raw: Vec<u8>,
     entries: Vec<(u64, usize, usize)>,
+    compressed: Vec<u8>,
 }
 
 impl Worker {
     fn run(self, inbox: &Receiver<Job>) {
         let mut compressor = zstd::bulk::Compressor::new(LEVEL).ok();
+        let mut filling = Filling::default();
         let mut handled = 0u64;
-        let mut batch: Vec<(u64, Box<Recorder>)> = Vec::new();
         // The last batch was full: more captures are waiting, go on at once.
         let mut behind = false;
-        loop {
-            let mut closing = match inbox.recv() {
-                Ok(Job::Capture(id, recorder)) => {
-                    batch.push((id, recorder));
-                    false
-                }
-                Ok(Job::Close) | Err(_) => true,
+        let mut closing = false;
+        while !closing {
+            let first = match inbox.recv() {
+                Ok(Job::Capture(id, recorder)) => (id, recorder),
+                Ok(Job::Close) | Err(_) => break,
             };
-            if !closing && !behind {
+            if !behind {
                 // Parked, not waiting in `recv`: the captures sent meanwhile
                 // wake nobody. Woken early by a reader, or by `close`.
                 std::thread::park_timeout(LINGER);
             }
-            while !closing && batch.len() < MAX_BATCH {
+            let secrets = Arc::clone(&self.secrets.read().unwrap_or_else(PoisonError::into_inner));
+            let mut taken = 1;
+            handled += self.add(&mut compressor, &mut filling, first, &secrets);
+            while taken < MAX_BATCH {
                 match inbox.try_recv() {
-                    Ok(Job::Capture(id, recorder)) => batch.push((id, recorder)),
-                    Ok(Job::Close) => closing = true,
+                    Ok(Job::Capture(id, recorder)) => {
+                        taken += 1;
+                        handled +=
+                            self.add(&mut compressor, &mut filling, (id, recorder), &secrets);
+                    }
+                    Ok(Job::Close) => {
+                        closing = true;
+                        break;
+                    }
                     Err(_) => break,
                 }
             }
-            behind = batch.len() >= MAX_BATCH;
-            if !batch.is_empty() {
-                handled += self.compress(&mut compressor, &mut batch);
-                self.done.send_replace(handled);
-            }
-            if closing {
-                break;
-            }
+            behind = taken >= MAX_BATCH;
+            handled += self.seal(&mut compressor, &mut filling);
+            self.done.send_replace(handled);
         }
     }
 
-    /// Compresses and stores `batch` (emptied); returns how many were stored.
-    fn compress(
+    /// Adds a capture to the segment being filled, sealing it when full;
+    /// returns how many captures were stored.
+    fn add(
         &self,
         compressor: &mut Option<zstd::bulk::Compressor<'static>>,
-        batch: &mut Vec<(u64, Box<Recorder>)>,
+        filling: &mut Filling,
+        (id, recorder): (u64, Box<Recorder>),
+        secrets: &[String],
     ) -> u64 {
-        let secrets = Arc::clone(&self.secrets.read().unwrap_or_else(PoisonError::into_inner));
         let mut stored = 0;
-        let mut filling = Filling::default();
-        for (id, recorder) in batch.drain(..) {
-            let start = filling.raw.len();
-            recorder.encode(&mut filling.raw, &secrets);
-            drop(recorder);
-            let len = filling.raw.len() - start;
-            if start > 0 && filling.raw.len() > self.segment {
-                // Too much to join the others: they go first.
-                let raw = filling.raw.split_off(start);
-                stored += self.seal(compressor, std::mem::take(&mut filling));
-                filling.raw = raw;
-                filling.entries.push((id, 0, len));
-            } else {
-                filling.entries.push((id, start, len));
-            }
-            if filling.raw.len() >= self.segment {
-                stored += self.seal(compressor, std::mem::take(&mut filling));
-            }
+        let start = filling.raw.len();
+        recorder.encode(&mut filling.raw, secrets);
+        drop(recorder);
+        let len = filling.raw.len() - start;
+        if start > 0 && filling.raw.len() > self.segment {
+            // Too much to join the others: they go first.
+            let tail = filling.raw.split_off(start);
+            stored += self.seal(compressor, filling);
+            filling.raw = tail;
         }
-        if !filling.entries.is_empty() {
+        let start = filling.raw.len() - len;
+        filling.entries.push((id, start, len));
+        if filling.raw.len() >= self.segment {
             stored += self.seal(compressor, filling);
         }
         stored
     }
 
-    /// Compresses `filling` into a segment and keeps it; returns how many
-    /// captures it holds, 0 when it is not kept (counted as dropped).
+    /// Compresses what `filling` holds into a segment, keeps it and empties
+    /// `filling`; returns how many captures it holds, 0 when it is not kept
+    /// (counted as dropped).
     fn seal(
         &self,
         compressor: &mut Option<zstd::bulk::Compressor<'static>>,
-        filling: Filling,
+        filling: &mut Filling,
     ) -> u64 {
         let count = filling.entries.len() as u64;
+        if count == 0 {
+            return 0;
+        }
+        let out = &mut filling.compressed;
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(filling.raw.len()));
         let compressed = compressor
             .as_mut()
-            .and_then(|c| c.compress(&filling.raw).ok());
-        let segment = match compressed {
-            Some(bytes) => Segment {
-                data: Arc::from(bytes),
-                raw_len: filling.raw.len(),
-                entries: filling.entries.into_boxed_slice(),
-            },
-            None => {
-                tracing::warn!(captures = count, "captures could not be compressed");
-                self.dropped.fetch_add(count, Ordering::Relaxed);
-                return 0;
-            }
+            .and_then(|c| c.compress_to_buffer(&filling.raw, out).ok());
+        let segment = compressed.map(|_| Segment {
+            data: Arc::from(out.as_slice()),
+            raw_len: filling.raw.len(),
+            entries: filling.entries.as_slice().into(),
+        });
+        filling.raw.clear();
+        filling.entries.clear();
+        // A capture far larger than a segment does not keep its room.
+        if filling.raw.capacity() > 4 * self.segment {
+            *filling = Filling::default();
+        }
+        let Some(segment) = segment else {
+            tracing::warn!(captures = count, "captures could not be compressed");
+            self.dropped.fetch_add(count, Ordering::Relaxed);
+            return 0;
         };
         if segment.cost() > self.budget {
             tracing::debug!(
