@@ -8,8 +8,8 @@
 //! | `recorder` | [`Recorder`]: what one request collects while it runs |
 //!
 //! On the request path a capture costs a copy of the request's headers (its
-//! body is a shared `Bytes`) and, for each response chunk, a reference to it
-//! (or a copy of its decoded bytes when the upstream encoded it). Everything
+//! body is a shared `Bytes`, the request's own buffer) and a copy of the
+//! response's body (decoded when the upstream encoded it). Everything
 //! else happens on one thread the buffer owns: secrets are redacted
 //! (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`,
 //! `X-Api-Key`, and any value of `apiKeys` wherever it appears), the capture

@@ -60,7 +60,10 @@ pub struct Recorder {
     req_headers: Vec<u8>,
     req_body: Option<Bytes>,
     resp_headers: Vec<u8>,
-    resp_body: Vec<Bytes>,
+    /// Copied, not shared: a chunk shares the upstream connection's read
+    /// buffer, which hyper could not reuse while the capture waits for its
+    /// batch to be compressed.
+    resp_body: Vec<u8>,
 }
 
 impl Recorder {
@@ -113,15 +116,9 @@ impl Recorder {
         self.parts.resp_body && !self.overflowed
     }
 
-    /// A chunk of the response's body as sent (shared, not copied).
+    /// A chunk of the response's body as sent (copied).
     pub fn body(&mut self, chunk: &Bytes) {
-        if !self.wants_body() || chunk.is_empty() {
-            return;
-        }
-        self.grow(chunk.len());
-        if !self.overflowed {
-            self.resp_body.push(chunk.clone());
-        }
+        self.body_decoded(chunk);
     }
 
     /// A chunk of the response's decoded body (copied).
@@ -131,7 +128,7 @@ impl Recorder {
         }
         self.grow(chunk.len());
         if !self.overflowed {
-            self.resp_body.push(Bytes::copy_from_slice(chunk));
+            self.resp_body.extend_from_slice(chunk);
         }
     }
 
@@ -168,8 +165,7 @@ impl Recorder {
         field(out, &self.req_headers);
         field(out, self.req_body.as_deref().unwrap_or_default());
         field(out, &self.resp_headers);
-        let body: Vec<u8> = self.resp_body.concat();
-        field(out, &body);
+        field(out, &self.resp_body);
     }
 }
 
