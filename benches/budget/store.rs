@@ -7,8 +7,10 @@
 //! request itself (`return 200` with a chat completion and its usage), so the
 //! figures are the server's own work. Each is loaded at 64 connections by the
 //! harness's closed-loop generator and by `wrk`, the configurations
-//! interleaved in every round; ratios are taken per round. The target: each
-//! costs at most 5% of the throughput with both off.
+//! interleaved in every round; ratios are taken per round, for the throughput
+//! and for the server's CPU time per request (its process's utime + stime over
+//! the run ÷ the requests answered). The target: each costs at most 5% of the
+//! throughput with both off.
 //!
 //! Rows: for the two configurations with the store on, the requests the server
 //! counted (`llamaswap_requests_total` in `/metrics`) beside the rows the history
