@@ -46,8 +46,10 @@
 //!
 //! # Behaviour
 //!
-//! - Unknown keys are warnings ([`ConfigWarning`]), as are llama-swap keys this
-//!   server does not implement yet (`metricsMaxInMemory`, `ui`, ...).
+//! - Unknown keys are warnings ([`ConfigWarning`]). Every top-level key of
+//!   llama-swap's is read (`metricsMaxInMemory`, `captureBuffer`, `store` and
+//!   `ui` included); a llama-swap key this server did not implement would warn
+//!   that it is not supported (`Step::NotSupported`), and none does today.
 //! - [`Config::scheduler_settings`] and [`Config::process_specs`] map the result onto
 //!   what the scheduler and the upstream supervisor are built from.
 //! - Invalid values are fatal: [`ConfigError::Invalid`] lists every [`Issue`] as
