@@ -148,7 +148,7 @@ pub(crate) struct Accelerator {
 /// A GPU's memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct AcceleratorMemory {
-    /// `dedicated` or `unknown`.
+    /// `dedicated` or `shared_system` (llama-swap's words).
     pub kind: &'static str,
     /// Bytes.
     pub capacity_bytes: Option<u64>,
@@ -157,7 +157,8 @@ pub(crate) struct AcceleratorMemory {
 /// A GPU driver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Driver {
-    /// Its name (`nvidia`, `amdgpu`).
+    /// Its name: llama-swap's `NVIDIA` (from `nvidia-smi`), `amdgpu` (from
+    /// `rocm-smi`), else the kernel driver's (`nvidia`, `amdgpu`, `i915`).
     pub name: Option<String>,
     /// Its version.
     pub version: Option<String>,
@@ -219,7 +220,13 @@ pub(crate) async fn detect() -> Option<Snapshot> {
         .map(|text| os_release(&text))
         .unwrap_or_default();
     let kernel = read_trimmed("/proc/sys/kernel/osrelease");
-    let environment = environment(kernel.as_deref());
+    let environment = match marked_environment(kernel.as_deref()) {
+        Some(marked) => marked,
+        None => {
+            let modules = std::fs::read_to_string("/proc/modules").unwrap_or_default();
+            environment_beyond_markers(&modules, detect_virt().await)
+        }
+    };
     let mut accelerators = match run(
         "nvidia-smi",
         &[
@@ -300,7 +307,8 @@ fn architecture(raw: &'static str) -> Architecture {
     }
 }
 
-fn environment(kernel: Option<&str>) -> Environment {
+/// WSL, or a container a marker file names; `None` when there is no marker.
+fn marked_environment(kernel: Option<&str>) -> Option<Environment> {
     let named = |kind, name: &str| Environment {
         kind,
         name: Some(name.to_owned()),
@@ -310,13 +318,13 @@ fn environment(kernel: Option<&str>) -> Environment {
         let k = k.to_ascii_lowercase();
         k.contains("microsoft") || k.contains("wsl")
     }) {
-        return named("wsl", "WSL");
+        return Some(named("wsl", "WSL"));
     }
     if Path::new("/.dockerenv").exists() {
-        return named("container", "Docker");
+        return Some(named("container", "Docker"));
     }
     if Path::new("/run/.containerenv").exists() {
-        return named("container", "Podman");
+        return Some(named("container", "Podman"));
     }
     let cgroup = std::fs::read_to_string("/proc/1/cgroup").unwrap_or_default();
     for (marker, name) in [
@@ -325,13 +333,78 @@ fn environment(kernel: Option<&str>) -> Environment {
         ("lxc", "LXC"),
     ] {
         if cgroup.contains(marker) {
-            return named("container", name);
+            return Some(named("container", name));
         }
     }
-    Environment {
-        kind: "unknown",
+    None
+}
+
+/// `systemd-detect-virt`'s exit code and output, when it runs in time.
+async fn detect_virt() -> Option<(Option<i32>, String)> {
+    let child = tokio::process::Command::new("systemd-detect-virt")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(COMMAND_TIMEOUT, child)
+        .await
+        .ok()?
+        .ok()?;
+    Some((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+    ))
+}
+
+/// llama-swap's verdict once no WSL or container marker was found: a
+/// hypervisor's host module loaded (`kvm`, `vboxdrv`) is a native host; else
+/// `systemd-detect-virt`'s answer (`virt`: its exit code and output), whose
+/// exit code 1 ("none") is native too; else `unknown`.
+pub(crate) fn environment_beyond_markers(
+    modules: &str,
+    virt: Option<(Option<i32>, String)>,
+) -> Environment {
+    let host_module = modules.lines().any(|line| {
+        matches!(
+            line.split_whitespace().next(),
+            Some("kvm" | "kvm_intel" | "kvm_amd" | "vboxdrv")
+        )
+    });
+    let unnamed = |kind| Environment {
+        kind,
         name: None,
         version: None,
+    };
+    if host_module {
+        return unnamed("native");
+    }
+    match virt {
+        Some((Some(0), name)) if !name.is_empty() && name != "none" => {
+            let kind = if matches!(
+                name.as_str(),
+                "docker" | "lxc" | "rkt" | "podman" | "containerd" | "systemd-nspawn"
+            ) {
+                "container"
+            } else {
+                "virtual_machine"
+            };
+            let display = match name.as_str() {
+                "docker" => "Docker",
+                "kvm" => "KVM",
+                "vmware" => "VMware",
+                "oracle" | "vbox" => "VirtualBox",
+                "microsoft" | "hyperv" => "Hyper-V",
+                "lxc" => "LXC",
+                other => other,
+            };
+            Environment {
+                kind,
+                name: Some(display.to_owned()),
+                version: None,
+            }
+        }
+        Some((Some(1), _)) => unnamed("native"),
+        _ => unnamed("unknown"),
     }
 }
 
@@ -397,15 +470,25 @@ pub(crate) fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
         .filter_map(|card| {
             let device = card.join("device");
             let vendor = std::fs::read_to_string(device.join("vendor")).ok()?;
-            let (vendor, driver) = match vendor.trim() {
-                "0x1002" => ("AMD", "amdgpu"),
-                "0x10de" => ("NVIDIA", "nvidia"),
-                "0x8086" => ("Intel", "i915"),
+            let vendor = match vendor.trim().to_ascii_lowercase().as_str() {
+                "0x1002" | "0x1022" => "AMD",
+                "0x10de" => "NVIDIA",
+                "0x8086" => "Intel",
+                "0x106b" => "Apple",
                 _ => return None,
             };
+            // llama-swap's: the kernel driver bound to the device, and the
+            // module's version when it has one.
+            let driver = std::fs::canonicalize(device.join("driver"))
+                .ok()
+                .and_then(|path| Some(path.file_name()?.to_str()?.to_owned()));
+            let version = driver.as_ref().and_then(|name| {
+                read_trimmed(&format!("/sys/module/{name}/version"))
+            });
             let vram = std::fs::read_to_string(device.join("mem_info_vram_total"))
                 .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok());
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .filter(|bytes| *bytes > 0);
             Some(Accelerator {
                 index: 0,
                 kind: "gpu",
@@ -416,13 +499,13 @@ pub(crate) fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
                     kind: if vram.is_some() {
                         "dedicated"
                     } else {
-                        "unknown"
+                        "shared_system"
                     },
                     capacity_bytes: vram,
                 },
-                driver: Some(Driver {
-                    name: Some(driver.to_owned()),
-                    version: None,
+                driver: (driver.is_some() || version.is_some()).then(|| Driver {
+                    name: driver,
+                    version,
                 }),
                 power_limit_watts: None,
             })

@@ -77,9 +77,10 @@ pub(crate) fn nvidia_accelerators(text: &str) -> Vec<Accelerator> {
                     kind: "dedicated",
                     capacity_bytes: mib.and_then(|m| m.checked_mul(1024 * 1024)),
                 },
-                driver: Some(Driver {
-                    name: Some("nvidia".to_owned()),
-                    version: known(driver),
+                // llama-swap's: a driver only when its version is known.
+                driver: known(driver).map(|version| Driver {
+                    name: Some("NVIDIA".to_owned()),
+                    version: Some(version),
                 }),
                 power_limit_watts: known(power)
                     .and_then(|p| p.parse::<f64>().ok())
@@ -116,17 +117,15 @@ pub(crate) fn rocm_accelerators(text: &str) -> Vec<Accelerator> {
                     vendor: Some("AMD".to_owned()),
                     model: field("Card Series").or_else(|| field("Card model")),
                     architecture: None,
+                    // llama-swap's: rocm-smi's cards are dedicated memory,
+                    // and have a driver only when its version is known.
                     memory: AcceleratorMemory {
-                        kind: if vram.is_some() {
-                            "dedicated"
-                        } else {
-                            "unknown"
-                        },
+                        kind: "dedicated",
                         capacity_bytes: vram,
                     },
-                    driver: Some(Driver {
+                    driver: field("Driver version").map(|version| Driver {
                         name: Some("amdgpu".to_owned()),
-                        version: None,
+                        version: Some(version),
                     }),
                     power_limit_watts: None,
                 },

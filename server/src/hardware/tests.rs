@@ -58,6 +58,33 @@ fn nvidia_smi_lines_become_accelerators() {
         Some("550.54.14")
     );
     assert_eq!(gpus[1].power_limit_watts, None, "[N/A] is not a value");
+    assert_eq!(
+        gpus[0].driver.as_ref().unwrap().name.as_deref(),
+        Some("NVIDIA"),
+        "llama-swap's driver name"
+    );
+    let unknown = nvidia_accelerators("0, Tesla T4, 15360, [N/A], 70\n");
+    assert_eq!(unknown[0].driver, None, "no version: no driver, as llama-swap");
+}
+
+#[test]
+fn the_environment_without_markers_is_llama_swaps() {
+    let kind = |modules: &str, virt: Option<(Option<i32>, &str)>| {
+        let e = environment_beyond_markers(modules, virt.map(|(c, s)| (c, s.to_owned())));
+        (e.kind, e.name)
+    };
+    let kvm_host = "kvm_intel 409600 0 - Live 0x0\nkvm 1327104 1 kvm_intel, Live 0x0\n";
+    assert_eq!(kind(kvm_host, None), ("native", None));
+    assert_eq!(kind("", Some((Some(1), "none"))), ("native", None));
+    assert_eq!(
+        kind("", Some((Some(0), "kvm"))),
+        ("virtual_machine", Some("KVM".to_owned()))
+    );
+    assert_eq!(
+        kind("", Some((Some(0), "docker"))),
+        ("container", Some("Docker".to_owned()))
+    );
+    assert_eq!(kind("", None), ("unknown", None), "nothing to tell by");
 }
 
 #[test]
@@ -68,7 +95,8 @@ fn rocm_smi_json_becomes_accelerators_in_card_order() {
     );
     assert_eq!(gpus.len(), 2);
     assert_eq!(gpus[0].model.as_deref(), Some("0x744c"));
-    assert_eq!(gpus[0].memory.kind, "unknown");
+    assert_eq!(gpus[0].memory.kind, "dedicated", "llama-swap's for rocm-smi's cards");
+    assert_eq!(gpus[0].driver, None, "no driver version: no driver, as llama-swap");
     assert_eq!(gpus[1].memory.capacity_bytes, Some(25_753_026_560));
     assert!(rocm_accelerators("not json").is_empty());
 }
@@ -92,6 +120,25 @@ fn drm_cards_are_read_by_vendor() {
     assert_eq!(gpus.len(), 1, "a virtio card is not a GPU");
     assert_eq!(gpus[0].vendor.as_deref(), Some("AMD"));
     assert_eq!(gpus[0].memory.capacity_bytes, Some(17_163_091_968));
+    assert_eq!(gpus[0].driver, None, "no driver bound: none, as llama-swap");
+}
+
+#[test]
+fn a_drm_cards_driver_is_the_kernel_driver_bound_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = dir.path().join("card0").join("device");
+    std::fs::create_dir_all(&device).unwrap();
+    std::fs::write(device.join("vendor"), "0x8086\n").unwrap();
+    let driver = dir.path().join("drivers").join("i915");
+    std::fs::create_dir_all(&driver).unwrap();
+    std::os::unix::fs::symlink(&driver, device.join("driver")).unwrap();
+    let gpus = drm_accelerators(dir.path());
+    assert_eq!(gpus[0].vendor.as_deref(), Some("Intel"));
+    assert_eq!(gpus[0].memory.kind, "shared_system");
+    assert_eq!(
+        gpus[0].driver.as_ref().unwrap().name.as_deref(),
+        Some("i915")
+    );
 }
 
 #[tokio::test]
