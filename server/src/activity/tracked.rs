@@ -288,7 +288,11 @@ impl Drop for Tracked {
         if !self.completed {
             self.row.error.get_or_insert(Cow::Borrowed("client_closed"));
         }
-        self.row.duration_ms = millis(self.arrived.elapsed()).max(self.upstream_ms.unwrap_or(0));
+        let elapsed = millis(self.arrived.elapsed());
+        self.row.duration_ms = elapsed.max(self.upstream_ms.unwrap_or(0));
+        // Stamped when it is recorded, as llama-swap's rows are (the
+        // in-flight entry keeps the arrival): `start` and `end` select by it.
+        self.row.time_ms = self.row.time_ms.saturating_add(elapsed);
         let row = &mut self.row;
         // Every other field is a copy; the model is shared (not the default
         // `Arc<str>`, which is not promised to be free).

@@ -40,7 +40,7 @@ pub(crate) enum SortKey {
     /// The row id (the order requests finished); the default.
     #[default]
     Id,
-    /// The arrival time.
+    /// The time the row was recorded (when the request ended).
     Time,
     /// The model ID.
     Model,

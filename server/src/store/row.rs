@@ -23,7 +23,10 @@ pub struct Finished {
     pub request_id: CompactString,
     /// The router's sequence number (`seq` in logs and queue events), once admitted.
     pub seq: Option<u64>,
-    /// When the request arrived, milliseconds since the Unix epoch.
+    /// When the request was recorded, milliseconds since the Unix epoch:
+    /// as in llama-swap, once its response ended (or it failed); the
+    /// `start` and `end` filters and the `time` sort read it (the
+    /// in-flight entry's `time_ms` is the arrival).
     pub time_ms: u64,
     /// The model ID.
     pub model: Arc<str>,
@@ -79,6 +82,20 @@ pub struct Finished {
     pub has_capture: bool,
 }
 
+impl Finished {
+    /// Whether the upstream reported any usage (a token count or a speed):
+    /// without any, every `tokens` figure is 0, as in llama-swap.
+    pub(crate) fn reported_usage(&self) -> bool {
+        self.prompt_tokens.is_some()
+            || self.completion_tokens.is_some()
+            || self.cached_tokens.is_some()
+            || self.draft_tokens.is_some()
+            || self.draft_accepted.is_some()
+            || self.prompt_per_second.is_some()
+            || self.tokens_per_second.is_some()
+    }
+}
+
 impl Serialize for Finished {
     /// llama-swap's row, then this server's fields:
     ///
@@ -96,8 +113,9 @@ impl Serialize for Finished {
     ///  "api_key":null,"session_id":null}
     /// ```
     ///
-    /// As in llama-swap, a token figure the upstream did not report is `-1`
-    /// (`0` for the input and output counts); `error_msg` is left out when
+    /// As in llama-swap, a row whose upstream reported no usage at all has
+    /// every `tokens` figure `0`; once it reported some, a figure it did not
+    /// report is `-1` (`0` for the input and output counts); `error_msg` is left out when
     /// there is none, `metadata` when it would be empty.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -154,15 +172,23 @@ impl Serialize for Tokens<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let row = self.0;
-        let count = |n: Option<u64>| n.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        // llama-swap leaves every figure 0 until it parsed some usage; once
+        // it did, a figure the upstream did not report is -1.
+        let (unreported, unmeasured) = if row.reported_usage() {
+            (-1, -1.0)
+        } else {
+            (0, 0.0)
+        };
+        let count = |n: Option<u64>| n.map_or(unreported, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let speed = |s: Option<f64>| s.unwrap_or(unmeasured);
         let mut map = serializer.serialize_map(Some(7))?;
         map.serialize_entry("cache_tokens", &count(row.cached_tokens))?;
         map.serialize_entry("draft_tokens", &count(row.draft_tokens))?;
         map.serialize_entry("draft_acc_tokens", &count(row.draft_accepted))?;
         map.serialize_entry("input_tokens", &row.prompt_tokens.unwrap_or(0))?;
         map.serialize_entry("output_tokens", &row.completion_tokens.unwrap_or(0))?;
-        map.serialize_entry("prompt_per_second", &row.prompt_per_second.unwrap_or(-1.0))?;
-        map.serialize_entry("tokens_per_second", &row.tokens_per_second.unwrap_or(-1.0))?;
+        map.serialize_entry("prompt_per_second", &speed(row.prompt_per_second))?;
+        map.serialize_entry("tokens_per_second", &speed(row.tokens_per_second))?;
         map.end()
     }
 }

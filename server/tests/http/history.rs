@@ -3,6 +3,7 @@
 //! database at `store.path` across restarts and reloads, with token usage in
 //! every format upstreams report it.
 
+use std::str::FromStr as _;
 use std::sync::Arc;
 
 use llama_swap_server::{History, HttpOptions, Retention, ServeOptions, StoreSettings};
@@ -214,6 +215,8 @@ const FORMATS: &str = r#"{"replies": [
   {"match": {"body_text_contains": "fmt-anthropic"}, "reply": {"frames": [
      "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"cache_read_input_tokens\":7,\"output_tokens\":1}}}",
      "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":25}}"]}},
+  {"match": {"body_text_contains": "fmt-nousage"}, "reply": {"json": {
+     "choices": [{"message": {"role": "assistant", "content": "x"}}]}}},
   {"match": {"body_text_contains": "fmt-failed"}, "reply": {"status": 400,
      "error": {"message": "the prompt is too long for this model"}}}
 ]}"#;
@@ -302,6 +305,81 @@ async fn token_usage_in_every_format_reaches_the_history() {
         .unwrap();
     assert_eq!(none["total_requests"], 0);
     assert_eq!(none["gen_histogram"], Value::Null);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_row_without_usage_has_every_token_figure_zero_and_one_with_some_has_minus_one_for_the_rest()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("formats.json");
+    std::fs::write(&fixture, FORMATS).unwrap();
+    let args: &'static str = Box::leak(format!("--fixture {}", fixture.display()).into_boxed_str());
+    let h = Harness::start(&[model("a", args)], "").await;
+    chat_ok(&h, "a", "fmt-nousage", false).await;
+    chat_ok(&h, "a", "fmt-openai", false).await;
+    let rows = page(&h, "order=asc").await["data"].clone();
+    assert_eq!(
+        rows[0]["tokens"],
+        json!({"cache_tokens": 0, "draft_tokens": 0, "draft_acc_tokens": 0,
+               "input_tokens": 0, "output_tokens": 0,
+               "prompt_per_second": 0.0, "tokens_per_second": 0.0}),
+        "llama-swap leaves every figure 0 when it parsed no usage"
+    );
+    let some = &rows[1]["tokens"];
+    assert_eq!(
+        (
+            &some["input_tokens"],
+            &some["cache_tokens"],
+            &some["draft_tokens"],
+            &some["draft_acc_tokens"],
+            &some["prompt_per_second"]
+        ),
+        (&json!(100), &json!(60), &json!(-1), &json!(-1), &json!(-1.0)),
+        "once some usage is parsed, what was not reported is -1: {some}"
+    );
+    h.shutdown().await;
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_rows_timestamp_is_its_completion_and_start_and_end_select_by_it() {
+    let h = Harness::start(&[model("a", "--gate-closed")], "").await;
+    let held = h.spawn(h.chat("a", None, false));
+    h.wait_held("a", 1).await;
+    // The request arrived at or before `between`; it ends after it (the
+    // clock is read again until it has passed `between`).
+    let between = now_ms();
+    while now_ms() <= between {
+        tokio::task::yield_now().await;
+    }
+    h.open_gate("a").await;
+    let (status, _) = tokio::time::timeout(crate::support::LIMIT, held)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200);
+    let after = now_ms();
+    let row = page(&h, "").await["data"][0].clone();
+    let stamped = jiff::Timestamp::from_str(row["timestamp"].as_str().unwrap())
+        .unwrap()
+        .as_millisecond();
+    assert!(
+        (between + 1..=after).contains(&stamped),
+        "{stamped} is not the completion (between {between} and {after}): {row}"
+    );
+    let since = |ms: i64| format!("start={}", rfc3339(ms));
+    let until = |ms: i64| format!("end={}", rfc3339(ms));
+    assert_eq!(page(&h, &since(between + 1)).await["total"], 1);
+    assert_eq!(page(&h, &until(between)).await["total"], 0);
+    assert_eq!(page(&h, &until(after)).await["total"], 1);
     h.shutdown().await;
 }
 

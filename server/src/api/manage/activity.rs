@@ -3,11 +3,12 @@
 //! `POST /api/models/load/<model>` (start a model without sending it work).
 
 use axum::Json;
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use serde_json::json;
 
+use super::params::{PathParam, QueryParams};
 use crate::activity::Finished;
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
@@ -18,19 +19,37 @@ use crate::store::QueryError;
 /// Rows answered when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
 
-/// Query of `GET /api/activity`.
+/// Query of `GET /api/activity`, as sent: `limit` is read below, so that a
+/// bad one is a 400 naming it.
 #[derive(Debug, serde::Deserialize)]
 pub(crate) struct ActivityQuery {
-    limit: Option<usize>,
+    limit: Option<String>,
     model: Option<String>,
 }
 
-/// `GET /api/activity[?limit=N][&model=ID]`: `{"activity": [...]}`, newest first.
+/// `GET /api/activity[?limit=N][&model=ID]`: `{"activity": [...]}`, newest
+/// first; a `limit` that is not a count is 400 `invalid_parameter`.
 pub(crate) async fn recent(
     State(state): State<AppState>,
-    Query(query): Query<ActivityQuery>,
+    query: Result<QueryParams<ActivityQuery>, ApiError>,
 ) -> Response {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    let query = match query {
+        Ok(QueryParams(query)) => query,
+        Err(error) => return error.into_response(),
+    };
+    let limit = match query.limit.as_deref().map(str::trim) {
+        None | Some("") => DEFAULT_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) => limit,
+            Err(_) => {
+                return ApiError::BadParameter {
+                    param: "limit",
+                    message: format!("limit must be a count of rows, not {text:?}"),
+                }
+                .into_response();
+            }
+        },
+    };
     let model = match query
         .model
         .as_deref()
@@ -104,8 +123,11 @@ pub(crate) async fn stats(State(state): State<AppState>, RawQuery(query): RawQue
 /// `GET /api/captures/{id}`: the request and response of activity row `id`
 /// (llama-swap's shape: headers by canonical name, bodies in base64); 400
 /// for an id that is not a number, 404 when no capture of it is kept.
-pub(crate) async fn capture(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let Ok(id) = id.parse::<u64>() else {
+pub(crate) async fn capture(
+    State(state): State<AppState>,
+    id: Result<PathParam, ApiError>,
+) -> Response {
+    let Some(id) = id.ok().and_then(|PathParam(id)| id.parse::<u64>().ok()) else {
         return ApiError::BadParameter {
             param: "id",
             message: "invalid capture ID".to_owned(),
@@ -124,11 +146,22 @@ pub(crate) async fn capture(State(state): State<AppState>, Path(id): Path<String
 
 /// `POST /api/inflight/{id}/cancel`: tells the request in flight numbered
 /// `id` (the `inflight` event's `id`) to stop, and answers `{"msg":"ok"}`;
-/// 404 when no such request is in flight. A waiting request leaves the queue
+/// 404 when no such request is in flight (400 `invalid_parameter` for an id
+/// that does not decode). A waiting request leaves the queue
 /// and answers 503 `cancelled`; a running one is cut (see
 /// `api::model::cancel`). Its `remove` follows on the event stream once it
 /// has ended.
-pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    id: Result<PathParam, ApiError>,
+) -> Response {
+    let Ok(PathParam(id)) = id else {
+        return ApiError::BadParameter {
+            param: "id",
+            message: "the in-flight request ID is not valid UTF-8".to_owned(),
+        }
+        .into_response();
+    };
     let found = id
         .parse::<u64>()
         .is_ok_and(|n| state.inner.activity.cancel(n));
@@ -145,7 +178,7 @@ pub(crate) async fn cancel(State(state): State<AppState>, Path(id): Path<String>
 /// `{"msg":"ok"}` then. Leaving early withdraws the load.
 pub(crate) async fn load(
     State(state): State<AppState>,
-    Path(model): Path<String>,
+    PathParam(model): PathParam,
     key: Option<axum::Extension<KeyIndex>>,
     headers: HeaderMap,
 ) -> Response {
