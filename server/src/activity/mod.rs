@@ -183,7 +183,6 @@ impl InFlight {
 /// record) and the event streams (which observe).
 #[derive(Debug)]
 pub struct Activity {
-    capacity: usize,
     /// Requests admitted and not ended, by [`InFlight::id`].
     in_flight: Mutex<BTreeMap<u64, Arc<InFlight>>>,
     next_key: AtomicU64,
@@ -195,19 +194,23 @@ pub struct Activity {
     changes: watch::Sender<u64>,
     /// One shared name per model, so a record's model costs no copy.
     models: RwLock<HashSet<Arc<str>>>,
-    /// Where finished rows are kept beyond the ring.
-    history: Arc<History>,
-    /// Where captures of finished requests are kept (`None`: captures off).
-    captures: Option<Arc<Captures>>,
+    /// Where captures of finished requests are kept (`None`: captures off);
+    /// replaced when a reload changes `captureBuffer`.
+    captures: RwLock<Option<Arc<Captures>>>,
     /// Where each API key's finished requests and tokens are counted (`None`: nowhere).
     key_totals: Option<Arc<crate::metrics::Metrics>>,
 }
 
-/// The finished rows, oldest first, and the id of the next one.
+/// The finished rows, oldest first, the id of the next one, and what a
+/// reload may change: how many rows are kept and where they go beyond.
 #[derive(Debug)]
 struct Ring {
     rows: VecDeque<Arc<Finished>>,
     next_id: u64,
+    /// Rows kept (`metricsMaxInMemory`).
+    capacity: usize,
+    /// Where finished rows are kept beyond the ring (`store.path`).
+    history: Arc<History>,
 }
 
 /// Finished requests as they finish; see [`Activity::subscribe`].
@@ -251,23 +254,52 @@ impl Activity {
     /// Keeps the captures of finished requests in `captures` (`None`: off).
     #[must_use]
     pub fn with_captures(mut self, captures: Option<Arc<Captures>>) -> Self {
-        self.captures = captures;
+        *self
+            .captures
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = captures;
         self
     }
 
     /// The capture buffer, when captures are on.
-    pub fn captures(&self) -> Option<&Arc<Captures>> {
-        self.captures.as_ref()
+    pub fn captures(&self) -> Option<Arc<Captures>> {
+        read(&self.captures).clone()
+    }
+
+    /// Applies a reloaded configuration's settings in place, so that the
+    /// requests in flight, the finished rows and the feeds carry on:
+    /// `capacity` rows are kept from now on (the newest that fit of those
+    /// kept already); a `capture_budget` (bytes) other than the buffer's
+    /// starts a new buffer (0: captures off; the old buffer's captures are
+    /// dropped); `history`, when given, receives the rows from now on (ids
+    /// go on from the greater of this ring's next and the history's).
+    pub fn reconfigure(&self, capacity: usize, capture_budget: usize, history: Option<Arc<History>>) {
+        {
+            let mut ring = lock(&self.finished);
+            ring.capacity = capacity;
+            let excess = ring.rows.len().saturating_sub(capacity);
+            ring.rows.drain(..excess);
+            if let Some(history) = history {
+                ring.next_id = ring.next_id.max(history.next_id());
+                ring.history = history;
+            }
+        }
+        let budget = self.captures().map_or(0, |c| c.budget());
+        if budget != capture_budget {
+            let fresh = Captures::new(capture_budget);
+            *self.captures.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        }
     }
 
     /// Sets each row's `has_capture` to whether its capture is kept, once
     /// the captures handed over before the call are stored.
     pub async fn overlay_captures<'a>(&self, rows: impl IntoIterator<Item = &'a mut Finished>) {
-        if let Some(captures) = &self.captures {
+        let captures = self.captures();
+        if let Some(captures) = &captures {
             captures.caught_up().await;
         }
         for row in rows {
-            row.has_capture = self.captures.as_ref().is_some_and(|c| c.contains(row.id));
+            row.has_capture = captures.as_ref().is_some_and(|c| c.contains(row.id));
         }
     }
 
@@ -276,19 +308,19 @@ impl Activity {
     pub fn with_history(capacity: usize, history: Arc<History>) -> Self {
         let next_id = history.next_id();
         Self {
-            capacity,
             in_flight: Mutex::new(BTreeMap::new()),
             next_key: AtomicU64::new(1),
             finished: Mutex::new(Ring {
                 rows: VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY)),
                 next_id,
+                capacity,
+                history,
             }),
             feed: broadcast::channel(FEED_CAPACITY).0,
             listeners: Arc::new(AtomicUsize::new(0)),
             changes: watch::channel(0).0,
             models: RwLock::new(HashSet::new()),
-            history,
-            captures: None,
+            captures: RwLock::new(None),
             key_totals: None,
         }
     }
@@ -301,9 +333,9 @@ impl Activity {
         self
     }
 
-    /// Where finished rows are kept (and queried).
-    pub fn history(&self) -> &History {
-        &self.history
+    /// Where finished rows are kept (and queried) now.
+    pub fn history(&self) -> Arc<History> {
+        Arc::clone(&lock(&self.finished).history)
     }
 
     /// One page of rows: from the history's database when there is one, else
@@ -313,7 +345,7 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
-        match self.history.database() {
+        match self.history().database() {
             Some(db) => db.page(query).await,
             None => {
                 let rows = self.recent(usize::MAX);
@@ -336,7 +368,7 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
-        match self.history.database() {
+        match self.history().database() {
             Some(db) => db.stats(model).await,
             None => {
                 let mut builder = StatsBuilder::default();
@@ -482,9 +514,9 @@ impl Activity {
             let ok = row.error.is_none() && row.status < 400;
             metrics.key_finished(key, ok, row.prompt_tokens, row.completion_tokens);
         }
-        let capture = capture.and_then(|c| Some((self.captures.as_ref()?, c)));
-        let db = self.history.database();
+        let capture = capture.and_then(|c| Some((self.captures()?, c)));
         let mut ring = lock(&self.finished);
+        let db = ring.history.database().cloned();
         row.id = ring.next_id;
         ring.next_id += 1;
         // Handed over below, once the ring's lock is released; queries check
@@ -497,7 +529,7 @@ impl Activity {
             }
         };
         let listening = self.listeners.load(Ordering::Relaxed) > 0;
-        if self.capacity == 0 {
+        if ring.capacity == 0 {
             if listening || db.is_some() {
                 let row = Arc::new(row);
                 if listening {
@@ -511,7 +543,7 @@ impl Activity {
             capture();
             return;
         }
-        let row = if ring.rows.len() >= self.capacity {
+        let row = if ring.rows.len() >= ring.capacity {
             recycle(ring.rows.pop_front(), row)
         } else {
             Arc::new(row)
@@ -520,7 +552,7 @@ impl Activity {
             // Sent under the ring's lock, so the feed's order is the ids'.
             let _ = self.feed.send(Arc::clone(&row));
         }
-        let kept = db.map(|_| Arc::clone(&row));
+        let kept = db.as_ref().map(|_| Arc::clone(&row));
         ring.rows.push_back(row);
         drop(ring);
         if let (Some(db), Some(row)) = (db, kept) {

@@ -14,6 +14,7 @@ use crate::metrics::{Metrics, SystemSampler};
 use crate::priority::Priority;
 use crate::router::{Router, RouterHandle, RouterOptions, Submit};
 use crate::scheduler::Scheduler;
+use crate::store::{History, StoreError, StoreSettings};
 use crate::upstream::{Supervisor, SupervisorOptions};
 
 /// Lines of output kept per model for `/logs`.
@@ -35,6 +36,9 @@ pub(super) struct Instance {
     system: Option<Arc<SystemSampler>>,
     performance: PerformanceConfig,
     sampling: JoinSet<()>,
+    /// The `store` settings the history was opened with (the history given
+    /// in the options is taken to be the starting configuration's).
+    store: StoreSettings,
 }
 
 impl Instance {
@@ -76,6 +80,7 @@ impl Instance {
             system,
             performance: config.performance,
             sampling,
+            store: config.activity.store.clone(),
         };
         instance.preload(config);
         Ok(instance)
@@ -129,6 +134,9 @@ impl Instance {
         // Checked before anything changes: the supervisor's reconfigure cannot be undone.
         Scheduler::new(&settings)?;
         let tls = config.upstream_tls()?;
+        // Opened before anything changes, so a file that cannot be used
+        // refuses the reload like any invalid configuration.
+        let history = self.reopened_history(&config.activity.store).await?;
         // Applied by the router actor in the same step as the settings, so it
         // decides no start with the old settings for a new definition.
         let supervisor = Arc::clone(&self.supervisor);
@@ -157,7 +165,7 @@ impl Instance {
             self.system = sampler(config.performance, &mut self.sampling);
             self.performance = config.performance;
         }
-        self.state = Self::state_for(
+        let mut next = Self::state_for(
             config,
             options,
             &self.router,
@@ -166,10 +174,50 @@ impl Instance {
             tls,
         )
         .system(self.system.clone())
-        .replacing(&self.state)
-        .build();
+        .replacing(&self.state);
+        if let Some(history) = history {
+            self.store = config.activity.store.clone();
+            next = next.history(history);
+        }
+        self.state = next.build();
         self.preload(config);
         Ok(())
+    }
+
+    /// The history for `store` when a reload changes `store.path` (as
+    /// llama-swap, which reopens its store only then): the new database, or
+    /// memory only without a path; `None` when the path is unchanged (a
+    /// changed `maxRows` or `maxAge` is only warned about: the open database
+    /// keeps its retention until a restart).
+    async fn reopened_history(
+        &self,
+        store: &StoreSettings,
+    ) -> Result<Option<Arc<History>>, ServeError> {
+        if store.path == self.store.path {
+            if store.retention != self.store.retention {
+                tracing::warn!(
+                    "store.maxRows and store.maxAge changes apply at the next restart \
+                     (store.path is unchanged, the open database keeps its retention)"
+                );
+            }
+            return Ok(None);
+        }
+        let Some(path) = store.path.clone() else {
+            tracing::info!("store.path removed: the history is kept in memory only from now on");
+            return Ok(Some(Arc::new(History::in_memory())));
+        };
+        let settings = store.clone();
+        let opened = tokio::task::spawn_blocking(move || History::open(&settings))
+            .await
+            .unwrap_or_else(|joined| {
+                Err(StoreError::Thread {
+                    path: path.clone(),
+                    source: std::io::Error::other(joined),
+                })
+            })
+            .map_err(ServeError::Store)?;
+        tracing::info!(path = %path.display(), "store.path changed: the history goes to the new database from now on");
+        Ok(Some(Arc::new(opened)))
     }
 
     /// Drains and stops: waiting requests answer 503, responses in flight may

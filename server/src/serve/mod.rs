@@ -140,6 +140,10 @@ pub enum ServeError {
     /// The router did not take the reloaded configuration.
     #[error("the router did not take the new configuration")]
     Reload(#[source] crate::router::ReconfigureError),
+    /// A reload changed `store.path` to a file that cannot be used as the
+    /// history database (the error names it).
+    #[error("the new history database cannot be used")]
+    Store(#[source] crate::store::StoreError),
     /// `routing.router.use: memory` with `gpus: auto` found no GPU with a
     /// known memory size, or a model does not fit on the GPUs found.
     #[error("routing.router.settings.memory.gpus is auto: {0}")]

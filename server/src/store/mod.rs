@@ -12,7 +12,8 @@
 //! Without `store.path` the history is the activity ring (`metricsMaxInMemory`
 //! rows, [`crate::activity::Activity`]); with it, every finished row also goes
 //! to the database, which keeps it across restarts and reloads within its
-//! [`Retention`].
+//! [`Retention`]. A reload applies a changed `metricsMaxInMemory` and
+//! `store.path` ([`crate::activity::Activity::reconfigure`]).
 
 mod query;
 mod row;
@@ -107,9 +108,11 @@ pub enum StoreError {
 }
 
 /// The history of finished requests: the in-memory ring, and the database
-/// when there is one. Opened once when the server starts (a bad `store.path`
-/// is a start error) and kept across reloads; give it to the server with
-/// [`HttpOptions::history`](crate::HttpOptions::history).
+/// when there is one. Opened when the server starts (a bad `store.path` is a
+/// start error) and kept across reloads that keep `store.path`; give it to
+/// the server with [`HttpOptions::history`](crate::HttpOptions::history). A
+/// reload that changes `store.path` opens the new file (one that cannot be
+/// used refuses the reload) and sends the rows there from then on.
 #[derive(Debug)]
 pub struct History {
     db: Option<Arc<Sqlite>>,

@@ -14,6 +14,7 @@ mod event_shapes;
 mod filters;
 mod health_monitoring;
 mod history;
+mod history_reload;
 mod host_metrics;
 mod inflight;
 mod keys;

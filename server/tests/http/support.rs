@@ -156,22 +156,7 @@ impl Harness {
     /// one) and `global_yaml`; returns once the server has applied it (its
     /// model list shows the new models and not the removed ones).
     pub(crate) async fn reload(&mut self, models: &[ModelSpec], global_yaml: &str) {
-        for m in models {
-            self.ports.entry(m.id.to_owned()).or_insert_with(free_port);
-        }
-        let placed: Vec<(ModelSpec, u16)> = models
-            .iter()
-            .map(|m| (m.clone(), self.ports[m.id]))
-            .collect();
-        let mut yaml = config_yaml(&placed);
-        yaml.push_str(global_yaml);
-        let loaded = Config::loader()
-            .yaml("test.yaml", &yaml)
-            .env(&|_: &str| None)
-            .load()
-            .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
-        self.yaml = yaml;
-        self.reloads.send(loaded.config).await.unwrap();
+        self.send_reload(models, global_yaml).await;
         let mut want: Vec<String> = models.iter().map(|m| m.id.to_owned()).collect();
         want.sort();
         self.wait_for(|h| {
@@ -188,6 +173,27 @@ impl Harness {
             }
         })
         .await;
+    }
+
+    /// As [`reload`](Self::reload) without waiting for the server to apply
+    /// it (for a reload the server refuses: the next reload is read after it).
+    pub(crate) async fn send_reload(&mut self, models: &[ModelSpec], global_yaml: &str) {
+        for m in models {
+            self.ports.entry(m.id.to_owned()).or_insert_with(free_port);
+        }
+        let placed: Vec<(ModelSpec, u16)> = models
+            .iter()
+            .map(|m| (m.clone(), self.ports[m.id]))
+            .collect();
+        let mut yaml = config_yaml(&placed);
+        yaml.push_str(global_yaml);
+        let loaded = Config::loader()
+            .yaml("test.yaml", &yaml)
+            .env(&|_: &str| None)
+            .load()
+            .unwrap_or_else(|e| panic!("test config does not load: {e}\n{yaml}"));
+        self.yaml = yaml;
+        self.reloads.send(loaded.config).await.unwrap();
     }
 
     /// Gives `model` a new port at the next [`reload`](Self::reload) (its

@@ -31,6 +31,7 @@ pub(crate) struct AppStateBuilder<'a> {
     tls: Option<Option<UpstreamTls>>,
     system: Option<Option<Arc<crate::metrics::SystemSampler>>>,
     previous: Option<&'a AppState>,
+    history: Option<Arc<crate::store::History>>,
 }
 
 impl<'a> AppStateBuilder<'a> {
@@ -44,6 +45,7 @@ impl<'a> AppStateBuilder<'a> {
             tls: None,
             system: None,
             previous: None,
+            history: None,
         }
     }
 
@@ -87,11 +89,20 @@ impl<'a> AppStateBuilder<'a> {
     }
 
     /// Takes over from `previous` after a reload: the same drain (a shutdown
-    /// drains both) and activity feed; requests still waiting in `previous`
-    /// are granted for the new configuration, and `previous`'s event and log
-    /// streams end so that their readers reconnect to it.
+    /// drains both) and activity (its requests in flight, rows, captures and
+    /// feeds), with the new `metricsMaxInMemory` and `captureBuffer` applied
+    /// to it ([`Activity::reconfigure`]); requests still waiting in
+    /// `previous` are granted for the new configuration, and `previous`'s
+    /// event and log streams end so that their readers reconnect to it.
     pub(crate) fn replacing(mut self, previous: &'a AppState) -> Self {
         self.previous = Some(previous);
+        self
+    }
+
+    /// With [`replacing`](Self::replacing): finished rows go to `history`
+    /// from now on (a reload changed `store.path`; default: where they went).
+    pub(crate) fn history(mut self, history: Arc<crate::store::History>) -> Self {
+        self.history = Some(history);
         self
     }
 
@@ -168,11 +179,15 @@ impl<'a> AppStateBuilder<'a> {
             &metrics,
         );
         let options = self.options;
+        let capture_budget = options
+            .capture_buffer
+            .unwrap_or(config.activity.capture_buffer);
         let (draining, activity) = match self.previous {
-            Some(previous) => (
-                previous.inner.draining.clone(),
-                Arc::clone(&previous.inner.activity),
-            ),
+            Some(previous) => {
+                let activity = Arc::clone(&previous.inner.activity);
+                activity.reconfigure(config.activity.max_in_memory, capture_budget, self.history);
+                (previous.inner.draining.clone(), activity)
+            }
             None => (
                 CancellationToken::new(),
                 Arc::new(
@@ -184,11 +199,7 @@ impl<'a> AppStateBuilder<'a> {
                         None => Activity::new(config.activity.max_in_memory),
                     }
                     .with_key_totals(Arc::clone(&metrics))
-                    .with_captures(crate::capture::Captures::new(
-                        options
-                            .capture_buffer
-                            .unwrap_or(config.activity.capture_buffer),
-                    )),
+                    .with_captures(crate::capture::Captures::new(capture_budget)),
                 ),
             ),
         };
