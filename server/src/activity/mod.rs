@@ -17,7 +17,9 @@
 //! request and removed when its record ends, its grant and answer set in
 //! place. Shared state is short critical sections of the in-flight table
 //! (into it, out of it, at its grant and at its answer), one of
-//! the ring, and a read lock of the model names. The
+//! the ring (which also holds what a reload may change: its size and the
+//! history database), and read locks of the model names and of the capture
+//! buffer (replaced when a reload changes `captureBuffer`). The
 //! response is scanned for two keys; nothing of the body is kept but an
 //! unfinished last line (bounded). Observers never slow it, and cost nothing
 //! when there are none: the finished feed is a `broadcast` channel that drops
@@ -266,6 +268,11 @@ impl Activity {
         read(&self.captures).clone()
     }
 
+    /// The most a request collects for its capture; `None` when captures are off.
+    pub(crate) fn capture_limit(&self) -> Option<usize> {
+        read(&self.captures).as_ref().map(|c| c.collect_limit())
+    }
+
     /// Applies a reloaded configuration's settings in place, so that the
     /// requests in flight, the finished rows and the feeds carry on:
     /// `capacity` rows are kept from now on (the newest that fit of those
@@ -273,7 +280,12 @@ impl Activity {
     /// starts a new buffer (0: captures off; the old buffer's captures are
     /// dropped); `history`, when given, receives the rows from now on (ids
     /// go on from the greater of this ring's next and the history's).
-    pub fn reconfigure(&self, capacity: usize, capture_budget: usize, history: Option<Arc<History>>) {
+    pub fn reconfigure(
+        &self,
+        capacity: usize,
+        capture_budget: usize,
+        history: Option<Arc<History>>,
+    ) {
         {
             let mut ring = lock(&self.finished);
             ring.capacity = capacity;
@@ -287,7 +299,10 @@ impl Activity {
         let budget = self.captures().map_or(0, |c| c.budget());
         if budget != capture_budget {
             let fresh = Captures::new(capture_budget);
-            *self.captures.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+            *self
+                .captures
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = fresh;
         }
     }
 

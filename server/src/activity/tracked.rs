@@ -190,12 +190,12 @@ impl Tracked {
     /// Starts the capture of the request (its `headers` and, when it was
     /// read whole, its `body`), when captures are on.
     pub fn capture_request(&mut self, headers: &http::HeaderMap, body: Option<&bytes::Bytes>) {
-        if let Some(captures) = self.activity.captures() {
+        if let Some(limit) = self.activity.capture_limit() {
             self.capture = Some(Box::new(Recorder::new(
                 &self.row.path,
                 headers,
                 body,
-                captures.collect_limit(),
+                limit,
             )));
         }
     }

@@ -482,9 +482,9 @@ pub(crate) fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
             let driver = std::fs::canonicalize(device.join("driver"))
                 .ok()
                 .and_then(|path| Some(path.file_name()?.to_str()?.to_owned()));
-            let version = driver.as_ref().and_then(|name| {
-                read_trimmed(&format!("/sys/module/{name}/version"))
-            });
+            let version = driver
+                .as_ref()
+                .and_then(|name| read_trimmed(&format!("/sys/module/{name}/version")));
             let vram = std::fs::read_to_string(device.join("mem_info_vram_total"))
                 .ok()
                 .and_then(|t| t.trim().parse::<u64>().ok())
@@ -503,8 +503,8 @@ pub(crate) fn drm_accelerators(drm: &Path) -> Vec<Accelerator> {
                     },
                     capacity_bytes: vram,
                 },
-                driver: (driver.is_some() || version.is_some()).then(|| Driver {
-                    name: driver,
+                driver: driver.map(|name| Driver {
+                    name: Some(name),
                     version,
                 }),
                 power_limit_watts: None,

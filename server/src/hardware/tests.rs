@@ -64,7 +64,10 @@ fn nvidia_smi_lines_become_accelerators() {
         "llama-swap's driver name"
     );
     let unknown = nvidia_accelerators("0, Tesla T4, 15360, [N/A], 70\n");
-    assert_eq!(unknown[0].driver, None, "no version: no driver, as llama-swap");
+    assert_eq!(
+        unknown[0].driver, None,
+        "no version: no driver, as llama-swap"
+    );
 }
 
 #[test]
@@ -95,8 +98,14 @@ fn rocm_smi_json_becomes_accelerators_in_card_order() {
     );
     assert_eq!(gpus.len(), 2);
     assert_eq!(gpus[0].model.as_deref(), Some("0x744c"));
-    assert_eq!(gpus[0].memory.kind, "dedicated", "llama-swap's for rocm-smi's cards");
-    assert_eq!(gpus[0].driver, None, "no driver version: no driver, as llama-swap");
+    assert_eq!(
+        gpus[0].memory.kind, "dedicated",
+        "llama-swap's for rocm-smi's cards"
+    );
+    assert_eq!(
+        gpus[0].driver, None,
+        "no driver version: no driver, as llama-swap"
+    );
     assert_eq!(gpus[1].memory.capacity_bytes, Some(25_753_026_560));
     assert!(rocm_accelerators("not json").is_empty());
 }

@@ -340,30 +340,89 @@ async fn bad_parameters_of_the_activity_endpoints_answer_the_json_envelope_namin
     let h = Harness::start(&[model("a", "")], "").await;
     // (request, status, code, param)
     let cases = [
-        (h.http.get(h.url("/api/activity?limit=ten")), 400, "invalid_parameter", Some("limit")),
-        (h.http.get(h.url("/api/activity?limit=-1")), 400, "invalid_parameter", Some("limit")),
-        (h.http.get(h.url("/api/activity?limit=1&limit=2")), 400, "invalid_query", None),
-        (h.http.get(h.url("/api/activity?model=nobody")), 404, "model_not_found", None),
-        (h.http.get(h.url("/api/metrics/activity?limit=ten")), 400, "invalid_parameter", Some("limit")),
-        (h.http.get(h.url("/api/captures/%FF")), 400, "invalid_parameter", Some("id")),
-        (h.http.get(h.url("/api/captures/ten")), 400, "invalid_parameter", Some("id")),
-        (h.http.post(h.url("/api/inflight/%FF/cancel")), 400, "invalid_parameter", Some("id")),
-        (h.http.post(h.url("/api/inflight/ten/cancel")), 404, "inflight_not_found", None),
-        (h.http.post(h.url("/api/models/load/%FF")), 400, "invalid_path", None),
+        (
+            h.http.get(h.url("/api/activity?limit=ten")),
+            400,
+            "invalid_parameter",
+            Some("limit"),
+        ),
+        (
+            h.http.get(h.url("/api/activity?limit=-1")),
+            400,
+            "invalid_parameter",
+            Some("limit"),
+        ),
+        (
+            h.http.get(h.url("/api/activity?limit=1&limit=2")),
+            400,
+            "invalid_query",
+            None,
+        ),
+        (
+            h.http.get(h.url("/api/activity?model=nobody")),
+            404,
+            "model_not_found",
+            None,
+        ),
+        (
+            h.http.get(h.url("/api/metrics/activity?limit=ten")),
+            400,
+            "invalid_parameter",
+            Some("limit"),
+        ),
+        (
+            h.http.get(h.url("/api/captures/%FF")),
+            400,
+            "invalid_parameter",
+            Some("id"),
+        ),
+        (
+            h.http.get(h.url("/api/captures/ten")),
+            400,
+            "invalid_parameter",
+            Some("id"),
+        ),
+        (
+            h.http.post(h.url("/api/inflight/%FF/cancel")),
+            400,
+            "invalid_parameter",
+            Some("id"),
+        ),
+        (
+            h.http.post(h.url("/api/inflight/ten/cancel")),
+            404,
+            "inflight_not_found",
+            None,
+        ),
+        (
+            h.http.post(h.url("/api/models/load/%FF")),
+            400,
+            "invalid_path",
+            None,
+        ),
     ];
     for (request, status, code, param) in cases {
         let request = request.build().unwrap();
         let url = request.url().to_string();
         let (got, body) = error_of(h.http.execute(request).await.unwrap()).await;
         assert_eq!(
-            (got, body["error"]["code"].as_str(), body["error"]["param"].as_str()),
+            (
+                got,
+                body["error"]["code"].as_str(),
+                body["error"]["param"].as_str()
+            ),
             (status, Some(code), param),
             "{url}: {body}"
         );
         assert_eq!(body["src"], "llama-swap", "{url}: {body}");
     }
     // The good ones still answer.
-    let ok = h.http.get(h.url("/api/activity?limit=0")).send().await.unwrap();
+    let ok = h
+        .http
+        .get(h.url("/api/activity?limit=0"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     h.shutdown().await;
 }

@@ -335,7 +335,13 @@ async fn a_row_without_usage_has_every_token_figure_zero_and_one_with_some_has_m
             &some["draft_acc_tokens"],
             &some["prompt_per_second"]
         ),
-        (&json!(100), &json!(60), &json!(-1), &json!(-1), &json!(-1.0)),
+        (
+            &json!(100),
+            &json!(60),
+            &json!(-1),
+            &json!(-1),
+            &json!(-1.0)
+        ),
         "once some usage is parsed, what was not reported is -1: {some}"
     );
     h.shutdown().await;

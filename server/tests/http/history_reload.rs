@@ -48,7 +48,11 @@ async fn a_reload_applies_a_changed_capture_buffer_and_keeps_an_unchanged_one() 
     // Unchanged (b only tells when the reload is applied): the capture stays.
     h.reload(&[model("a", ""), model("b", "")], "captureBuffer: 5\n")
         .await;
-    assert_eq!(capture_status(&h, 1).await.0, 200, "an unchanged buffer is kept");
+    assert_eq!(
+        capture_status(&h, 1).await.0,
+        200,
+        "an unchanged buffer is kept"
+    );
 
     h.reload(&[model("a", "")], "captureBuffer: 0\n").await;
     let (status, body) = capture_status(&h, 1).await;
@@ -86,8 +90,11 @@ async fn a_reload_applies_a_changed_metrics_max_in_memory_keeping_the_newest_row
     chat_ok(&h).await;
     assert_eq!(ids(&h).await, [5, 4]);
 
-    h.reload(&[model("a", ""), model("b", "")], "metricsMaxInMemory: 10\n")
-        .await;
+    h.reload(
+        &[model("a", ""), model("b", "")],
+        "metricsMaxInMemory: 10\n",
+    )
+    .await;
     for _ in 0..3 {
         chat_ok(&h).await;
     }
@@ -118,9 +125,14 @@ async fn a_reload_that_changes_store_path_opens_the_new_database_and_refuses_one
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("first.db"), dir.path().join("second.db"));
     let broken = dir.path().join("broken.db");
-    std::fs::write(&broken, "this is not an SQLite database, it is text\n".repeat(200)).unwrap();
+    std::fs::write(
+        &broken,
+        "this is not an SQLite database, it is text\n".repeat(200),
+    )
+    .unwrap();
     let history = open(&first);
-    let options = ServeOptions::default().http(HttpOptions::default().history(Arc::clone(&history)));
+    let options =
+        ServeOptions::default().http(HttpOptions::default().history(Arc::clone(&history)));
     let mut h = Harness::start_with(&[model("a", "")], &store_yaml(&first), options).await;
     chat_ok(&h).await;
     chat_ok(&h).await;
