@@ -627,6 +627,13 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
+        // llama-swap writes its concurrency limit's JSON whatever the client
+        // accepts; every other error may be text or HTML (see `front::accept`).
+        if !matches!(self, Self::ConcurrencyLimit { .. }) {
+            response
+                .extensions_mut()
+                .insert(super::front::accept::ErrorText(self.to_string()));
+        }
         response
     }
 }

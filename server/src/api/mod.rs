@@ -63,7 +63,8 @@
 //! keeps presenting wrong keys is answered 429 `too_many_auth_failures` for a
 //! while ([`auth_limit`]). Every response
 //! carries an `X-Request-Id` (`front/request_id.rs`). Errors are
-//! [`ApiError`] envelopes (docs/ERRORS.md).
+//! [`ApiError`] envelopes (docs/ERRORS.md), or text or an HTML page for a
+//! client whose `Accept` asks for one, as llama-swap's (`front/accept.rs`).
 //!
 //! # Websockets
 //!

@@ -33,6 +33,15 @@ async fn over_the_concurrency_limit_is_429_with_retry_after() {
     let (status, body) = error_of(response).await;
     assert_eq!((status, code(&body)), (429, "concurrency_limit"));
     assert_eq!(body["error"]["type"], "rate_limit_error");
+    // llama-swap writes this one as JSON whatever the client accepts.
+    let plain = h
+        .chat("a", Some("10"), false)
+        .header("Accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.headers()["content-type"], "application/json");
+    assert_eq!(code(&error_of(plain).await.1), "concurrency_limit");
     h.open_gate("a").await;
     assert_eq!(
         tokio::time::timeout(LIMIT, first).await.unwrap().unwrap().0,
@@ -149,5 +158,81 @@ async fn use_model_name_rewrites_the_forwarded_model() {
     assert_eq!(response.status(), 200);
     let journal = h.journal("short").await.unwrap();
     assert_eq!(journal[0]["model"], "org/long-name-q4");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn errors_are_text_or_html_when_the_client_accepts_them_as_in_llama_swap() {
+    let h = Harness::start(&[model("a", "")], "apiKeys: [sk-accept-test]\n").await;
+    let unknown = |accept: Option<&str>| {
+        let mut request = h
+            .http
+            .post(h.url("/v1/chat/completions"))
+            .bearer_auth("sk-accept-test")
+            .json(&serde_json::json!({"model": "nobody's", "messages": []}));
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        request.send()
+    };
+    let json = unknown(None).await.unwrap();
+    assert_eq!(json.headers()["content-type"], "application/json");
+    let message = error_of(json).await.1["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let plain = unknown(Some("text/plain")).await.unwrap();
+    assert_eq!(plain.status(), 404);
+    assert_eq!(plain.headers()["content-type"], "text/plain");
+    assert!(plain.headers().contains_key("x-request-id"));
+    assert_eq!(
+        plain.text().await.unwrap(),
+        format!("llama-swap: {message}")
+    );
+
+    let page = unknown(Some("text/html,application/xhtml+xml,*/*;q=0.8"))
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 404);
+    assert_eq!(page.headers()["content-type"], "text/html");
+    let escaped = message.replace('\'', "&#39;");
+    assert_eq!(
+        page.text().await.unwrap(),
+        format!("<html><body><h1>llama-swap</h1><p>{escaped}</p></body></html>")
+    );
+
+    // The management endpoints too, and the challenge of a 401 stays.
+    let capture = h
+        .http
+        .get(h.url("/api/captures/ten"))
+        .bearer_auth("sk-accept-test")
+        .header("Accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(capture.status(), 400);
+    assert!(capture.text().await.unwrap().starts_with("llama-swap: "));
+    let denied = h
+        .http
+        .get(h.url("/api/activity"))
+        .header("Accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+    assert!(denied.headers().contains_key("www-authenticate"));
+    assert_eq!(denied.headers()["content-type"], "text/plain");
+
+    // An answer that is not an error is left alone.
+    let ok = h
+        .http
+        .get(h.url("/v1/models"))
+        .bearer_auth("sk-accept-test")
+        .header("Accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.headers()["content-type"], "application/json");
     h.shutdown().await;
 }

@@ -1,12 +1,14 @@
 //! What every request passes before its endpoint, in one layer: the request
 //! id and its tracing span ([`request_id`]), the access log, CORS preflight,
 //! the loop check and authentication ([`auth`], with failed attempts limited
-//! per address by [`auth_limit`]).
+//! per address by [`auth_limit`]), and on the way out the format of an error
+//! answer the client's `Accept` asks for ([`accept`]).
 //!
 //! One layer rather than a stack of them: each `from_fn` layer costs every
 //! request a boxed future and a clone of the inner service, which a request
 //! waiting for its model (there may be thousands) keeps until it is answered.
 
+pub(crate) mod accept;
 pub(crate) mod auth;
 pub(crate) mod auth_limit;
 pub(crate) mod request_id;
@@ -79,10 +81,12 @@ where
     // Kept for the access line only: inline, so a typical API path costs
     // no allocation.
     let path = InlineText::<46>::from(request.uri().path());
-    let mut response = match span.in_scope(|| admit(&state, request, check_key)) {
+    let format = accept::ErrorFormat::of(request.headers());
+    let response = match span.in_scope(|| admit(&state, request, check_key)) {
         Admission::Pass(request) => endpoint(state, request).instrument(span.clone()).await,
         Admission::Answer(answer) => answer,
     };
+    let mut response = format.render(response);
     span.in_scope(|| access_log(&method, path.as_str(), response.status(), started));
     response
         .headers_mut()
