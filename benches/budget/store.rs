@@ -7,7 +7,7 @@
 //! request itself (`return 200` with a chat completion and its usage), so the
 //! figures are the server's own work. Each is loaded at 64 connections by the
 //! harness's closed-loop generator and by `wrk`, the configurations
-//! interleaved in every round; ratios are taken per round, for the throughput
+//! interleaved in every round, each round starting with the next one; ratios are taken per round, for the throughput
 //! and for the server's CPU time per request (its process's utime + stime over
 //! the run ÷ the requests answered). The target: each costs at most 5% of the
 //! throughput with both off.
@@ -109,7 +109,10 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         (1, Duration::from_millis(300), Duration::from_secs(1), 2)
     } else {
         (
-            ctx.rounds,
+            // Two whole rotations of the starting configuration at least:
+            // a ratio within 5% needs more rounds than the shared machine's
+            // spread between two runs.
+            ctx.rounds.max(2 * TARGETS.len()),
             Duration::from_millis(500),
             Duration::from_secs(3),
             3,
@@ -123,7 +126,10 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     let mut wrk_cpu: Vec<Vec<Option<f64>>> = vec![Vec::new(); TARGETS.len()];
     let mut errors = vec![0u64; TARGETS.len()];
     for round in 0..rounds {
-        for (ti, server) in servers.iter().enumerate() {
+        // Each round starts with the next configuration, so that none is
+        // always measured first (or right after the same one).
+        let order = (0..servers.len()).map(|k| (k + round) % servers.len());
+        for (ti, server) in order.map(|ti| (ti, &servers[ti])) {
             let Some((proc, addr)) = server else {
                 for series in [&mut loadgen, &mut by_wrk, &mut loadgen_cpu, &mut wrk_cpu] {
                     series[ti].push(None);

@@ -52,7 +52,7 @@ struct Watch {
     /// The status, for an error message made of it.
     status: u16,
     /// The capture, collecting the body as sent (decoded when encoded).
-    capture: Option<Box<Recorder>>,
+    capture: Option<Recorder>,
 }
 
 impl Watch {

@@ -268,9 +268,16 @@ impl Activity {
         read(&self.captures).clone()
     }
 
-    /// The most a request collects for its capture; `None` when captures are off.
-    pub(crate) fn capture_limit(&self) -> Option<usize> {
-        read(&self.captures).as_ref().map(|c| c.collect_limit())
+    /// A recorder for a request's capture ([`Captures::recorder`]); `None`
+    /// when captures are off.
+    pub(crate) fn recorder(
+        &self,
+        path: &str,
+        headers: &http::HeaderMap,
+        body: Option<&bytes::Bytes>,
+    ) -> Option<Recorder> {
+        let captures = read(&self.captures);
+        Some(captures.as_ref()?.recorder(path, headers, body))
     }
 
     /// Applies a reloaded configuration's settings in place, so that the
@@ -524,22 +531,24 @@ impl Activity {
         self.changes.receiver_count() > 0
     }
 
-    fn finish(&self, mut row: Finished, capture: Option<Box<Recorder>>) {
+    fn finish(&self, mut row: Finished, capture: Option<Recorder>) {
         if let (Some(metrics), Some(key)) = (&self.key_totals, &row.api_key) {
             let ok = row.error.is_none() && row.status < 400;
             metrics.key_finished(key, ok, row.prompt_tokens, row.completion_tokens);
         }
-        let capture = capture.and_then(|c| Some((self.captures()?, c)));
+
         let mut ring = lock(&self.finished);
         let db = ring.history.database().cloned();
         row.id = ring.next_id;
         ring.next_id += 1;
         // Handed over below, once the ring's lock is released; queries check
         // whether it is still kept.
-        row.has_capture = capture.as_ref().is_some_and(|(_, c)| !c.overflowed());
+        row.has_capture = capture.as_ref().is_some_and(|c| !c.overflowed());
         let id = row.id;
         let capture = move || {
-            if let Some((captures, recorder)) = capture {
+            if let Some(recorder) = capture
+                && let Some(captures) = read(&self.captures).as_ref()
+            {
                 captures.submit(id, recorder);
             }
         };

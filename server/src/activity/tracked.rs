@@ -39,7 +39,7 @@ pub struct Tracked {
     /// The upstream's own time for the request, when it said.
     upstream_ms: Option<u64>,
     /// The capture being collected, when captures are on.
-    pub(super) capture: Option<Box<Recorder>>,
+    pub(super) capture: Option<Recorder>,
 }
 
 impl Tracked {
@@ -190,14 +190,7 @@ impl Tracked {
     /// Starts the capture of the request (its `headers` and, when it was
     /// read whole, its `body`), when captures are on.
     pub fn capture_request(&mut self, headers: &http::HeaderMap, body: Option<&bytes::Bytes>) {
-        if let Some(limit) = self.activity.capture_limit() {
-            self.capture = Some(Box::new(Recorder::new(
-                &self.row.path,
-                headers,
-                body,
-                limit,
-            )));
-        }
+        self.capture = self.activity.recorder(&self.row.path, headers, body);
     }
 
     /// The session the client named (`ui.activity.session_id`'s headers).

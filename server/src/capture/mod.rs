@@ -7,10 +7,12 @@
 //! | `mod` | [`Captures`]: the buffer, its compressing thread, the JSON answer |
 //! | `recorder` | [`Recorder`]: what one request collects while it runs |
 //!
-//! On the request path a capture costs a copy of the request's headers (its
-//! body is a shared `Bytes`, the request's own buffer) and a copy of the
-//! response's body (decoded when the upstream encoded it). Everything
-//! else happens on one thread the buffer owns: secrets are redacted
+//! On the request path a capture costs a copy of the request's headers and
+//! body and of the response's headers and body (decoded when the upstream
+//! encoded it), into one buffer already in the stored form; recorders come
+//! back from the compressing thread to be used again ([`SPARE`]), so a busy
+//! server captures without allocating. Everything else happens on one
+//! thread the buffer owns: secrets are redacted
 //! (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`,
 //! `X-Api-Key`, and any value of `apiKeys` wherever it appears), the capture
 //! is serialised and compressed, and the oldest captures are dropped until
@@ -52,7 +54,7 @@ pub(crate) use recorder::Recorder;
 pub(crate) const DEFAULT_BUFFER_BYTES: usize = 5 * 1024 * 1024;
 
 /// Captures waiting to be compressed at most; more are dropped.
-const QUEUE: usize = 16_384;
+const QUEUE: usize = 8192;
 /// Captures taken in one batch at most.
 const MAX_BATCH: usize = 4096;
 /// How long the thread waits after a capture arrives for more to join it.
@@ -69,6 +71,11 @@ const CATCH_UP: Duration = Duration::from_secs(2);
 /// fastest regular level already squeezes them tens of times (a chat
 /// completion's capture of ~500 bytes to ~10), at under a microsecond each.
 const LEVEL: i32 = 1;
+/// Recorders kept for reuse at most, each with at most [`SPARE_ROOM`] bytes
+/// of room: what they hold beside the captures is bounded by their product.
+const SPARE: usize = 256;
+/// The most room a recorder kept for reuse may hold (a larger one is freed).
+const SPARE_ROOM: usize = 8 * 1024;
 /// What a redacted value reads.
 const REDACTED: &str = "[REDACTED]";
 
@@ -92,6 +99,8 @@ pub struct Captures {
     worker_thread: std::thread::Thread,
     /// `apiKeys` values, redacted wherever they appear (replaced on reload).
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
+    /// Recorders handed back by the compressing thread, to be used again.
+    spare: Arc<Mutex<Vec<Recorder>>>,
     sent: AtomicU64,
     dropped: Arc<AtomicU64>,
     done: watch::Receiver<u64>,
@@ -162,7 +171,7 @@ impl Kept {
 }
 
 enum Job {
-    Capture(u64, Box<Recorder>),
+    Capture(u64, Recorder),
     Close,
 }
 
@@ -177,8 +186,10 @@ impl Captures {
         let secrets = Arc::new(RwLock::new(Arc::new(Vec::new())));
         let dropped = Arc::new(AtomicU64::new(0));
         let (done_tx, done) = watch::channel(0);
+        let spare = Arc::new(Mutex::new(Vec::with_capacity(SPARE)));
         let worker = Worker {
             budget,
+            spare: Arc::clone(&spare),
             segment: SEGMENT.min(budget / 8).max(1),
             kept: Arc::clone(&kept),
             secrets: Arc::clone(&secrets),
@@ -202,6 +213,7 @@ impl Captures {
             worker_thread: worker.thread().clone(),
             worker: Mutex::new(Some(worker)),
             secrets,
+            spare,
             sent: AtomicU64::new(0),
             dropped,
             done,
@@ -224,15 +236,30 @@ impl Captures {
         *self.secrets.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
     }
 
+    /// Starts the capture of a request, as [`Recorder::new`] does, in a
+    /// recorder used before when one is spare.
+    pub fn recorder(
+        &self,
+        path: &str,
+        headers: &http::HeaderMap,
+        body: Option<&bytes::Bytes>,
+    ) -> Recorder {
+        let spare = lock(&self.spare).pop();
+        let mut recorder = spare.unwrap_or_else(Recorder::empty);
+        recorder.restart(path, headers, body, self.collect_limit());
+        recorder
+    }
+
     /// Hands the capture of finished request `id` over; false when it is not
     /// kept (too large, or the compressing thread is far behind).
-    pub fn submit(&self, id: u64, recorder: Box<Recorder>) -> bool {
+    pub fn submit(&self, id: u64, recorder: Recorder) -> bool {
         if recorder.overflowed() {
             tracing::debug!(
                 id,
                 limit = self.budget,
                 "capture larger than the buffer: not kept"
             );
+            give_back(&self.spare, vec![recorder]);
             return false;
         }
         self.sent.fetch_add(1, Ordering::Relaxed);
@@ -314,9 +341,25 @@ impl Captures {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
-        // Every critical section is an insert, a removal or a copy.
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.kept)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is an insert, a removal or a copy.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Keeps `used` recorders for reuse, as many as there is room for; the
+/// others (and any holding more than [`SPARE_ROOM`]) are freed.
+fn give_back(spare: &Mutex<Vec<Recorder>>, used: impl IntoIterator<Item = Recorder>) {
+    let mut used = used.into_iter().filter(|r| r.capacity() <= SPARE_ROOM);
+    let mut spare = lock(spare);
+    let room = SPARE.saturating_sub(spare.len());
+    spare.extend(used.by_ref().take(room));
+    drop(spare);
+    // The rest is freed here, outside the lock.
+    drop(used);
 }
 
 impl Drop for Captures {
@@ -332,6 +375,8 @@ struct Worker {
     segment: usize,
     kept: Arc<Mutex<Kept>>,
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
+    /// Where used recorders go back to.
+    spare: Arc<Mutex<Vec<Recorder>>>,
     dropped: Arc<AtomicU64>,
     done: watch::Sender<u64>,
 }
@@ -344,6 +389,8 @@ struct Filling {
     raw: Vec<u8>,
     entries: Vec<(u64, usize, usize)>,
     compressed: Vec<u8>,
+    /// Recorders whose captures were copied, to go back at the batch's end.
+    used: Vec<Recorder>,
 }
 
 impl Worker {
@@ -382,6 +429,7 @@ impl Worker {
                 }
             }
             behind = taken >= MAX_BATCH;
+            give_back(&self.spare, filling.used.drain(..));
             handled += self.seal(&mut compressor, &mut filling);
             self.done.send_replace(handled);
         }
@@ -393,13 +441,14 @@ impl Worker {
         &self,
         compressor: &mut Option<zstd::bulk::Compressor<'static>>,
         filling: &mut Filling,
-        (id, recorder): (u64, Box<Recorder>),
+        (id, mut recorder): (u64, Recorder),
         secrets: &[String],
     ) -> u64 {
         let mut stored = 0;
         let start = filling.raw.len();
+        recorder.finish();
         recorder.encode(&mut filling.raw, secrets);
-        drop(recorder);
+        filling.used.push(recorder);
         let len = filling.raw.len() - start;
         if start > 0 && filling.raw.len() > self.segment {
             // Too much to join the others: they go first.
@@ -442,7 +491,8 @@ impl Worker {
         filling.entries.clear();
         // A capture far larger than a segment does not keep its room.
         if filling.raw.capacity() > 4 * self.segment {
-            *filling = Filling::default();
+            filling.raw = Vec::new();
+            filling.compressed = Vec::new();
         }
         let Some(segment) = segment else {
             tracing::warn!(captures = count, "captures could not be compressed");

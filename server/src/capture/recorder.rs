@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::{REDACTED, is_secret_header, put, redact};
+use super::{Fields, REDACTED, is_secret_header, put, redact};
 
 /// Which parts of a request and its response a capture keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,21 +49,23 @@ impl Parts {
 }
 
 /// The capture of one request, filled in as it goes.
+///
+/// It is kept as it will be stored: one buffer of length-prefixed fields
+/// (the path, the request's headers and body, the response's headers and
+/// body), so that handing it over costs no copy per field and a recorder
+/// can be used again, buffer and all ([`Recorder::restart`]): the capture
+/// buffer keeps a few spare ones, and a busy server captures without
+/// allocating.
 #[derive(Debug)]
 pub struct Recorder {
     parts: Parts,
     limit: usize,
-    size: usize,
     overflowed: bool,
-    path: String,
-    /// NUL-separated names and values, secret headers already redacted.
-    req_headers: Vec<u8>,
-    req_body: Option<Bytes>,
-    resp_headers: Vec<u8>,
-    /// Copied, not shared: a chunk shares the upstream connection's read
-    /// buffer, which hyper could not reuse while the capture waits for its
-    /// batch to be compressed.
-    resp_body: Vec<u8>,
+    /// The fields written so far; the response body's length prefix is
+    /// written when the body ends ([`Recorder::finish`]).
+    buf: Vec<u8>,
+    /// Where the response's body starts, once its headers are written.
+    body_at: Option<usize>,
 }
 
 impl Recorder {
@@ -71,44 +73,61 @@ impl Recorder {
     /// `headers` and, when it was read whole, `body`; a capture that grows
     /// past `limit` bytes is given up.
     pub fn new(path: &str, headers: &HeaderMap, body: Option<&Bytes>, limit: usize) -> Self {
-        let path = path.split('?').next().unwrap_or_default();
-        let parts = Parts::for_path(path);
-        let mut recorder = Self {
-            parts,
-            limit,
-            size: path.len(),
-            overflowed: false,
-            path: path.to_owned(),
-            req_headers: Vec::new(),
-            req_body: None,
-            resp_headers: Vec::new(),
-            resp_body: Vec::new(),
-        };
-        if parts.req_headers {
-            recorder.req_headers = encode_headers(headers);
-            recorder.grow(recorder.req_headers.len());
-        }
-        if parts.req_body
-            && let Some(body) = body
-        {
-            recorder.grow(body.len());
-            recorder.req_body = Some(body.clone());
-        }
+        let mut recorder = Self::empty();
+        recorder.restart(path, headers, body, limit);
         recorder
+    }
+
+    /// A recorder with nothing in it, to be [`restart`](Self::restart)ed.
+    pub(super) fn empty() -> Self {
+        Self {
+            parts: Parts::ALL,
+            limit: 0,
+            overflowed: false,
+            buf: Vec::new(),
+            body_at: None,
+        }
+    }
+
+    /// Starts over, as [`Recorder::new`] does, keeping the buffer's room.
+    pub(super) fn restart(
+        &mut self,
+        path: &str,
+        headers: &HeaderMap,
+        body: Option<&Bytes>,
+        limit: usize,
+    ) {
+        let path = path.split('?').next().unwrap_or_default();
+        self.parts = Parts::for_path(path);
+        self.limit = limit;
+        self.overflowed = false;
+        self.body_at = None;
+        self.buf.clear();
+        put(&mut self.buf, path.as_bytes());
+        let at = self.open_field();
+        if self.parts.req_headers {
+            encode_headers(headers, None, &mut self.buf);
+        }
+        self.close_field(at);
+        let body = body.filter(|_| self.parts.req_body);
+        put(&mut self.buf, body.map(Bytes::as_ref).unwrap_or_default());
+        self.check();
     }
 
     /// The response's headers; `decoded` when its body is kept decoded (the
     /// `Content-Encoding` then no longer applies and is left out).
     pub fn response_headers(&mut self, headers: &HeaderMap, decoded: bool) {
-        if !self.parts.resp_headers {
+        if self.overflowed || self.body_at.is_some() {
             return;
         }
-        let mut encoded = encode_headers(headers);
-        if decoded {
-            encoded = without(&encoded, "content-encoding");
+        let at = self.open_field();
+        if self.parts.resp_headers {
+            let skip = decoded.then_some(http::header::CONTENT_ENCODING);
+            encode_headers(headers, skip.as_ref(), &mut self.buf);
         }
-        self.grow(encoded.len());
-        self.resp_headers = encoded;
+        self.close_field(at);
+        self.start_body();
+        self.check();
     }
 
     /// Whether the response's body is kept.
@@ -126,10 +145,16 @@ impl Recorder {
         if !self.wants_body() || chunk.is_empty() {
             return;
         }
-        self.grow(chunk.len());
-        if !self.overflowed {
-            self.resp_body.extend_from_slice(chunk);
+        if self.body_at.is_none() {
+            // A body before any headers: they are empty.
+            put(&mut self.buf, b"");
+            self.start_body();
         }
+        if self.buf.len().saturating_add(chunk.len()) > self.limit {
+            self.overflow();
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
     }
 
     /// The capture grew past its limit and will not be kept.
@@ -137,42 +162,82 @@ impl Recorder {
         self.overflowed
     }
 
-    fn grow(&mut self, by: usize) {
-        self.size = self.size.saturating_add(by);
-        if self.size > self.limit {
-            self.overflowed = true;
-            // Nothing of it will be kept: let go of what it holds.
-            self.resp_body = Vec::new();
-            self.req_body = None;
+    /// Completes the fields (the response's headers and body, empty when
+    /// they never came). Called once, when the capture is handed over.
+    pub(super) fn finish(&mut self) {
+        if self.overflowed {
+            return;
+        }
+        if self.body_at.is_none() {
+            put(&mut self.buf, b"");
+            self.start_body();
+        }
+        if let Some(at) = self.body_at {
+            self.close_field(at - 4);
         }
     }
 
-    /// Serialises the capture with every secret redacted: the path, the
-    /// request's headers and body, the response's headers and body, each
-    /// length-prefixed.
+    /// Room its buffer holds.
+    pub(super) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Appends the finished capture to `out` with every occurrence of a
+    /// secret in any field redacted.
     pub(super) fn encode(&self, out: &mut Vec<u8>, secrets: &[String]) {
+        if secrets.is_empty() {
+            out.extend_from_slice(&self.buf);
+            return;
+        }
         let mut scratch = Vec::new();
-        let mut field = |out: &mut Vec<u8>, bytes: &[u8]| {
-            if secrets.is_empty() {
-                put(out, bytes);
-            } else {
-                scratch.clear();
-                redact(bytes, secrets, &mut scratch);
-                put(out, &scratch);
-            }
-        };
-        field(out, self.path.as_bytes());
-        field(out, &self.req_headers);
-        field(out, self.req_body.as_deref().unwrap_or_default());
-        field(out, &self.resp_headers);
-        field(out, &self.resp_body);
+        for field in Fields(&self.buf) {
+            scratch.clear();
+            redact(field, secrets, &mut scratch);
+            put(out, &scratch);
+        }
+    }
+
+    /// Reserves a field's length prefix; returns where it is.
+    fn open_field(&mut self) -> usize {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&[0; 4]);
+        at
+    }
+
+    /// Writes the length of the field whose prefix is at `at`.
+    fn close_field(&mut self, at: usize) {
+        let len = self.buf.len() - at - 4;
+        let len = u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes();
+        if let Some(prefix) = self.buf.get_mut(at..at + 4) {
+            prefix.copy_from_slice(&len);
+        }
+    }
+
+    fn start_body(&mut self) {
+        self.open_field();
+        self.body_at = Some(self.buf.len());
+    }
+
+    fn check(&mut self) {
+        if self.buf.len() > self.limit {
+            self.overflow();
+        }
+    }
+
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        // Nothing of it will be kept: let go of what it holds.
+        self.buf = Vec::new();
+        self.body_at = None;
     }
 }
 
-/// `name\0value\0` for every header, secret ones redacted.
-fn encode_headers(headers: &HeaderMap) -> Vec<u8> {
-    let mut out = Vec::with_capacity(headers.len() * 32);
+/// `name\0value\0` for every header but `skip`, secret ones redacted.
+fn encode_headers(headers: &HeaderMap, skip: Option<&http::HeaderName>, out: &mut Vec<u8>) {
     for (name, value) in headers {
+        if skip == Some(name) {
+            continue;
+        }
         out.extend_from_slice(name.as_str().as_bytes());
         out.push(0);
         if is_secret_header(name.as_str()) {
@@ -182,21 +247,4 @@ fn encode_headers(headers: &HeaderMap) -> Vec<u8> {
         }
         out.push(0);
     }
-    out
-}
-
-/// Encoded headers without `name`.
-fn without(encoded: &[u8], name: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(encoded.len());
-    let mut parts = encoded.split(|b| *b == 0);
-    while let (Some(n), Some(v)) = (parts.next(), parts.next()) {
-        if n.is_empty() || n.eq_ignore_ascii_case(name.as_bytes()) {
-            continue;
-        }
-        out.extend_from_slice(n);
-        out.push(0);
-        out.extend_from_slice(v);
-        out.push(0);
-    }
-    out
 }

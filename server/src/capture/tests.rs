@@ -22,7 +22,7 @@ fn request_headers() -> HeaderMap {
     h
 }
 
-fn recorder(body: &str, limit: usize) -> Box<Recorder> {
+fn recorder(body: &str, limit: usize) -> Recorder {
     let mut r = Recorder::new(
         "/v1/chat/completions?x=1",
         &request_headers(),
@@ -39,7 +39,7 @@ fn recorder(body: &str, limit: usize) -> Box<Recorder> {
     r.response_headers(&resp, true);
     r.body(&Bytes::from_static(b"data: {\"a\":1}\n\n"));
     r.body_decoded(b"data: [DONE]\n\n");
-    Box::new(r)
+    r
 }
 
 #[tokio::test]
@@ -187,4 +187,84 @@ fn header_names_are_canonical_as_go_writes_them() {
     assert_eq!(canonical("content-type"), "Content-Type");
     assert_eq!(canonical("x-session-id"), "X-Session-Id");
     assert_eq!(canonical("X-API-KEY"), "X-Api-Key");
+}
+
+/// Captures `id` through `captures`' own recorders (used again once they
+/// come back), with `body` as the request's and `answer` as the response's.
+fn capture_through(captures: &Captures, id: u64, body: &str, answer: Option<&str>) {
+    let mut r = captures.recorder(
+        "/v1/chat/completions",
+        &request_headers(),
+        Some(&Bytes::from(body.to_owned())),
+    );
+    if let Some(answer) = answer {
+        let mut resp = HeaderMap::new();
+        resp.insert("content-type", HeaderValue::from_static("application/json"));
+        r.response_headers(&resp, false);
+        r.body(&Bytes::from(answer.to_owned()));
+    }
+    assert!(captures.submit(id, r));
+}
+
+#[tokio::test]
+async fn a_recorder_used_again_keeps_nothing_of_its_last_capture() {
+    let captures = Captures::new(1 << 20).unwrap();
+    // A long capture first, then shorter ones in the same recorders.
+    for id in 1..=50 {
+        capture_through(
+            &captures,
+            id,
+            &"long".repeat(500),
+            Some(&"answer".repeat(300)),
+        );
+    }
+    captures.caught_up().await;
+    assert!(
+        !lock(&captures.spare).is_empty(),
+        "used recorders come back for reuse"
+    );
+    for id in 51..=100 {
+        capture_through(&captures, id, &format!("short {id}"), Some("ok"));
+    }
+    captures.caught_up().await;
+    for id in [51, 75, 100] {
+        let capture = captures.get(id).expect("kept");
+        assert_eq!(capture.req_body, format!("short {id}").as_bytes());
+        assert_eq!(capture.resp_body, b"ok");
+        assert_eq!(capture.resp_headers.len(), 1, "{:?}", capture.resp_headers);
+    }
+    assert_eq!(captures.get(50).expect("kept").resp_body.len(), 1800);
+}
+
+#[tokio::test]
+async fn a_request_that_got_no_answer_is_captured_with_an_empty_response() {
+    let captures = Captures::new(1 << 20).unwrap();
+    capture_through(&captures, 1, "asked", None);
+    captures.caught_up().await;
+    let capture = captures.get(1).expect("kept");
+    assert_eq!(capture.req_body, b"asked");
+    assert_eq!(capture.req_headers["X-Session-Id"], "s-1");
+    assert!(capture.resp_headers.is_empty());
+    assert!(capture.resp_body.is_empty());
+}
+
+#[tokio::test]
+async fn an_answer_that_outgrows_the_limit_is_not_kept_and_its_room_is_not_kept_either() {
+    let captures = Captures::new(64 * 1024).unwrap();
+    let mut r = captures.recorder("/v1/completions", &HeaderMap::new(), None);
+    r.response_headers(&HeaderMap::new(), false);
+    for _ in 0..100 {
+        r.body(&Bytes::from(vec![b'x'; 1024]));
+    }
+    assert!(r.overflowed());
+    assert!(!r.wants_body());
+    assert!(!captures.submit(1, r));
+    captures.caught_up().await;
+    assert!(captures.is_empty());
+    // A recorder holding more than a spare may is freed, not kept.
+    let mut big = captures.recorder("/v1/completions", &HeaderMap::new(), None);
+    big.body(&Bytes::from(vec![b'y'; 2 * SPARE_ROOM]));
+    let before = lock(&captures.spare).len();
+    give_back(&captures.spare, [big]);
+    assert_eq!(lock(&captures.spare).len(), before);
 }

@@ -187,6 +187,8 @@ impl Sqlite {
             counters: Arc::clone(&counters),
             done: done_tx,
             since_prune: 0,
+            insert_many: insert_sql(ROWS_PER_INSERT),
+            insert_one: insert_sql(1),
         };
         let writer = std::thread::Builder::new()
             .name("history-writer".into())
@@ -439,6 +441,9 @@ struct Writer {
     counters: Arc<Counters>,
     done: watch::Sender<u64>,
     since_prune: u64,
+    /// The `INSERT`s of [`ROWS_PER_INSERT`] rows and of one.
+    insert_many: String,
+    insert_one: String,
 }
 
 impl Writer {
@@ -508,14 +513,14 @@ impl Writer {
         {
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             if rows.len() >= ROWS_PER_INSERT {
-                let mut insert = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
+                let mut insert = tx.prepare_cached(&self.insert_many)?;
                 for chunk in &mut chunks {
                     insert.execute(params_from_iter(chunk.iter().flat_map(|row| values(row))))?;
                 }
             }
             let rest = chunks.remainder();
             if !rest.is_empty() {
-                let mut insert = tx.prepare_cached(&insert_sql(1))?;
+                let mut insert = tx.prepare_cached(&self.insert_one)?;
                 for row in rest {
                     insert.execute(params_from_iter(values(row)))?;
                 }
