@@ -259,7 +259,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             continue;
         }
         match history_rows(*addr).await {
-            Ok((requests, written)) => {
+            Ok((requests, written, kept)) => {
                 let name = TARGETS[ti];
                 rows.push(
                     Row::info(
@@ -270,12 +270,15 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                     )
                     .note("llamaswap_requests_total, all outcomes, warm-ups included"),
                 );
-                rows.push(Row::info(
-                    SECTION,
-                    format!("{name}: rows in the history database"),
-                    Some(written),
-                    "",
-                ));
+                rows.push(
+                    Row::info(
+                        SECTION,
+                        format!("{name}: rows in the history database"),
+                        Some(kept),
+                        "",
+                    )
+                    .note("store.maxRows (default 1 000 000) bounds it: older rows are deleted"),
+                );
                 rows.push(
                     Row::at_most(
                         SECTION,
@@ -284,7 +287,10 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                         "",
                         0.0,
                     )
-                    .note("requests counted − rows kept, once the writer has caught up"),
+                    .note(
+                        "requests counted − rows written (llamaswap_history_rows_total), \
+                         once the writer has caught up",
+                    ),
                 );
             }
             Err(err) => eprintln!("store rows ({}): {err}", TARGETS[ti]),
@@ -298,15 +304,19 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
     Ok(rows)
 }
 
-/// The requests a server counted and the rows its history holds, read once the
-/// row count has stopped moving (the writer batches behind the request path).
-async fn history_rows(addr: SocketAddr) -> Res<(f64, f64)> {
+/// The requests a server counted, the rows its writer wrote and the rows its
+/// history holds (fewer once retention deletes), read once the row count has
+/// stopped moving (the writer batches behind the request path).
+async fn history_rows(addr: SocketAddr) -> Res<(f64, f64, f64)> {
     let metrics = http::get_text(addr, "/metrics").await?;
-    let requests: f64 = metrics
-        .lines()
-        .filter(|line| line.starts_with("llamaswap_requests_total{"))
-        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum();
+    let sum = |prefix: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let requests = sum("llamaswap_requests_total{");
     let mut last = None;
     for _ in 0..20 {
         let page = http::get_json(addr, "/api/metrics/activity?limit=1").await?;
@@ -314,7 +324,16 @@ async fn history_rows(addr: SocketAddr) -> Res<(f64, f64)> {
             .as_f64()
             .ok_or("no total in /api/metrics/activity")?;
         if last == Some(total) {
-            return Ok((requests, total));
+            // Read after the writer caught up (the query waited for it).
+            let metrics = http::get_text(addr, "/metrics").await?;
+            let written = metrics
+                .lines()
+                .filter(|line| {
+                    line.starts_with("llamaswap_history_rows_total{outcome=\"written\"}")
+                })
+                .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum();
+            return Ok((requests, written, total));
         }
         last = Some(total);
         // Polling a count the server cannot announce: nothing to await.

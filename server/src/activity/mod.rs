@@ -536,9 +536,7 @@ impl Activity {
             let ok = row.error.is_none() && row.status < 400;
             metrics.key_finished(key, ok, row.prompt_tokens, row.completion_tokens);
         }
-
         let mut ring = lock(&self.finished);
-        let db = ring.history.database().cloned();
         row.id = ring.next_id;
         ring.next_id += 1;
         // Handed over below, once the ring's lock is released; queries check
@@ -553,17 +551,21 @@ impl Activity {
             }
         };
         let listening = self.listeners.load(Ordering::Relaxed) > 0;
+        // Handed to the database under the ring's lock (a send that never
+        // waits): the writer gets the rows in the ids' order, and the
+        // database needs no reference of its own here.
         if ring.capacity == 0 {
+            let db = ring.history.database();
             if listening || db.is_some() {
                 let row = Arc::new(row);
                 if listening {
                     let _ = self.feed.send(Arc::clone(&row));
                 }
-                drop(ring);
                 if let Some(db) = db {
                     db.record(row);
                 }
             }
+            drop(ring);
             capture();
             return;
         }
@@ -576,12 +578,11 @@ impl Activity {
             // Sent under the ring's lock, so the feed's order is the ids'.
             let _ = self.feed.send(Arc::clone(&row));
         }
-        let kept = db.as_ref().map(|_| Arc::clone(&row));
+        if let Some(db) = ring.history.database() {
+            db.record(Arc::clone(&row));
+        }
         ring.rows.push_back(row);
         drop(ring);
-        if let (Some(db), Some(row)) = (db, kept) {
-            db.record(row);
-        }
         capture();
     }
 }

@@ -10,7 +10,7 @@
 //! On the request path a capture costs a copy of the request's headers and
 //! body and of the response's headers and body (decoded when the upstream
 //! encoded it), into one buffer already in the stored form; recorders come
-//! back from the compressing thread to be used again ([`SPARE`]), so a busy
+//! back from the compressing thread to be used again ([`SPARE_BYTES`]), so a busy
 //! server captures without allocating. Everything else happens on one
 //! thread the buffer owns: secrets are redacted
 //! (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`,
@@ -58,7 +58,7 @@ const QUEUE: usize = 8192;
 /// Captures taken in one batch at most.
 const MAX_BATCH: usize = 4096;
 /// How long the thread waits after a capture arrives for more to join it.
-const LINGER: Duration = Duration::from_millis(10);
+const LINGER: Duration = Duration::from_millis(20);
 /// Uncompressed bytes of captures compressed together at most (a single
 /// larger capture is compressed alone); an eighth of a smaller buffer.
 const SEGMENT: usize = 64 * 1024;
@@ -71,9 +71,9 @@ const CATCH_UP: Duration = Duration::from_secs(2);
 /// fastest regular level already squeezes them tens of times (a chat
 /// completion's capture of ~500 bytes to ~10), at under a microsecond each.
 const LEVEL: i32 = 1;
-/// Recorders kept for reuse at most, each with at most [`SPARE_ROOM`] bytes
-/// of room: what they hold beside the captures is bounded by their product.
-const SPARE: usize = 256;
+/// The room (bytes of buffer) the recorders kept for reuse hold at most:
+/// the memory they hold beside the captures.
+const SPARE_BYTES: usize = 1024 * 1024;
 /// The most room a recorder kept for reuse may hold (a larger one is freed).
 const SPARE_ROOM: usize = 8 * 1024;
 /// What a redacted value reads.
@@ -100,7 +100,7 @@ pub struct Captures {
     /// `apiKeys` values, redacted wherever they appear (replaced on reload).
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
     /// Recorders handed back by the compressing thread, to be used again.
-    spare: Arc<Mutex<Vec<Recorder>>>,
+    spare: Arc<Mutex<Spare>>,
     sent: AtomicU64,
     dropped: Arc<AtomicU64>,
     done: watch::Receiver<u64>,
@@ -186,7 +186,7 @@ impl Captures {
         let secrets = Arc::new(RwLock::new(Arc::new(Vec::new())));
         let dropped = Arc::new(AtomicU64::new(0));
         let (done_tx, done) = watch::channel(0);
-        let spare = Arc::new(Mutex::new(Vec::with_capacity(SPARE)));
+        let spare = Arc::new(Mutex::new(Spare::default()));
         let worker = Worker {
             budget,
             spare: Arc::clone(&spare),
@@ -244,7 +244,7 @@ impl Captures {
         headers: &http::HeaderMap,
         body: Option<&bytes::Bytes>,
     ) -> Recorder {
-        let spare = lock(&self.spare).pop();
+        let spare = lock(&self.spare).take();
         let mut recorder = spare.unwrap_or_else(Recorder::empty);
         recorder.restart(path, headers, body, self.collect_limit());
         recorder
@@ -350,13 +350,38 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Recorders kept for reuse, and the room their buffers hold.
+#[derive(Debug, Default)]
+struct Spare {
+    recorders: Vec<Recorder>,
+    room: usize,
+}
+
+impl Spare {
+    fn take(&mut self) -> Option<Recorder> {
+        let recorder = self.recorders.pop()?;
+        self.room -= recorder.capacity();
+        Some(recorder)
+    }
+
+    /// Keeps `recorder` unless its room would pass the bound; gives it back
+    /// otherwise.
+    fn keep(&mut self, recorder: Recorder) -> Option<Recorder> {
+        let room = recorder.capacity();
+        if room > SPARE_ROOM || self.room + room > SPARE_BYTES {
+            return Some(recorder);
+        }
+        self.room += room;
+        self.recorders.push(recorder);
+        None
+    }
+}
+
 /// Keeps `used` recorders for reuse, as many as there is room for; the
 /// others (and any holding more than [`SPARE_ROOM`]) are freed.
-fn give_back(spare: &Mutex<Vec<Recorder>>, used: impl IntoIterator<Item = Recorder>) {
-    let mut used = used.into_iter().filter(|r| r.capacity() <= SPARE_ROOM);
+fn give_back(spare: &Mutex<Spare>, used: impl IntoIterator<Item = Recorder>) {
     let mut spare = lock(spare);
-    let room = SPARE.saturating_sub(spare.len());
-    spare.extend(used.by_ref().take(room));
+    let used: Vec<Recorder> = used.into_iter().filter_map(|r| spare.keep(r)).collect();
     drop(spare);
     // The rest is freed here, outside the lock.
     drop(used);
@@ -376,7 +401,7 @@ struct Worker {
     kept: Arc<Mutex<Kept>>,
     secrets: Arc<RwLock<Arc<Vec<String>>>>,
     /// Where used recorders go back to.
-    spare: Arc<Mutex<Vec<Recorder>>>,
+    spare: Arc<Mutex<Spare>>,
     dropped: Arc<AtomicU64>,
     done: watch::Sender<u64>,
 }

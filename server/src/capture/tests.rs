@@ -220,7 +220,7 @@ async fn a_recorder_used_again_keeps_nothing_of_its_last_capture() {
     }
     captures.caught_up().await;
     assert!(
-        !lock(&captures.spare).is_empty(),
+        !lock(&captures.spare).recorders.is_empty(),
         "used recorders come back for reuse"
     );
     for id in 51..=100 {
@@ -264,7 +264,7 @@ async fn an_answer_that_outgrows_the_limit_is_not_kept_and_its_room_is_not_kept_
     // A recorder holding more than a spare may is freed, not kept.
     let mut big = captures.recorder("/v1/completions", &HeaderMap::new(), None);
     big.body(&Bytes::from(vec![b'y'; 2 * SPARE_ROOM]));
-    let before = lock(&captures.spare).len();
+    let before = lock(&captures.spare).recorders.len();
     give_back(&captures.spare, [big]);
-    assert_eq!(lock(&captures.spare).len(), before);
+    assert_eq!(lock(&captures.spare).recorders.len(), before);
 }
