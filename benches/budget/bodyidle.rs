@@ -141,6 +141,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                     clients: load.connections,
                     warmup,
                     measure,
+                    rate: None,
                 };
                 // The CPU reading spans the warm-up too, as does `completed`.
                 let before = cpu_secs(proc)?;

@@ -1,6 +1,7 @@
 //! Closed-loop load generator: N clients, each on its own keep-alive connection, sending
-//! the next request as soon as the previous body has ended. A warm-up phase is run and
-//! discarded; only requests sent and completed inside the measured window count.
+//! the next request as soon as the previous body has ended (or, paced, at its share of a
+//! fixed rate, when the previous one has ended). A warm-up phase is run and discarded;
+//! only requests sent and completed inside the measured window count.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -27,6 +28,10 @@ pub(crate) struct LoadSpec {
     pub warmup: Duration,
     /// Measured window.
     pub measure: Duration,
+    /// Requests per second the clients send together at most (`None`: as fast as
+    /// answers come). Paced below what the machine can serve, the CPU each request
+    /// costs the server does not depend on how the machine's cores are shared.
+    pub rate: Option<f64>,
 }
 
 /// The figures of one closed-loop run.
@@ -76,9 +81,9 @@ pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
     let window_start = start + spec.warmup;
     let end = window_start + spec.measure;
     let mut clients = JoinSet::new();
-    for _ in 0..spec.clients {
+    for index in 0..spec.clients {
         let spec = spec.clone();
-        clients.spawn(async move { client(spec, window_start, end).await });
+        clients.spawn(async move { client(spec, index, window_start, end).await });
     }
     let mut latencies = Vec::new();
     let mut errors = 0;
@@ -104,12 +109,36 @@ pub(crate) async fn run(spec: &LoadSpec) -> Res<LoadResult> {
     })
 }
 
-async fn client(spec: LoadSpec, window_start: Instant, end: Instant) -> Res<ClientOutcome> {
+async fn client(
+    spec: LoadSpec,
+    index: usize,
+    window_start: Instant,
+    end: Instant,
+) -> Res<ClientOutcome> {
     let mut latencies = Vec::with_capacity(4096);
     let mut errors = 0;
     let mut completed = 0;
     let mut conn: Option<Conn> = None;
+    // Each client's share of the rate: one request every `clients / rate` seconds.
+    let interval = spec
+        .rate
+        .filter(|rate| *rate > 0.0)
+        .map(|rate| Duration::from_secs_f64(spec.clients as f64 / rate));
+    // The clients' first sends are spread over one interval.
+    let mut next = Instant::now()
+        + interval.map_or(Duration::ZERO, |i| {
+            i.mul_f64(index as f64 / spec.clients as f64)
+        });
     loop {
+        if let Some(interval) = interval {
+            // A client that fell behind sends at once, and keeps its pace from there.
+            let now = Instant::now();
+            if next < now {
+                next = now;
+            }
+            tokio::time::sleep_until(next.into()).await;
+            next += interval;
+        }
         let sent = Instant::now();
         if sent >= end {
             break;

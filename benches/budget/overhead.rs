@@ -103,6 +103,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                             clients,
                             warmup,
                             measure,
+                            rate: None,
                         };
                         match loadgen::run(&spec).await {
                             Ok(result) => {
@@ -131,6 +132,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                         clients: 1,
                         warmup,
                         measure: measure / 2,
+                        rate: None,
                     };
                     loadgen::run(&spec).await.ok()
                 }
