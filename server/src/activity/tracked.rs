@@ -218,6 +218,13 @@ impl Tracked {
         self.completed = true;
     }
 
+    /// The proxy refused the request with an error of its own (`code` from
+    /// docs/ERRORS.md) whose `message` the row keeps as its `error_msg`.
+    pub fn refused(&mut self, status: StatusCode, code: &'static str, message: Box<str>) {
+        self.failed(status, code);
+        self.error_message(message);
+    }
+
     /// The upstream's body failed after the status was sent.
     pub(super) fn broke(&mut self) {
         self.row

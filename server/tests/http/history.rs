@@ -647,3 +647,41 @@ async fn metrics_count_the_rows_the_history_database_wrote() {
     assert!(metrics.ends_with("# EOF\n"), "{metrics}");
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_post_naming_an_unknown_model_is_a_404_row_as_in_llama_swap_and_a_get_is_none() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    let response = h
+        .http
+        .post(h.url("/v1/chat/completions"))
+        .header("x-priority", "10")
+        .json(&json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    // A GET naming a model in its query is refused too, and leaves no row
+    // (llama-swap records POSTs only).
+    let response = h.http.get(h.url("/props?model=nope")).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+    chat_ok(&h, "a", "known", false).await;
+    let data = page(&h, "").await["data"].clone();
+    let rows = data.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{data}");
+    let unknown = &rows[1];
+    assert_eq!(unknown["model"], "nope", "{unknown}");
+    assert_eq!(unknown["req_path"], "/v1/chat/completions");
+    assert_eq!(unknown["resp_status_code"], 404);
+    assert!(
+        unknown["error_msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope")),
+        "{unknown}"
+    );
+    assert_eq!(unknown["tokens"]["input_tokens"], 0, "{unknown}");
+    assert_eq!(unknown["tokens"]["cache_tokens"], 0, "{unknown}");
+    assert_eq!(unknown["has_capture"], false);
+    assert_eq!(rows[0]["model"], "a");
+    assert_eq!(page(&h, "model=nope").await["total"], 1);
+    h.shutdown().await;
+}

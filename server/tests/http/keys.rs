@@ -279,7 +279,8 @@ async fn per_key_totals_by_name_in_metrics_and_activity_and_the_secret_shown_now
     assert_eq!(status, 200);
     let (status, _, _) = send(h.chat("qa", None, false).bearer_auth(BATCH)).await;
     assert_eq!(status, 200);
-    // A refusal is not shown with the key either.
+    // A model the key may not use is answered as unknown, and kept as the
+    // 404 row llama-swap keeps for an unknown model, with the key's name.
     let (status, _, refused) = send(h.chat("other", None, false).bearer_auth(BATCH)).await;
     assert_eq!(status, 404);
 
@@ -295,7 +296,15 @@ async fn per_key_totals_by_name_in_metrics_and_activity_and_the_secret_shown_now
     let rows: Value = serde_json::from_str(&activity).unwrap();
     let rows = rows["activity"].as_array().unwrap();
     let batch: Vec<&Value> = rows.iter().filter(|r| r["api_key"] == "batch").collect();
-    assert_eq!(batch.len(), 2, "{rows:?}");
+    assert_eq!(batch.len(), 3, "{rows:?}");
+    assert_eq!(
+        batch
+            .iter()
+            .filter(|r| r["resp_status_code"] == 404 && r["model"] == "other")
+            .count(),
+        1,
+        "{rows:?}"
+    );
     let asked_high = batch
         .iter()
         .find(|r| r["requested_priority"] == 10)
@@ -310,6 +319,11 @@ async fn per_key_totals_by_name_in_metrics_and_activity_and_the_secret_shown_now
     );
     assert!(
         metrics.contains("llamaswap_key_requests_total{key=\"key2\",outcome=\"ok\"} 1\n"),
+        "{metrics}"
+    );
+    // The refused one, counted with its row.
+    assert!(
+        metrics.contains("llamaswap_key_requests_total{key=\"batch\",outcome=\"error\"} 1\n"),
         "{metrics}"
     );
     assert!(

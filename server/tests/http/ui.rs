@@ -350,9 +350,12 @@ async fn activity_lists_finished_requests_newest_first_with_the_usage_upstreams_
     let rows = body["activity"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        2,
-        "requests for unknown models are not model requests: {rows:?}"
+        3,
+        "a POST naming an unknown model is a 404 row, as in llama-swap: {rows:?}"
     );
+    assert_eq!(rows[0]["model"], "nope");
+    assert_eq!(rows[0]["resp_status_code"], 404);
+    let rows = &rows[1..];
     assert_eq!(rows[0]["model"], "b");
     let streamed = &rows[1];
     assert_eq!(streamed["request_id"], "streamed-1");

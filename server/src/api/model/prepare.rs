@@ -14,6 +14,7 @@ use hyper::upgrade::OnUpgrade;
 use percent_encoding::percent_decode_str;
 
 use super::body::{GuardedBody, declared_length, read_body};
+use super::call;
 use super::extract::RequestModel;
 use super::names::{rename, rename_upstream};
 use super::peer::{self, BodyRequest, PeerForward};
@@ -73,9 +74,14 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
         .and_then(|v| v.to_str().ok());
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
     let upgrade = take_websocket(&mut parts);
-    let renamed = rename(state, &found.name).await?;
+    let unknown = |error: ApiError| {
+        call::record_unknown_model(state, &parts, forward_path(parts.uri.path()), &error);
+        error
+    };
+    let renamed = rename(state, &found.name).await.map_err(unknown)?;
     let key = parts.extensions.get::<KeyIndex>().copied();
-    let model = match local_or_peer(state, &renamed.name, key)? {
+    let routed = local_or_peer(state, &renamed.name, key).map_err(unknown)?;
+    let model = match routed {
         Ok(model) => model,
         Err(route) => {
             let path = forward_path(parts.uri.path()).to_owned();
