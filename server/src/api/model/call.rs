@@ -413,17 +413,7 @@ pub(super) fn record_unknown_model(
         .inner
         .activity
         .begin(model, path, request_id, priority);
-    if let Some(name) = key.and_then(|key| state.inner.key_rules.name(key)) {
-        tracked.api_key(Arc::clone(name));
-    }
-    if let Some(session) = state
-        .inner
-        .session_headers
-        .iter()
-        .find_map(|name| parts.headers.get(name)?.to_str().ok())
-    {
-        tracked.session(session);
-    }
+    describe_client(state, &mut tracked, &parts.headers, key);
     tracked.refused(error.status(), error.kind().code, error.to_string().into());
 }
 
@@ -435,6 +425,18 @@ pub(super) fn describe_request(
     outbound: &Outbound,
     key: Option<KeyIndex>,
 ) {
+    describe_client(state, tracked, &outbound.headers, key);
+    tracked.capture_request(&outbound.headers, outbound.body.buffered());
+}
+
+/// Names the request's API key (never the key itself) and its session in
+/// its activity record.
+fn describe_client(
+    state: &AppState,
+    tracked: &mut Tracked,
+    headers: &http::HeaderMap,
+    key: Option<KeyIndex>,
+) {
     if let Some(name) = key.and_then(|key| state.inner.key_rules.name(key)) {
         tracked.api_key(Arc::clone(name));
     }
@@ -442,11 +444,10 @@ pub(super) fn describe_request(
         .inner
         .session_headers
         .iter()
-        .find_map(|name| outbound.headers.get(name)?.to_str().ok())
+        .find_map(|name| headers.get(name)?.to_str().ok())
     {
         tracked.session(session);
     }
-    tracked.capture_request(&outbound.headers, outbound.body.buffered());
 }
 
 /// Records how a request that was admitted ended.
