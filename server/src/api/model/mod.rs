@@ -12,6 +12,9 @@
 //!    state when asked), then the proxy with the lease moved into the
 //!    response body. A websocket handshake continues in [`websockets`].
 //! 5. [`cancel`]: an operator's cancel ends the wait, or cuts the body.
+//!
+//! [`record`] tells a request's activity record who sent it, and keeps the
+//! record of a request refused for naming a model that is not served.
 
 pub(super) mod body;
 pub(super) mod call;
@@ -23,6 +26,7 @@ pub(super) mod names;
 pub(super) mod peer;
 pub(super) mod prepare;
 pub(super) mod queue_wait;
+pub(super) mod record;
 pub(super) mod upstream_path;
 pub(super) mod websockets;
 

@@ -14,10 +14,10 @@ use hyper::upgrade::OnUpgrade;
 use percent_encoding::percent_decode_str;
 
 use super::body::{GuardedBody, declared_length, read_body};
-use super::call;
 use super::extract::RequestModel;
 use super::names::{rename, rename_upstream};
 use super::peer::{self, BodyRequest, PeerForward};
+use super::record;
 use super::upstream_path::split_upstream_path;
 use super::websockets::take_websocket;
 use crate::api::error::{ApiError, NotLoadedReason};
@@ -75,7 +75,7 @@ pub(super) async fn by_body(state: &AppState, request: Request) -> Result<Prepar
     let found = RequestModel::extract(content_type, parts.uri.query(), &bytes)?;
     let upgrade = take_websocket(&mut parts);
     let unknown = |error: ApiError| {
-        call::record_unknown_model(state, &parts, forward_path(parts.uri.path()), &error);
+        record::record_unknown_model(state, &parts, forward_path(parts.uri.path()), &error);
         error
     };
     let renamed = rename(state, &found.name).await.map_err(unknown)?;
