@@ -209,6 +209,9 @@ pub struct Activity {
 struct Ring {
     rows: VecDeque<Arc<Finished>>,
     next_id: u64,
+    /// The time of the last row: a row is never recorded before it, so
+    /// times rise with the ids (the history's time filters rely on it).
+    last_ms: u64,
     /// Rows kept (`metricsMaxInMemory`).
     capacity: usize,
     /// Where finished rows are kept beyond the ring (`store.path`).
@@ -300,6 +303,7 @@ impl Activity {
             ring.rows.drain(..excess);
             if let Some(history) = history {
                 ring.next_id = ring.next_id.max(history.next_id());
+                ring.last_ms = ring.last_ms.max(history.last_ms());
                 ring.history = history;
             }
         }
@@ -329,12 +333,14 @@ impl Activity {
     /// finished row to `history` too; ids go on from the last one it kept.
     pub fn with_history(capacity: usize, history: Arc<History>) -> Self {
         let next_id = history.next_id();
+        let last_ms = history.last_ms();
         Self {
             in_flight: Mutex::new(BTreeMap::new()),
             next_key: AtomicU64::new(1),
             finished: Mutex::new(Ring {
                 rows: VecDeque::with_capacity(capacity.min(DEFAULT_CAPACITY)),
                 next_id,
+                last_ms,
                 capacity,
                 history,
             }),
@@ -539,6 +545,10 @@ impl Activity {
         let mut ring = lock(&self.finished);
         row.id = ring.next_id;
         ring.next_id += 1;
+        // A request that ended a moment before the last one recorded (on
+        // another thread), or a clock set back, is recorded at its time.
+        row.time_ms = row.time_ms.max(ring.last_ms);
+        ring.last_ms = row.time_ms;
         // Handed over below, once the ring's lock is released; queries check
         // whether it is still kept.
         row.has_capture = capture.as_ref().is_some_and(|c| !c.overflowed());

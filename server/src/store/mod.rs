@@ -149,6 +149,13 @@ impl History {
         self.db.as_ref().map_or(1, |db| db.next_id())
     }
 
+    /// The time of the last row the database kept when it was opened (ms
+    /// since the epoch; 0 without one): rows that follow are not recorded
+    /// before it, so times rise with the ids.
+    pub fn last_ms(&self) -> u64 {
+        self.db.as_ref().map_or(0, |db| db.last_ms())
+    }
+
     /// Writes what is waiting and stops the database's writer.
     pub fn close(&self) {
         if let Some(db) = &self.db {

@@ -21,6 +21,12 @@
 //!
 //! Retention: after every [`PRUNE_EVERY`] rows written (and at start), rows
 //! beyond the newest `max_rows` and rows older than `max_age` are deleted.
+//!
+//! Times and ids rise together: the writer never writes a row with a time
+//! before the last one's (a request that finished a millisecond earlier on
+//! another thread, or a clock set back, is recorded at the last time), so
+//! the `start`/`end` filters, the `time` sort and the age bound work on id
+//! ranges, which the primary key finds; no index on the time is kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +48,8 @@ pub(crate) const APPLICATION_ID: i32 = 0x4c53_5748;
 
 /// The schema, one migration per version: migration `i` takes a database at
 /// `user_version` `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &["
+pub(crate) const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE activity (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         ts_ms INTEGER NOT NULL,
@@ -73,7 +80,15 @@ pub(crate) const MIGRATIONS: &[&str] = &["
     );
     CREATE INDEX activity_ts ON activity (ts_ms);
     CREATE INDEX activity_model ON activity (model, id);
-"];
+",
+    "
+    -- A row's time never goes back from one id to the next (the writer
+    -- keeps it so), so a time range is an id range, found by a binary
+    -- search on the ids ([`first_id_from`]): the index on the time only
+    -- cost every insert.
+    DROP INDEX activity_ts;
+",
+];
 
 /// Rows written in one transaction at most.
 const MAX_BATCH: usize = 1024;
@@ -130,6 +145,8 @@ pub(crate) struct Sqlite {
     /// waits for it to reach what was sent before it.
     done: watch::Receiver<u64>,
     next_id: u64,
+    /// The time of the last row kept when it was opened.
+    last_ms: u64,
 }
 
 impl Sqlite {
@@ -171,6 +188,13 @@ impl Sqlite {
                 |r| r.get(0),
             )
             .map_err(fail)?;
+        let last_ms: u64 = conn
+            .query_row(
+                "SELECT COALESCE((SELECT ts_ms FROM activity ORDER BY id DESC LIMIT 1), 0)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
         let reader = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -187,6 +211,7 @@ impl Sqlite {
             counters: Arc::clone(&counters),
             done: done_tx,
             since_prune: 0,
+            last_ms,
             insert_many: insert_sql(ROWS_PER_INSERT),
             insert_one: insert_sql(1),
         };
@@ -206,12 +231,19 @@ impl Sqlite {
             counters,
             done,
             next_id: last + 1,
+            last_ms,
         })
     }
 
     /// The id the next request will get: one past the last one kept.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id
+    }
+
+    /// The time of the last row it kept when it was opened (0: none): the
+    /// rows that follow are not recorded before it.
+    pub(crate) fn last_ms(&self) -> u64 {
+        self.last_ms
     }
 
     /// What happened to the rows handed over so far.
@@ -421,9 +453,40 @@ fn prune(conn: &Connection, retention: &Retention) -> rusqlite::Result<usize> {
     }
     if let Some(age) = retention.max_age {
         let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
-        deleted += conn.execute("DELETE FROM activity WHERE ts_ms < ?1", [cutoff])?;
+        let keep_from = first_id_from(conn, cutoff, false)?;
+        deleted += conn.execute("DELETE FROM activity WHERE id < ?1", [keep_from])?;
     }
     Ok(deleted)
+}
+
+/// The lowest id from which every row's time is at least `ms` (`after`: later
+/// than `ms`); one past the last id when none is. Times rise with the ids
+/// (see the module's notes), so this is a binary search over the id range,
+/// each step one lookup of the primary key.
+fn first_id_from(conn: &Connection, ms: u64, after: bool) -> rusqlite::Result<u64> {
+    let (min, max): (Option<u64>, Option<u64>) =
+        conn.query_row("SELECT MIN(id), MAX(id) FROM activity", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let (Some(mut low), Some(max)) = (min, max) else {
+        return Ok(1);
+    };
+    let mut high = max + 1;
+    let mut first_from =
+        conn.prepare_cached("SELECT ts_ms FROM activity WHERE id >= ?1 ORDER BY id LIMIT 1")?;
+    // Invariant: the answer is in low..=high; `high` (past the last id) has
+    // no row, which counts as late enough.
+    while low < high {
+        let mid = low + (high - low) / 2;
+        let ts: Option<u64> = first_from.query_row([mid], |r| r.get(0)).optional()?;
+        let late_enough = ts.is_none_or(|ts| if after { ts > ms } else { ts >= ms });
+        if late_enough {
+            high = mid;
+        } else {
+            low = mid + 1;
+        }
+    }
+    Ok(low)
 }
 
 fn now_ms() -> u64 {
@@ -441,6 +504,8 @@ struct Writer {
     counters: Arc<Counters>,
     done: watch::Sender<u64>,
     since_prune: u64,
+    /// The time of the last row written: no row is written with an earlier one.
+    last_ms: u64,
     /// The `INSERT`s of [`ROWS_PER_INSERT`] rows and of one.
     insert_many: String,
     insert_one: String,
@@ -509,24 +574,34 @@ impl Writer {
     }
 
     fn write(&mut self, rows: &[Arc<Finished>]) -> rusqlite::Result<()> {
+        // Each row's time: its own, or the last one's when that is later.
+        let mut last = self.last_ms;
+        let mut time = |row: &Finished| {
+            last = last.max(row.time_ms);
+            last
+        };
         let tx = self.conn.transaction()?;
         {
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             if rows.len() >= ROWS_PER_INSERT {
                 let mut insert = tx.prepare_cached(&self.insert_many)?;
                 for chunk in &mut chunks {
-                    insert.execute(params_from_iter(chunk.iter().flat_map(|row| values(row))))?;
+                    insert.execute(params_from_iter(
+                        chunk.iter().flat_map(|row| values(row, time(row))),
+                    ))?;
                 }
             }
             let rest = chunks.remainder();
             if !rest.is_empty() {
                 let mut insert = tx.prepare_cached(&self.insert_one)?;
                 for row in rest {
-                    insert.execute(params_from_iter(values(row)))?;
+                    insert.execute(params_from_iter(values(row, time(row))))?;
                 }
             }
         }
-        tx.commit()
+        tx.commit()?;
+        self.last_ms = last;
+        Ok(())
     }
 }
 
@@ -542,8 +617,8 @@ fn insert_sql(rows: usize) -> String {
 /// How many columns a row has ([`COLUMNS`]).
 const INSERTED: usize = 26;
 
-/// A row's values for an `INSERT`, in the order of [`COLUMNS`].
-fn values(row: &Finished) -> [rusqlite::types::ToSqlOutput<'_>; INSERTED] {
+/// A row's values for an `INSERT`, in the order of [`COLUMNS`], its time `time_ms`.
+fn values(row: &Finished, time_ms: u64) -> [rusqlite::types::ToSqlOutput<'_>; INSERTED] {
     use rusqlite::types::{ToSqlOutput, ValueRef};
     fn text(v: &str) -> ToSqlOutput<'_> {
         ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes()))
@@ -561,7 +636,7 @@ fn values(row: &Finished) -> [rusqlite::types::ToSqlOutput<'_>; INSERTED] {
     let small = |v: i32| ToSqlOutput::Owned(Value::Integer(i64::from(v)));
     [
         int(row.id),
-        int(row.time_ms),
+        int(time_ms),
         text(&row.model),
         text(row.path.as_str()),
         text(row.content_type.as_deref().unwrap_or_default()),
@@ -590,8 +665,9 @@ fn values(row: &Finished) -> [rusqlite::types::ToSqlOutput<'_>; INSERTED] {
     ]
 }
 
-/// The WHERE clause of `query`'s filters and its arguments.
-fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
+/// The WHERE clause of `query`'s filters and its arguments (the time range
+/// becomes an id range: see [`first_id_from`]).
+fn filters(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<(String, Vec<Value>)> {
     let mut clauses: Vec<String> = Vec::new();
     let mut args: Vec<Value> = Vec::new();
     let mut any_of = |column: &str, values: &[String], args: &mut Vec<Value>| {
@@ -605,9 +681,17 @@ fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
     any_of("model", &query.models, &mut args);
     any_of("api_key", &query.keys, &mut args);
     let bound = |v: u64| Value::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+    let from = query
+        .start_ms
+        .map(|ms| first_id_from(conn, ms, false))
+        .transpose()?;
+    let before = query
+        .end_ms
+        .map(|ms| first_id_from(conn, ms, true))
+        .transpose()?;
     for (column, op, value) in [
-        ("ts_ms", ">=", query.start_ms),
-        ("ts_ms", "<=", query.end_ms),
+        ("id", ">=", from),
+        ("id", "<", before),
         ("id", ">=", query.min_id),
         ("id", "<=", query.max_id),
     ] {
@@ -638,7 +722,7 @@ fn filters(query: &ActivityQuery) -> (String, Vec<Value>) {
     } else {
         format!(" WHERE {}", clauses.join(" AND "))
     };
-    (clause, args)
+    Ok((clause, args))
 }
 
 /// Every column of a row, in the order [`read_row`] and [`values`] use.
@@ -649,7 +733,7 @@ const COLUMNS: &str = "id, ts_ms, model, req_path, resp_content_type, resp_statu
     queue_ms, stream, selector, api_key, session_id";
 
 fn page(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<Page<Finished>> {
-    let (clause, args) = filters(query);
+    let (clause, args) = filters(conn, query)?;
     let total: u64 = conn.query_row(
         &format!("SELECT COUNT(*) FROM activity{clause}"),
         params_from_iter(args.iter()),
@@ -657,7 +741,8 @@ fn page(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<Page<Finis
     )?;
     let direction = if query.ascending { "ASC" } else { "DESC" };
     let order = match query.sort.column() {
-        "id" => format!("id {direction}"),
+        // Times rise with the ids: the time order is the ids'.
+        "id" | "ts_ms" => format!("id {direction}"),
         column => format!("{column} {direction}, id {direction}"),
     };
     let sql = format!(
@@ -716,7 +801,7 @@ fn stats(conn: &Connection, model: Option<&str>) -> rusqlite::Result<ActivitySta
         models: model.map(str::to_owned).into_iter().collect(),
         ..ActivityQuery::default()
     };
-    let (clause, args) = filters(&query);
+    let (clause, args) = filters(conn, &query)?;
     let mut builder = StatsBuilder::default();
     let mut statement = conn.prepare(&format!(
         "SELECT COALESCE(input_tokens, 0), COALESCE(output_tokens, 0),

@@ -154,6 +154,141 @@ async fn rows_older_than_the_maximum_age_are_deleted() {
     assert_eq!(ids, [2]);
 }
 
+async fn ids_between(history: &History, start_ms: Option<u64>, end_ms: Option<u64>) -> Vec<u64> {
+    let query = ActivityQuery {
+        limit: MAX_LIMIT,
+        ascending: true,
+        start_ms,
+        end_ms,
+        ..ActivityQuery::default()
+    };
+    let page = history.database().unwrap().page(query).await.unwrap();
+    assert_eq!(page.total, page.data.len());
+    page.data.iter().map(|r| r.id).collect()
+}
+
+/// The database keeps no index on the time: `start` and `end` become an id
+/// range, which holds because a row is never written with a time before the
+/// last one's, within a run and across a restart.
+#[tokio::test]
+async fn times_never_go_back_and_start_and_end_select_by_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = History::open(&settings(&path, 0)).unwrap();
+    let at = |id: u64| row(id).time_ms;
+    for id in 1..=40 {
+        let mut r = (*row(id)).clone();
+        if id == 11 {
+            // Ended a moment before row 10 (on another thread).
+            r.time_ms = at(10) - 1;
+        }
+        history.database().unwrap().record(Arc::new(r));
+    }
+    let read = all(&history).await;
+    assert_eq!(read[10].time_ms, at(10), "recorded at the last row's time");
+    assert!(read.windows(2).all(|w| w[0].time_ms <= w[1].time_ms));
+    let range = |a: u64, b: u64| (a..=b).collect::<Vec<u64>>();
+    assert_eq!(
+        ids_between(&history, Some(at(4)), Some(at(12))).await,
+        range(4, 12)
+    );
+    assert_eq!(
+        ids_between(&history, Some(at(10)), Some(at(10))).await,
+        [10, 11]
+    );
+    assert_eq!(
+        ids_between(&history, Some(at(4) + 1), Some(at(12) - 1)).await,
+        range(5, 11)
+    );
+    assert_eq!(ids_between(&history, None, Some(at(3))).await, range(1, 3));
+    assert_eq!(
+        ids_between(&history, Some(at(38)), None).await,
+        range(38, 40)
+    );
+    assert!(
+        ids_between(&history, None, Some(at(1) - 1))
+            .await
+            .is_empty()
+    );
+    assert!(
+        ids_between(&history, Some(at(40) + 1), None)
+            .await
+            .is_empty()
+    );
+    history.close();
+    drop(history);
+
+    // Reopened keeping the newest 25: ids start at 16, and a row handed
+    // over with an older time is recorded at the last one's.
+    let reopened = History::open(&settings(&path, 25)).unwrap();
+    assert_eq!(reopened.last_ms(), at(40));
+    let mut late = (*row(41)).clone();
+    late.time_ms = 5;
+    reopened.database().unwrap().record(Arc::new(late));
+    assert_eq!(
+        ids_between(&reopened, Some(at(20)), Some(at(22))).await,
+        range(20, 22)
+    );
+    assert_eq!(
+        ids_between(&reopened, Some(0), Some(at(17))).await,
+        range(16, 17)
+    );
+    assert_eq!(ids_between(&reopened, Some(at(40)), None).await, [40, 41]);
+    assert_eq!(all(&reopened).await.last().unwrap().time_ms, at(40));
+    // The time sort is the ids' order.
+    let by_time =
+        ActivityQuery::parse(Some("sort=time&order=desc&limit=3"), &Bands::default()).unwrap();
+    let page = reopened.database().unwrap().page(by_time).await.unwrap();
+    assert_eq!(
+        page.data.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [41, 40, 39]
+    );
+}
+
+/// A database of the first schema (with its index on the time) is migrated:
+/// the index is dropped and its rows are kept.
+#[tokio::test]
+async fn a_database_of_the_first_schema_is_migrated_and_keeps_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO activity (ts_ms, model, req_path, resp_status_code, duration_ms,
+                 request_id, requested_priority, capped_priority, stream)
+             VALUES (1700000001000, 'a', '/v1/chat/completions', 200, 5, 'r1', 0, 0, 0)",
+            [],
+        )
+        .unwrap();
+    }
+    let history = History::open(&settings(&path, 0)).unwrap();
+    assert_eq!(history.next_id(), 2);
+    assert_eq!(history.last_ms(), 1_700_000_001_000);
+    assert_eq!(
+        ids_between(&history, Some(1_700_000_001_000), None).await,
+        [1]
+    );
+    history.close();
+    drop(history);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'activity'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(indexes, ["activity_model"]);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+}
+
 #[tokio::test]
 async fn a_stalled_database_never_holds_up_recording_and_every_row_is_accounted_for() {
     use std::sync::atomic::Ordering::Relaxed;
