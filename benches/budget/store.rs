@@ -19,6 +19,16 @@
 //! serves) and reads the server's CPU per request there: the cost of the work
 //! itself, steadier from round to round.
 //!
+//! The target itself is then measured on its own, in pairs: both off and both
+//! on, one right after the other (in alternating order), [`PAIRS`] times, by
+//! each generator; the median of the pairs' ratios is published with a 95%
+//! confidence interval of that median (distribution-free: order statistics of
+//! the ratios), so a reader sees whether the spread lets it settle the 5%.
+//! And the work of the two threads the store and captures add is read from
+//! `/proc/<pid>/task/*/stat` (by thread name: `history-writer`, `captures`)
+//! over the whole section ÷ the requests the server counted: their CPU per
+//! request, which does not depend on how the cores were shared.
+//!
 //! Rows: for the two configurations with the store on, the requests the server
 //! counted (`llamaswap_requests_total` in `/metrics`) beside the rows its writer
 //! wrote (`llamaswap_history_rows_total{outcome="written"}`) once it has caught
@@ -48,6 +58,10 @@ const CONNECTIONS: usize = 64;
 /// Requests per second of the paced run: about a third of what the machine
 /// serves at 64 connections, so that its cores are never all busy.
 const PACED_RATE: f64 = 8000.0;
+/// Pairs of runs (both off, both on) of the paired measurement, in full mode.
+const PAIRS: usize = 24;
+/// The confidence of the interval published around the pairs' median.
+const CONFIDENCE: f64 = 0.95;
 const TARGETS: [&str; 4] = [
     "both off",
     "store on",
@@ -223,11 +237,85 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         }
         eprintln!("  store round {}/{rounds} done", round + 1);
     }
-    let mut rows = Vec::new();
     let div = |a: &Option<f64>, b: &Option<f64>| match (a, b) {
         (Some(a), Some(b)) if *b > 0.0 => Some(a / b),
         _ => None,
     };
+    let mut rows = Vec::new();
+    if let (Some((_, off_addr)), Some((_, on_addr))) = (&servers[0], &servers[3]) {
+        let pairs = if ctx.quick { 2 } else { PAIRS };
+        let spec = |addr: SocketAddr| LoadSpec {
+            addr,
+            path: "/v1/chat/completions".to_owned(),
+            body: Some(body.clone()),
+            clients: CONNECTIONS,
+            warmup: Duration::from_millis(300),
+            measure: Duration::from_millis(1500),
+            rate: None,
+        };
+        let mut by_loadgen = Vec::new();
+        let mut by_wrk_pairs = Vec::new();
+        for pair in 0..pairs {
+            // [off, on], measured in alternating order.
+            let mut loadgen_pair = [None, None];
+            let mut wrk_pair = [None, None];
+            let order: [usize; 2] = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+            for side in order {
+                let addr = if side == 0 { off_addr } else { on_addr };
+                match load(&spec(*addr)).await {
+                    Ok(result) => loadgen_pair[side] = Some(result.throughput()),
+                    Err(err) => eprintln!("store pair {pair}: load generator: {err}"),
+                }
+                if let Some(wrk) = &wrk {
+                    match crate::wrk::run_wrk(wrk, &script, *addr, CONNECTIONS, 2).await {
+                        Ok(result) => wrk_pair[side] = Some(result.rps),
+                        Err(err) => eprintln!("store pair {pair}: wrk: {err}"),
+                    }
+                }
+            }
+            by_loadgen.push(div(&loadgen_pair[1], &loadgen_pair[0]));
+            by_wrk_pairs.push(div(&wrk_pair[1], &wrk_pair[0]));
+        }
+        eprintln!("  store: {pairs} pairs done");
+        for (generator, ratios) in [("load generator", &by_loadgen), ("wrk", &by_wrk_pairs)] {
+            let ratios: Vec<f64> = ratios.iter().flatten().copied().collect();
+            let interval = crate::stats::median_interval(&ratios, CONFIDENCE);
+            let note = match interval {
+                Some((low, high)) => format!(
+                    "median of {} pairs (both off, both on, back to back); {:.0}% confidence interval of the median {low:.3}-{high:.3}",
+                    ratios.len(),
+                    CONFIDENCE * 100.0
+                ),
+                None => format!("median of {} pairs (too few for an interval)", ratios.len()),
+            };
+            rows.push(
+                Row::at_least(
+                    SECTION,
+                    format!(
+                        "throughput, {CONNECTIONS} conn, {generator}, paired: store and captures on ÷ both off"
+                    ),
+                    crate::stats::median(&ratios),
+                    "×",
+                    0.95,
+                )
+                .note(note),
+            );
+            for (end, value) in [
+                ("low", interval.map(|i| i.0)),
+                ("high", interval.map(|i| i.1)),
+            ] {
+                rows.push(Row::info(
+                    SECTION,
+                    format!(
+                        "throughput, {CONNECTIONS} conn, {generator}, paired: {:.0}% interval, {end} end",
+                        CONFIDENCE * 100.0
+                    ),
+                    value,
+                    "×",
+                ));
+            }
+        }
+    }
     for (generator, figures, cpu) in [
         ("load generator", &loadgen, &loadgen_cpu),
         ("wrk", &by_wrk, &wrk_cpu),
@@ -327,6 +415,30 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         }
         match history_rows(*addr).await {
             Ok((requests, written, kept)) => {
+                if let Some((proc, _)) = server {
+                    for (thread, what) in [
+                        ("history-writer", "history writer"),
+                        ("captures", "capture thread"),
+                    ] {
+                        if ti == 1 && thread == "captures" {
+                            continue;
+                        }
+                        let cpu = thread_cpu_secs(proc, thread)
+                            .ok()
+                            .filter(|_| requests > 0.0);
+                        rows.push(
+                            Row::info(
+                                SECTION,
+                                format!("{}: {what}'s CPU per request", TARGETS[ti]),
+                                cpu.map(|secs| secs / requests * 1e6),
+                                "µs",
+                            )
+                            .note(format!(
+                                "utime + stime of the `{thread}` thread over the section ÷ requests counted"
+                            )),
+                        );
+                    }
+                }
                 let name = TARGETS[ti];
                 rows.push(
                     Row::info(
@@ -495,4 +607,32 @@ async fn capture_memory(ctx: &Ctx, dir: &Path, upstream: SocketAddr) -> Vec<Row>
         )
         .note("the buffer's budget is 5 MiB of compressed captures, plus the uncompressed capture being collected per request in flight"),
     ]
+}
+
+/// utime + stime, in seconds, of the threads of `proc` named `name`.
+fn thread_cpu_secs(proc: &Proc, name: &str) -> Res<f64> {
+    let mut total = 0.0;
+    let mut found = false;
+    for task in std::fs::read_dir(format!("/proc/{}/task", proc.pid()?))? {
+        let task = task?.path();
+        let Ok(comm) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.join("stat"))?;
+        let rest = stat.rsplit_once(')').ok_or("no command in stat")?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: f64 = fields.get(11).ok_or("no utime")?.parse()?;
+        let stime: f64 = fields.get(12).ok_or("no stime")?.parse()?;
+        // USER_HZ is 100 on Linux.
+        total += (utime + stime) / 100.0;
+        found = true;
+    }
+    if found {
+        Ok(total)
+    } else {
+        Err(format!("no thread named {name}").into())
+    }
 }
