@@ -1,7 +1,9 @@
 //! What recording a request's activity costs on the proxy path: scanning a
 //! streamed answer for usage as its frames pass, and one request's whole
 //! record (begin, grant, answer, body end) including the in-flight table and
-//! the finished ring.
+//! the finished ring; then the same with captures on (the default 5 MB buffer:
+//! the request's headers and body and the response's copied into its
+//! recorder, handed to the capture thread at the end).
 //!
 //! Run: `cargo bench -p llama-swap-server --bench activity`.
 
@@ -15,6 +17,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use llama_swap_server::testing::activity::{Activity, MeteredBody, UsageScanner};
+use llama_swap_server::testing::capture::Captures;
 use llama_swap_server::testing::priority::Priority;
 
 /// A chat stream of `tokens` content frames, then the usage frame and `[DONE]`,
@@ -74,6 +77,51 @@ fn record(c: &mut Criterion) {
                 tracked.granted();
                 tracked.answered(StatusCode::OK, false);
                 let metered = MeteredBody::new(Full::new(body.clone()), &headers, tracked);
+                black_box(metered.collect().await.unwrap());
+            });
+        });
+    });
+    // A client's request and an upstream's answer as they usually come.
+    let mut request_headers = HeaderMap::new();
+    for (name, value) in [
+        ("host", "127.0.0.1:8080"),
+        ("user-agent", "OpenAI/Python 1.99.0"),
+        ("accept", "application/json"),
+        ("content-type", "application/json"),
+        ("content-length", "60"),
+        ("authorization", "Bearer sk-not-a-real-key"),
+        ("x-priority", "10"),
+    ] {
+        request_headers.insert(
+            header::HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+    let request_body =
+        Bytes::from_static(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
+    let mut answer_headers = headers.clone();
+    for (name, value) in [
+        ("content-length", "104"),
+        ("date", "Thu, 03 Dec 2026 06:40:00 GMT"),
+        ("server", "llama.cpp"),
+        ("access-control-allow-origin", "*"),
+    ] {
+        answer_headers.insert(
+            header::HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+    let captured = Arc::new(Activity::default().with_captures(Captures::new(5 * 1024 * 1024)));
+    c.bench_function("activity_record_one_request_captured", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let mut tracked =
+                    captured.begin("model", "/v1/chat/completions", "req-id", Priority::new(10));
+                tracked.capture_request(&request_headers, Some(&request_body));
+                tracked.admitted(1, 10);
+                tracked.granted();
+                tracked.answered(StatusCode::OK, false);
+                let metered = MeteredBody::new(Full::new(body.clone()), &answer_headers, tracked);
                 black_box(metered.collect().await.unwrap());
             });
         });

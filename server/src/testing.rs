@@ -13,6 +13,11 @@ pub mod activity {
     pub use crate::activity::{Activity, MeteredBody, UsageScanner};
 }
 
+/// The capture buffer (`benches/activity.rs`).
+pub mod capture {
+    pub use crate::capture::Captures;
+}
+
 /// The HTTP layer.
 pub mod api {
     /// Request-rate limits of failed authentication.

@@ -79,14 +79,9 @@ const SPARE_ROOM: usize = 8 * 1024;
 /// What a redacted value reads.
 const REDACTED: &str = "[REDACTED]";
 
-/// Headers whose values are never kept.
-const SECRET_HEADERS: [&str; 5] = [
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-    "x-api-key",
-];
+/// The one header outside the standard ones whose value is never kept
+/// (see [`is_secret_header`]).
+const X_API_KEY: &str = "x-api-key";
 
 /// The capture buffer of a server (kept across reloads).
 #[derive(Debug)]
@@ -644,7 +639,7 @@ pub(crate) fn redacted_headers(headers: &http::HeaderMap) -> BTreeMap<String, St
     let mut map = BTreeMap::new();
     for (name, value) in headers {
         map.entry(canonical(name.as_str())).or_insert_with(|| {
-            if is_secret_header(name.as_str()) {
+            if is_secret_header(name) {
                 REDACTED.to_owned()
             } else {
                 String::from_utf8_lossy(value.as_bytes()).into_owned()
@@ -654,9 +649,16 @@ pub(crate) fn redacted_headers(headers: &http::HeaderMap) -> BTreeMap<String, St
     map
 }
 
-/// Whether a header's value is never kept.
-fn is_secret_header(name: &str) -> bool {
-    SECRET_HEADERS.iter().any(|s| s.eq_ignore_ascii_case(name))
+/// Whether a header's value is never kept: `Authorization`,
+/// `Proxy-Authorization`, `Cookie`, `Set-Cookie`, `X-Api-Key`. A `HeaderName`
+/// is lowercase, and the standard ones compare as a tag, not as a string.
+fn is_secret_header(name: &http::HeaderName) -> bool {
+    use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
+    *name == AUTHORIZATION
+        || *name == PROXY_AUTHORIZATION
+        || *name == COOKIE
+        || *name == SET_COOKIE
+        || name.as_str() == X_API_KEY
 }
 
 /// `bytes` with every occurrence of a secret replaced by `[REDACTED]`.

@@ -240,7 +240,7 @@ fn encode_headers(headers: &HeaderMap, skip: Option<&http::HeaderName>, out: &mu
         }
         out.extend_from_slice(name.as_str().as_bytes());
         out.push(0);
-        if is_secret_header(name.as_str()) {
+        if is_secret_header(name) {
             out.extend_from_slice(REDACTED.as_bytes());
         } else {
             out.extend_from_slice(value.as_bytes());
