@@ -103,15 +103,24 @@ impl Recorder {
         self.overflowed = false;
         self.body_at = None;
         self.buf.clear();
+        // The path, the body and three length prefixes; the headers reserve
+        // their own room.
+        let body = body.filter(|_| self.parts.req_body);
+        self.buf
+            .reserve(12 + path.len() + body.map_or(0, |b| b.len()).min(limit));
         put(&mut self.buf, path.as_bytes());
         let at = self.open_field();
         if self.parts.req_headers {
             encode_headers(headers, None, &mut self.buf);
         }
         self.close_field(at);
-        let body = body.filter(|_| self.parts.req_body);
-        put(&mut self.buf, body.map(Bytes::as_ref).unwrap_or_default());
-        self.check();
+        let body = body.map(Bytes::as_ref).unwrap_or_default();
+        if self.buf.len().saturating_add(4 + body.len()) > limit {
+            // Given up without copying a body that cannot fit.
+            self.overflow();
+            return;
+        }
+        put(&mut self.buf, body);
     }
 
     /// The response's headers; `decoded` when its body is kept decoded (the
@@ -234,6 +243,13 @@ impl Recorder {
 
 /// `name\0value\0` for every header but `skip`, secret ones redacted.
 fn encode_headers(headers: &HeaderMap, skip: Option<&http::HeaderName>, out: &mut Vec<u8>) {
+    // Room for all of them at once (a redacted value may need more: then
+    // the buffer grows as usual), rather than growing as they come.
+    let room: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 2)
+        .sum();
+    out.reserve(room);
     for (name, value) in headers {
         if skip == Some(name) {
             continue;
