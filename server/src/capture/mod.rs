@@ -9,7 +9,9 @@
 //!
 //! On the request path a capture costs a copy of the request's headers and
 //! body and of the response's headers and body (decoded when the upstream
-//! encoded it), into one buffer already in the stored form; recorders come
+//! encoded it), into one buffer already in the stored form (a request body
+//! of 16 KiB or more is held by reference instead, and spliced in on the
+//! capture thread); recorders come
 //! back from the compressing thread to be used again ([`SPARE_BYTES`]), so a busy
 //! server captures without allocating. Everything else happens on one
 //! thread the buffer owns: secrets are redacted

@@ -71,6 +71,49 @@ async fn a_capture_comes_back_as_llama_swaps_shape_with_secrets_redacted() {
     assert!(captures.get(8).is_none());
 }
 
+/// A large request body is held by reference, not copied on the request
+/// path, and comes back whole (secrets redacted, with or without secrets
+/// to redact); the capture thread lets go of it once it is stored, so a
+/// recorder kept for reuse does not hold it.
+#[tokio::test]
+async fn a_large_request_body_is_held_not_copied_and_comes_back_whole() {
+    for secrets in [vec![], vec!["sk-live-123".to_owned()]] {
+        let captures = Captures::new(1 << 20).unwrap();
+        captures.set_secrets(secrets.clone());
+        let prompt = "p".repeat(40 * 1024);
+        let text = format!(r#"{{"model":"m","key":"sk-live-123","prompt":"{prompt}"}}"#);
+        let body = Bytes::from(text.clone());
+        let mut r = captures.recorder("/v1/chat/completions", &request_headers(), Some(&body));
+        assert!(
+            r.capacity() < 4 * 1024,
+            "the body was copied: {} bytes of room",
+            r.capacity()
+        );
+        assert!(!body.is_unique(), "the recorder holds the body");
+        r.response_headers(&HeaderMap::new(), false);
+        r.body(&Bytes::from_static(b"{\"ok\":true}"));
+        assert!(captures.submit(3, r));
+        captures.caught_up().await;
+        assert!(body.is_unique(), "let go once stored");
+        let capture = captures.get(3).expect("kept");
+        let expected = if secrets.is_empty() {
+            text.clone()
+        } else {
+            text.replace("sk-live-123", "[REDACTED]")
+        };
+        assert_eq!(capture.req_body, expected.as_bytes());
+        assert_eq!(capture.req_path, "/v1/chat/completions");
+        assert_eq!(capture.req_headers["Authorization"], "[REDACTED]");
+        assert_eq!(capture.resp_body, b"{\"ok\":true}");
+    }
+    // Past the limit, it is given up as a copied one is.
+    let captures = Captures::new(32 * 1024).unwrap();
+    let body = Bytes::from(vec![b'x'; 40 * 1024]);
+    let r = captures.recorder("/v1/chat/completions", &request_headers(), Some(&body));
+    assert!(r.overflowed());
+    assert!(body.is_unique());
+}
+
 #[tokio::test]
 async fn the_oldest_captures_go_when_the_buffer_is_full() {
     // Incompressible bodies of ~3 KiB in a 16 KiB buffer.
