@@ -82,8 +82,7 @@ fn record(c: &mut Criterion) {
         });
     });
     // A client's request and an upstream's answer as they usually come.
-    let mut request_headers = HeaderMap::new();
-    for (name, value) in [
+    let request_headers = header_map(&[
         ("host", "127.0.0.1:8080"),
         ("user-agent", "OpenAI/Python 1.99.0"),
         ("accept", "application/json"),
@@ -91,26 +90,16 @@ fn record(c: &mut Criterion) {
         ("content-length", "60"),
         ("authorization", "Bearer sk-not-a-real-key"),
         ("x-priority", "10"),
-    ] {
-        request_headers.insert(
-            header::HeaderName::from_static(name),
-            HeaderValue::from_static(value),
-        );
-    }
+    ]);
     let request_body =
         Bytes::from_static(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
     let mut answer_headers = headers.clone();
-    for (name, value) in [
+    answer_headers.extend(header_map(&[
         ("content-length", "104"),
         ("date", "Thu, 03 Dec 2026 06:40:00 GMT"),
         ("server", "llama.cpp"),
         ("access-control-allow-origin", "*"),
-    ] {
-        answer_headers.insert(
-            header::HeaderName::from_static(name),
-            HeaderValue::from_static(value),
-        );
-    }
+    ]));
     let captured = Arc::new(Activity::default().with_captures(Captures::new(5 * 1024 * 1024)));
     c.bench_function("activity_record_one_request_captured", |b| {
         b.iter(|| {
@@ -126,6 +115,18 @@ fn record(c: &mut Criterion) {
             });
         });
     });
+}
+
+fn header_map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    pairs
+        .iter()
+        .map(|(name, value)| {
+            (
+                header::HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            )
+        })
+        .collect()
 }
 
 criterion_group!(benches, scan, record);
