@@ -546,7 +546,8 @@ impl Activity {
         row.id = ring.next_id;
         ring.next_id += 1;
         // A request that ended a moment before the last one recorded (on
-        // another thread), or a clock set back, is recorded at its time.
+        // another thread), or a clock set back, is recorded at the last
+        // one's time.
         row.time_ms = row.time_ms.max(ring.last_ms);
         ring.last_ms = row.time_ms;
         // Handed over below, once the ring's lock is released; queries check
