@@ -67,7 +67,13 @@ fn stream_body() -> Bytes {
 
 /// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
 pub(crate) fn cpu_secs(proc: &Proc) -> Res<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", proc.pid()?))?;
+    stat_cpu_secs(std::path::Path::new(&format!("/proc/{}/stat", proc.pid()?)))
+}
+
+/// CPU seconds (user + system) in a `stat` file of `/proc`: a process's, or
+/// one of its threads' (`/proc/<pid>/task/<tid>/stat`).
+pub(crate) fn stat_cpu_secs(path: &std::path::Path) -> Res<f64> {
+    let stat = std::fs::read_to_string(path)?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').ok_or("no command in stat")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

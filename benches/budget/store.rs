@@ -621,13 +621,7 @@ fn thread_cpu_secs(proc: &Proc, name: &str) -> Res<f64> {
         if comm.trim_end() != name {
             continue;
         }
-        let stat = std::fs::read_to_string(task.join("stat"))?;
-        let rest = stat.rsplit_once(')').ok_or("no command in stat")?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = fields.get(11).ok_or("no utime")?.parse()?;
-        let stime: f64 = fields.get(12).ok_or("no stime")?.parse()?;
-        // USER_HZ is 100 on Linux.
-        total += (utime + stime) / 100.0;
+        total += crate::bodyidle::stat_cpu_secs(&task.join("stat"))?;
         found = true;
     }
     if found {
