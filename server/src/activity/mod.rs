@@ -373,8 +373,15 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
-        match self.history().database() {
-            Some(db) => db.page(query).await,
+        let history = self.history();
+        match history.database() {
+            Some(db) => match db.page(query.clone()).await {
+                // A reload closed it meanwhile: ask where rows are kept now.
+                Err(StoreError::Closed { .. }) if !Arc::ptr_eq(&history, &self.history()) => {
+                    Box::pin(self.page(query)).await
+                }
+                other => other,
+            },
             None => {
                 let rows = self.recent(usize::MAX);
                 let page = query.page_of(&rows);
@@ -396,8 +403,15 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
-        match self.history().database() {
-            Some(db) => db.stats(model).await,
+        let history = self.history();
+        match history.database() {
+            Some(db) => match db.stats(model.clone()).await {
+                // A reload closed it meanwhile: ask where rows are kept now.
+                Err(StoreError::Closed { .. }) if !Arc::ptr_eq(&history, &self.history()) => {
+                    Box::pin(self.stats(model)).await
+                }
+                other => other,
+            },
             None => {
                 let mut builder = StatsBuilder::default();
                 for row in self.recent(usize::MAX) {

@@ -14,11 +14,14 @@ use crate::metrics::{Metrics, SystemSampler};
 use crate::priority::Priority;
 use crate::router::{Router, RouterHandle, RouterOptions, Submit};
 use crate::scheduler::Scheduler;
-use crate::store::{History, StoreError, StoreSettings};
+use crate::store::{History, Retention, StoreError, StoreSettings};
 use crate::upstream::{Supervisor, SupervisorOptions};
 
 /// Lines of output kept per model for `/logs`.
 const LOG_LINES_PER_MODEL: usize = 2000;
+/// How long a reload waits for a changed `store.maxRows`/`store.maxAge` to
+/// delete the rows it excludes (it goes on in the background after).
+const RETENTION_WAIT: Duration = Duration::from_secs(30);
 
 /// The configuration being served: one supervisor and one router for the
 /// server's whole life, and the HTTP state of the current configuration.
@@ -175,31 +178,61 @@ impl Instance {
         )
         .system(self.system.clone())
         .replacing(&self.state);
+        // The history rows went to until now, when they go elsewhere now.
+        let replaced = history
+            .as_ref()
+            .map(|_| self.state.inner.activity.history());
         if let Some(history) = history {
-            self.store = config.activity.store.clone();
             next = next.history(history);
         }
         self.state = next.build();
+        match replaced {
+            // Rows are handed to the history under the ring's lock, and the
+            // ring holds the new one now: nothing more goes to the old one,
+            // so it is closed once its last rows are written.
+            Some(old) => {
+                let _ = tokio::task::spawn_blocking(move || old.close()).await;
+            }
+            None if config.activity.store.retention != self.store.retention => {
+                self.apply_retention(config.activity.store.retention.clone())
+                    .await;
+            }
+            None => {}
+        }
+        self.store = config.activity.store.clone();
         self.preload(config);
         Ok(())
+    }
+
+    /// Applies a changed `store.maxRows`/`store.maxAge` to the open database.
+    async fn apply_retention(&self, retention: Retention) {
+        let history = self.state.inner.activity.history();
+        let shown = format!("{retention:?}");
+        let applied =
+            tokio::task::spawn_blocking(move || history.set_retention(retention, RETENTION_WAIT))
+                .await
+                .unwrap_or(false);
+        if applied {
+            tracing::info!(retention = %shown, "store.maxRows/store.maxAge applied to the history database");
+        } else {
+            tracing::warn!(
+                retention = %shown,
+                wait = ?RETENTION_WAIT,
+                "store.maxRows/store.maxAge: the history database is still deleting what they exclude"
+            );
+        }
     }
 
     /// The history for `store` when a reload changes `store.path` (as
     /// llama-swap, which reopens its store only then): the new database, or
     /// memory only without a path; `None` when the path is unchanged (a
-    /// changed `maxRows` or `maxAge` is only warned about: the open database
-    /// keeps its retention until a restart).
+    /// changed `maxRows` or `maxAge` is applied to the open database once
+    /// the reload is).
     async fn reopened_history(
         &self,
         store: &StoreSettings,
     ) -> Result<Option<Arc<History>>, ServeError> {
         if store.path == self.store.path {
-            if store.retention != self.store.retention {
-                tracing::warn!(
-                    "store.maxRows and store.maxAge changes apply at the next restart \
-                     (store.path is unchanged, the open database keeps its retention)"
-                );
-            }
             return Ok(None);
         }
         let Some(path) = store.path.clone() else {

@@ -13,7 +13,9 @@
 //! rows, [`crate::activity::Activity`]); with it, every finished row also goes
 //! to the database, which keeps it across restarts and reloads within its
 //! [`Retention`]. A reload applies a changed `metricsMaxInMemory` and
-//! `store.path` ([`crate::activity::Activity::reconfigure`]).
+//! `store.path` ([`crate::activity::Activity::reconfigure`]; the old database
+//! is closed), and a changed `store.maxRows` or `store.maxAge`
+//! ([`History::set_retention`]).
 
 mod query;
 mod row;
@@ -105,6 +107,13 @@ pub enum StoreError {
     /// A query failed.
     #[error("the history database could not be read: {0}")]
     Query(rusqlite::Error),
+    /// The database was closed (a reload changed `store.path`, or the server
+    /// is stopping).
+    #[error("store.path {}: the history database was closed", path.display())]
+    Closed {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// The history of finished requests: the in-memory ring, and the database
@@ -112,7 +121,8 @@ pub enum StoreError {
 /// start error) and kept across reloads that keep `store.path`; give it to
 /// the server with [`HttpOptions::history`](crate::HttpOptions::history). A
 /// reload that changes `store.path` opens the new file (one that cannot be
-/// used refuses the reload) and sends the rows there from then on.
+/// used refuses the reload), sends the rows there from then on and closes
+/// the old one.
 #[derive(Debug)]
 pub struct History {
     db: Option<Arc<Sqlite>>,
@@ -156,11 +166,23 @@ impl History {
         self.db.as_ref().map_or(0, |db| db.last_ms())
     }
 
-    /// Writes what is waiting and stops the database's writer.
+    /// Writes what is waiting, stops the database's writer and closes the
+    /// file (a reload that changes `store.path` closes the old one).
     pub fn close(&self) {
         if let Some(db) = &self.db {
             db.close();
         }
+    }
+
+    /// Keeps `retention` from now on (a reload that changes `store.maxRows`
+    /// or `store.maxAge`): the rows handed over before are written, then
+    /// what the new bounds exclude is deleted. Blocks until then, or for
+    /// `wait` at most (false: the deletion goes on in the background; also
+    /// false without a database or once closed). Call it off the runtime.
+    pub fn set_retention(&self, retention: Retention, wait: std::time::Duration) -> bool {
+        self.db
+            .as_ref()
+            .is_some_and(|db| db.set_retention(retention, wait))
     }
 }
 

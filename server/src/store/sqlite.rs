@@ -127,6 +127,8 @@ pub(crate) struct Counters {
 
 enum Message {
     Row(Arc<Finished>),
+    /// Keep this much from now on: prune at once, then say so.
+    Retention(Retention, std::sync::mpsc::Sender<()>),
     /// Stop once everything before has been written.
     Close,
 }
@@ -139,7 +141,8 @@ pub(crate) struct Sqlite {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The writer's thread, woken when someone waits for its rows.
     writer_thread: std::thread::Thread,
-    reader: Arc<Mutex<Connection>>,
+    /// The reading connection; `None` once closed.
+    reader: Arc<Mutex<Option<Connection>>>,
     counters: Arc<Counters>,
     /// Rows the writer has dealt with (written, dropped or failed): a query
     /// waits for it to reach what was sent before it.
@@ -227,7 +230,7 @@ impl Sqlite {
             rows,
             writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
-            reader: Arc::new(Mutex::new(reader)),
+            reader: Arc::new(Mutex::new(Some(reader))),
             counters,
             done,
             next_id: last + 1,
@@ -326,12 +329,7 @@ impl Sqlite {
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
         self.caught_up().await;
-        let reader = Arc::clone(&self.reader);
-        blocking(move || {
-            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
-            page(&conn, &query)
-        })
-        .await
+        self.read(move |conn| page(conn, &query)).await
     }
 
     /// Totals and histograms, of `model` or of every model.
@@ -341,16 +339,60 @@ impl Sqlite {
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
         self.caught_up().await;
-        let reader = Arc::clone(&self.reader);
-        blocking(move || {
-            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
-            stats(&conn, model.as_deref())
-        })
-        .await
+        self.read(move |conn| stats(conn, model.as_deref())).await
     }
 
-    /// Writes what is waiting and stops the writer. Later rows are dropped.
+    /// `work` on the reading connection, off the runtime.
+    async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let reader = Arc::clone(&self.reader);
+        let path = self.path.clone();
+        let run = move || {
+            let conn = reader.lock().unwrap_or_else(PoisonError::into_inner);
+            match conn.as_ref() {
+                Some(conn) => work(conn).map_err(StoreError::Query),
+                None => Err(StoreError::Closed { path }),
+            }
+        };
+        match tokio::task::spawn_blocking(run).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Query(rusqlite::Error::InvalidQuery)),
+        }
+    }
+
+    /// Keeps `retention` from now on: the writer writes the rows handed over
+    /// before, deletes what the new bounds exclude, and then this returns
+    /// (true), or after `wait` (false: it goes on in the background).
+    /// Blocks: call it off the runtime.
+    pub(crate) fn set_retention(&self, retention: Retention, wait: Duration) -> bool {
+        let (ack, applied) = std::sync::mpsc::channel();
+        // A blocking send: the writer is draining, so room comes.
+        if self.rows.send(Message::Retention(retention, ack)).is_err() {
+            return false;
+        }
+        // It may be letting a batch gather.
+        self.writer_thread.unpark();
+        applied.recv_timeout(wait).is_ok()
+    }
+
+    /// Writes what is waiting, stops the writer and closes the database
+    /// (its write-ahead log is folded in and removed). Later rows are
+    /// dropped and later queries fail with [`StoreError::Closed`].
     pub(crate) fn close(&self) {
+        // The reader first: the last connection to close folds the log in
+        // and removes it, which a read-only one cannot.
+        let reader = self
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(reader);
+        self.stop_writer();
+    }
+
+    fn stop_writer(&self) {
         let handle = self
             .writer
             .lock()
@@ -370,15 +412,6 @@ impl Sqlite {
 impl Drop for Sqlite {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> rusqlite::Result<T> + Send + 'static,
-) -> Result<T, StoreError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(StoreError::Query),
-        Err(_) => Err(StoreError::Query(rusqlite::Error::InvalidQuery)),
     }
 }
 
@@ -518,21 +551,23 @@ impl Writer {
         // The last batch was full: more rows are waiting, write on at once.
         let mut behind = false;
         loop {
-            let mut closing = match inbox.recv() {
-                Ok(Message::Row(row)) => {
-                    batch.push(row);
-                    false
-                }
-                Ok(Message::Close) | Err(_) => true,
-            };
-            if !closing && !behind {
+            let mut closing = false;
+            // New bounds, applied once the rows before them are written.
+            let mut bounds = None;
+            match inbox.recv() {
+                Ok(Message::Row(row)) => batch.push(row),
+                Ok(Message::Retention(retention, ack)) => bounds = Some((retention, ack)),
+                Ok(Message::Close) | Err(_) => closing = true,
+            }
+            if !closing && bounds.is_none() && !behind {
                 // Parked, not waiting in `recv`: the rows sent meanwhile
                 // wake nobody. Woken early by a query, or by `close`.
                 std::thread::park_timeout(LINGER);
             }
-            while !closing && batch.len() < MAX_BATCH {
+            while !closing && bounds.is_none() && batch.len() < MAX_BATCH {
                 match inbox.try_recv() {
                     Ok(Message::Row(row)) => batch.push(row),
+                    Ok(Message::Retention(retention, ack)) => bounds = Some((retention, ack)),
                     Ok(Message::Close) => closing = true,
                     Err(_) => break,
                 }
@@ -561,11 +596,18 @@ impl Writer {
                 batch.clear();
                 self.done.send_replace(handled);
             }
-            if self.since_prune >= PRUNE_EVERY {
+            let new_bounds = bounds.map(|(retention, ack)| {
+                self.retention = retention;
+                ack
+            });
+            if self.since_prune >= PRUNE_EVERY || new_bounds.is_some() {
                 self.since_prune = 0;
                 if let Err(error) = prune(&self.conn, &self.retention) {
                     tracing::warn!(path = %self.path.display(), %error, "history retention failed");
                 }
+            }
+            if let Some(ack) = new_bounds {
+                let _ = ack.send(());
             }
             if closing {
                 break;

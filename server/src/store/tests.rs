@@ -154,6 +154,84 @@ async fn rows_older_than_the_maximum_age_are_deleted() {
     assert_eq!(ids, [2]);
 }
 
+/// New bounds apply to the open database: the rows handed over before are
+/// written first, then what the bounds exclude is deleted, before
+/// `set_retention` returns.
+#[tokio::test]
+async fn new_bounds_apply_to_the_open_database_after_the_rows_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = Arc::new(History::open(&settings(&path, 0)).unwrap());
+    let now = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap();
+    for id in 1..=30 {
+        // 1-10 two hours old, the rest recent.
+        let time_ms = if id <= 10 { now - 7_200_000 } else { now };
+        let r = Finished {
+            time_ms,
+            ..(*row(id)).clone()
+        };
+        history.database().unwrap().record(Arc::new(r));
+    }
+    let ids = |rows: Vec<Finished>| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+    let apply = |retention: Retention| {
+        let history = Arc::clone(&history);
+        tokio::task::spawn_blocking(move || {
+            history.set_retention(retention, Duration::from_secs(60))
+        })
+    };
+    let hour = Retention {
+        max_rows: 0,
+        max_age: Some(Duration::from_secs(3600)),
+    };
+    assert!(apply(hour).await.unwrap());
+    assert_eq!(ids(all(&history).await), (11..=30).collect::<Vec<_>>());
+    let five = Retention {
+        max_rows: 5,
+        max_age: None,
+    };
+    assert!(apply(five).await.unwrap());
+    assert_eq!(ids(all(&history).await), (26..=30).collect::<Vec<_>>());
+    history.close();
+    assert!(
+        !apply(Retention {
+            max_rows: 1,
+            max_age: None
+        })
+        .await
+        .unwrap(),
+        "a closed database takes no bounds"
+    );
+}
+
+/// Closing writes what was handed over, folds the write-ahead log into the
+/// file (it is removed), and later queries say the database was closed.
+#[tokio::test]
+async fn a_closed_database_has_written_everything_and_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let wal = dir.path().join("history.db-wal");
+    let history = History::open(&settings(&path, 0)).unwrap();
+    for id in 1..=50 {
+        history.database().unwrap().record(row(id));
+    }
+    assert_eq!(all(&history).await.len(), 50);
+    assert!(wal.exists(), "in WAL mode while open");
+    history.close();
+    assert!(!wal.exists(), "closed: no connection holds the log");
+    let error = history
+        .database()
+        .unwrap()
+        .page(ActivityQuery::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Closed { .. }), "{error}");
+    assert!(error.to_string().contains("history.db"), "{error}");
+    // Everything handed over before the close is in the file.
+    let reopened = History::open(&settings(&path, 0)).unwrap();
+    assert_eq!(all(&reopened).await.len(), 50);
+    assert_eq!(reopened.next_id(), 51);
+}
+
 async fn ids_between(history: &History, start_ms: Option<u64>, end_ms: Option<u64>) -> Vec<u64> {
     let query = ActivityQuery {
         limit: MAX_LIMIT,

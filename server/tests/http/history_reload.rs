@@ -2,7 +2,8 @@
 //! `captureBuffer` starts a new capture buffer (0 turns captures off), a
 //! changed `metricsMaxInMemory` keeps the newest rows that fit, a changed
 //! `store.path` opens the new database (one that cannot be opened refuses the
-//! reload); unchanged settings keep the rows and captures, and ids go on.
+//! reload) and closes the old one, a changed `store.maxRows` applies to the
+//! open database; unchanged settings keep the rows and captures, and ids go on.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -142,9 +143,14 @@ async fn a_reload_that_changes_store_path_opens_the_new_database_and_refuses_one
         .await;
     chat_ok(&h).await;
     assert_eq!(ids(&h).await, [3], "the new database, ids going on");
-    // The server writes nothing more to the first: its last rows are written
-    // now, so that it reads them back when a reload returns to it.
-    history.close();
+    // The first is closed (its log folded in and removed), though the
+    // options still hold it: its rows are all in the file.
+    assert!(first.exists());
+    assert!(
+        !dir.path().join("first.db-wal").exists(),
+        "the old database is closed"
+    );
+    assert!(dir.path().join("second.db-wal").exists());
 
     // Refused: c never appears; the reload after it (d) is applied, so the
     // refused one was read before it.
@@ -163,5 +169,35 @@ async fn a_reload_that_changes_store_path_opens_the_new_database_and_refuses_one
     h.reload(&[model("a", "")], &store_yaml(&first)).await;
     chat_ok(&h).await;
     assert_eq!(ids(&h).await, [5, 2, 1], "back to the first one");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_store_max_rows_prunes_the_open_database_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let history = open(&path);
+    let options =
+        ServeOptions::default().http(HttpOptions::default().history(Arc::clone(&history)));
+    let mut h = Harness::start_with(&[model("a", "")], &store_yaml(&path), options).await;
+    for _ in 0..5 {
+        chat_ok(&h).await;
+    }
+    assert_eq!(ids(&h).await, [5, 4, 3, 2, 1]);
+
+    let keep_two = format!("store:\n  path: {}\n  maxRows: 2\n", path.display());
+    h.reload(&[model("a", ""), model("b", "")], &keep_two).await;
+    assert_eq!(ids(&h).await, [5, 4], "the newest two are kept");
+    chat_ok(&h).await;
+    assert_eq!(
+        ids(&h).await,
+        [6, 5, 4],
+        "pruned again after a while, not per row"
+    );
+
+    // Back to no bound: nothing more is deleted, ids go on.
+    h.reload(&[model("a", "")], &store_yaml(&path)).await;
+    chat_ok(&h).await;
+    assert_eq!(ids(&h).await, [7, 6, 5, 4]);
     h.shutdown().await;
 }
