@@ -24,6 +24,13 @@
 //! each generator; the median of the pairs' ratios is published with a 95%
 //! confidence interval of that median (distribution-free: order statistics of
 //! the ratios), so a reader sees whether the spread lets it settle the 5%.
+//! With `BENCH_LLAMA_SWAP` naming a llama-swap binary (built by hand; CI has
+//! none), llama-swap runs the same two configurations on the same upstream
+//! (`logLevel: warn`, as the server logs warnings only here), and each pair
+//! measures it too, right after or before the server's: its own both on ÷
+//! both off, and the server's both on ÷ llama-swap's both on, in the same
+//! run.
+//!
 //! And the work of the two threads the store and captures add is read from
 //! `/proc/<pid>/task/*/stat` (by thread name: `history-writer`, `captures`)
 //! over the whole section ÷ the requests the server counted: their CPU per
@@ -92,6 +99,32 @@ fn config(index: usize, dir: &Path, upstream: SocketAddr) -> String {
     yaml
 }
 
+/// The variable naming a llama-swap binary to measure beside the server.
+const LLAMA_SWAP_ENV: &str = "BENCH_LLAMA_SWAP";
+
+/// Starts the llama-swap at `binary` with `config` (the server's, logging
+/// warnings only) and loads its model.
+async fn start_llama_swap(binary: &Path, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, format!("logLevel: warn\n{config}"))?;
+    let addr: SocketAddr = format!("127.0.0.1:{}", crate::procs::free_port()?).parse()?;
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .arg("-config")
+        .arg(&path)
+        .arg("-listen")
+        .arg(addr.to_string());
+    let proc =
+        crate::procs::listening("llama-swap", command, addr, &dir.join("llama-swap.log")).await?;
+    let first = http::timed_chat(addr, "m", &[]).await;
+    if !first.status.is_some_and(|s| s.is_success()) {
+        proc.stop().await?;
+        return Err(format!("llama-swap's first request answered {:?}", first.status).into());
+    }
+    Ok((proc, addr))
+}
+
 async fn start_server(ctx: &Ctx, dir: &Path, config: &str) -> Res<(Proc, SocketAddr)> {
     std::fs::create_dir_all(dir)?;
     let (proc, addr) = crate::procs::server(&ctx.bin, dir, config).await?;
@@ -125,6 +158,26 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             Err(err) => {
                 eprintln!("{name} did not start: {err}");
                 servers.push(None);
+            }
+        }
+    }
+    // llama-swap both off and both on, when a binary is given.
+    let mut reference = Vec::new();
+    if let Some(binary) = std::env::var_os(LLAMA_SWAP_ENV) {
+        for index in [0, 3] {
+            let ls_dir = dir.path().join(format!("llama-swap-{index}"));
+            match start_llama_swap(
+                Path::new(&binary),
+                &ls_dir,
+                &config(index, &ls_dir, upstream_addr),
+            )
+            .await
+            {
+                Ok(started) => reference.push(started),
+                Err(err) => {
+                    eprintln!("llama-swap ({}) did not start: {err}", TARGETS[index]);
+                    break;
+                }
             }
         }
     }
@@ -253,30 +306,87 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             measure: Duration::from_millis(1500),
             rate: None,
         };
-        let mut by_loadgen = Vec::new();
-        let mut by_wrk_pairs = Vec::new();
+        // [off, on] of the server, then of llama-swap when it runs.
+        let mut addrs = vec![*off_addr, *on_addr];
+        addrs.extend(reference.iter().map(|(_, addr)| *addr));
+        // [generator][pair][addr]: the throughputs.
+        let mut measured: [Vec<Vec<Option<f64>>>; 2] = [Vec::new(), Vec::new()];
         for pair in 0..pairs {
-            // [off, on], measured in alternating order.
-            let mut loadgen_pair = [None, None];
-            let mut wrk_pair = [None, None];
-            let order: [usize; 2] = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut got = [vec![None; addrs.len()], vec![None; addrs.len()]];
+            // Each pair back to back, in alternating order; with llama-swap,
+            // the two programs' pairs alternate too.
+            let mut order: Vec<usize> = (0..addrs.len()).collect();
+            if pair % 2 == 1 {
+                order.reverse();
+            }
             for side in order {
-                let addr = if side == 0 { off_addr } else { on_addr };
-                match load(&spec(*addr)).await {
-                    Ok(result) => loadgen_pair[side] = Some(result.throughput()),
+                let addr = addrs[side];
+                match load(&spec(addr)).await {
+                    Ok(result) => got[0][side] = Some(result.throughput()),
                     Err(err) => eprintln!("store pair {pair}: load generator: {err}"),
                 }
                 if let Some(wrk) = &wrk {
-                    match crate::wrk::run_wrk(wrk, &script, *addr, CONNECTIONS, 2).await {
-                        Ok(result) => wrk_pair[side] = Some(result.rps),
+                    match crate::wrk::run_wrk(wrk, &script, addr, CONNECTIONS, 2).await {
+                        Ok(result) => got[1][side] = Some(result.rps),
                         Err(err) => eprintln!("store pair {pair}: wrk: {err}"),
                     }
                 }
             }
-            by_loadgen.push(div(&loadgen_pair[1], &loadgen_pair[0]));
-            by_wrk_pairs.push(div(&wrk_pair[1], &wrk_pair[0]));
+            for (series, got) in measured.iter_mut().zip(got) {
+                series.push(got);
+            }
         }
         eprintln!("  store: {pairs} pairs done");
+        let ratio_of = |generator: usize, on: usize, off: usize| -> Vec<Option<f64>> {
+            measured[generator]
+                .iter()
+                .map(|got| div(&got[on], &got[off]))
+                .collect()
+        };
+        let by_loadgen = ratio_of(0, 1, 0);
+        let by_wrk_pairs = ratio_of(1, 1, 0);
+        if reference.len() == 2 {
+            for (gi, generator) in ["load generator", "wrk"].into_iter().enumerate() {
+                for (what, on, off) in [
+                    (
+                        "llama-swap (reference): store and captures on ÷ both off",
+                        3,
+                        2,
+                    ),
+                    (
+                        "server store and captures on ÷ llama-swap store and captures on",
+                        1,
+                        3,
+                    ),
+                    ("server both off ÷ llama-swap both off", 0, 2),
+                ] {
+                    let ratios: Vec<f64> = ratio_of(gi, on, off).into_iter().flatten().collect();
+                    let note = match crate::stats::median_interval(&ratios, CONFIDENCE) {
+                        Some((low, high)) => format!(
+                            "median of {} pairs measured beside the server's; {:.0}% confidence interval {low:.3}-{high:.3}",
+                            ratios.len(),
+                            CONFIDENCE * 100.0
+                        ),
+                        None => format!("median of {} pairs", ratios.len()),
+                    };
+                    rows.push(
+                        Row::info(
+                            SECTION,
+                            format!("throughput, {CONNECTIONS} conn, {generator}, paired: {what}"),
+                            crate::stats::median(&ratios),
+                            "×",
+                        )
+                        .note(note),
+                    );
+                }
+            }
+        } else {
+            rows.push(Row::missing(
+                SECTION,
+                "llama-swap's own cost of its store and captures (reference)",
+                "set BENCH_LLAMA_SWAP to a llama-swap binary to measure it beside the server",
+            ));
+        }
         for (generator, ratios) in [("load generator", &by_loadgen), ("wrk", &by_wrk_pairs)] {
             let ratios: Vec<f64> = ratios.iter().flatten().copied().collect();
             let interval = crate::stats::median_interval(&ratios, CONFIDENCE);
@@ -475,7 +585,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             Err(err) => eprintln!("store rows ({}): {err}", TARGETS[ti]),
         }
     }
-    for server in servers.into_iter().flatten() {
+    for server in servers.into_iter().flatten().chain(reference) {
         server.0.stop().await?;
     }
     rows.extend(capture_memory(ctx, dir.path(), upstream_addr).await);
