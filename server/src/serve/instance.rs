@@ -20,7 +20,9 @@ use crate::upstream::{Supervisor, SupervisorOptions};
 /// Lines of output kept per model for `/logs`.
 const LOG_LINES_PER_MODEL: usize = 2000;
 /// How long a reload waits for a changed `store.maxRows`/`store.maxAge` to
-/// delete the rows it excludes (it goes on in the background after).
+/// delete the rows it excludes, or for the database a changed `store.path`
+/// left to write its last rows and close (either goes on in the background
+/// after).
 const RETENTION_WAIT: Duration = Duration::from_secs(30);
 
 /// The configuration being served: one supervisor and one router for the
@@ -191,7 +193,15 @@ impl Instance {
             // ring holds the new one now: nothing more goes to the old one,
             // so it is closed once its last rows are written.
             Some(old) => {
-                let _ = tokio::task::spawn_blocking(move || old.close()).await;
+                // Bounded: a stalled disk under the old file must not hold
+                // the reload (the close goes on in the blocking pool).
+                let closing = tokio::task::spawn_blocking(move || old.close());
+                if tokio::time::timeout(RETENTION_WAIT, closing).await.is_err() {
+                    tracing::warn!(
+                        wait = ?RETENTION_WAIT,
+                        "the old history database is still writing its last rows; it closes once they are written"
+                    );
+                }
             }
             None if config.activity.store.retention != self.store.retention => {
                 self.apply_retention(config.activity.store.retention.clone())
