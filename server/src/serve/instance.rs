@@ -217,16 +217,21 @@ impl Instance {
     /// Applies a changed `store.maxRows`/`store.maxAge` to the open database.
     async fn apply_retention(&self, retention: Retention) {
         let history = self.state.inner.activity.history();
-        let shown = format!("{retention:?}");
+        let (max_rows, max_age) = (retention.max_rows, retention.max_age);
         let applied =
             tokio::task::spawn_blocking(move || history.set_retention(retention, RETENTION_WAIT))
                 .await
                 .unwrap_or(false);
         if applied {
-            tracing::info!(retention = %shown, "store.maxRows/store.maxAge applied to the history database");
+            tracing::info!(
+                max_rows,
+                ?max_age,
+                "store.maxRows/store.maxAge applied to the history database"
+            );
         } else {
             tracing::warn!(
-                retention = %shown,
+                max_rows,
+                ?max_age,
                 wait = ?RETENTION_WAIT,
                 "store.maxRows/store.maxAge: the history database is still deleting what they exclude"
             );
