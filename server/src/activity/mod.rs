@@ -44,7 +44,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::capture::{Captures, Recorder};
 use crate::priority::Priority;
-use crate::store::{ActivityQuery, ActivityStats, History, Page, StatsBuilder, StoreError};
+use crate::store::{ActivityQuery, ActivityStats, History, Page, Sqlite, StatsBuilder, StoreError};
 
 // The unit tests and the activity bench build a metered body directly.
 pub use meter::MeteredBody;
@@ -373,25 +373,43 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
-        let history = self.history();
-        match history.database() {
-            Some(db) => match db.page(query.clone()).await {
-                // A reload closed it meanwhile: ask where rows are kept now.
-                Err(StoreError::Closed { .. }) if !Arc::ptr_eq(&history, &self.history()) => {
-                    Box::pin(self.page(query)).await
-                }
-                other => other,
-            },
-            None => {
-                let rows = self.recent(usize::MAX);
-                let page = query.page_of(&rows);
-                Ok(Page {
-                    data: page.data.into_iter().map(|r| (*r).clone()).collect(),
-                    page: page.page,
-                    limit: page.limit,
-                    total: page.total,
-                    total_pages: page.total_pages,
-                })
+        let asked = self
+            .on_database(|db| {
+                let query = query.clone();
+                async move { db.page(query).await }
+            })
+            .await;
+        if let Some(answer) = asked {
+            return answer;
+        }
+        let rows = self.recent(usize::MAX);
+        let page = query.page_of(&rows);
+        Ok(Page {
+            data: page.data.into_iter().map(|r| (*r).clone()).collect(),
+            page: page.page,
+            limit: page.limit,
+            total: page.total,
+            total_pages: page.total_pages,
+        })
+    }
+
+    /// `query` on the database the history is kept in (`None` without one),
+    /// run again on the new one when a reload closed it meanwhile.
+    async fn on_database<T, Answer>(
+        &self,
+        query: impl Fn(Arc<Sqlite>) -> Answer,
+    ) -> Option<Result<T, StoreError>>
+    where
+        Answer: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        loop {
+            let history = self.history();
+            let db = Arc::clone(history.database()?);
+            match query(db).await {
+                // Closed by a reload: ask where rows are kept now (a server
+                // stopping closes it without a new one: that is the answer).
+                Err(StoreError::Closed { .. }) if !Arc::ptr_eq(&history, &self.history()) => {}
+                answer => return Some(answer),
             }
         }
     }
@@ -403,25 +421,22 @@ impl Activity {
     ///
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
-        let history = self.history();
-        match history.database() {
-            Some(db) => match db.stats(model.clone()).await {
-                // A reload closed it meanwhile: ask where rows are kept now.
-                Err(StoreError::Closed { .. }) if !Arc::ptr_eq(&history, &self.history()) => {
-                    Box::pin(self.stats(model)).await
-                }
-                other => other,
-            },
-            None => {
-                let mut builder = StatsBuilder::default();
-                for row in self.recent(usize::MAX) {
-                    if model.as_deref().is_none_or(|m| *row.model == *m) {
-                        builder.add(&row);
-                    }
-                }
-                Ok(builder.finish())
+        let asked = self
+            .on_database(|db| {
+                let model = model.clone();
+                async move { db.stats(model).await }
+            })
+            .await;
+        if let Some(answer) = asked {
+            return answer;
+        }
+        let mut builder = StatsBuilder::default();
+        for row in self.recent(usize::MAX) {
+            if model.as_deref().is_none_or(|m| *row.model == *m) {
+                builder.add(&row);
             }
         }
+        Ok(builder.finish())
     }
 
     /// Starts the record of a request for `model` with `priority` (see

@@ -632,3 +632,52 @@ async fn a_request_cancelled_mid_answer_keeps_its_status_and_says_cancelled() {
     assert_eq!(row.status, 200);
     assert_eq!(row.error.as_deref(), Some("cancelled"));
 }
+
+fn open_history(path: &std::path::Path) -> Arc<History> {
+    let settings = crate::store::StoreSettings {
+        path: Some(path.to_owned()),
+        retention: crate::store::Retention {
+            max_rows: 0,
+            max_age: None,
+        },
+    };
+    Arc::new(History::open(&settings).unwrap())
+}
+
+/// A query that picked the database a reload then closed is asked again of
+/// the new one; a database closed with no new one (a server stopping) answers
+/// that it is closed rather than asking again forever.
+#[tokio::test]
+async fn a_query_on_a_database_a_reload_closed_asks_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open_history(&dir.path().join("first.db"));
+    let second = open_history(&dir.path().join("second.db"));
+    let only_in_second = Finished {
+        id: 7,
+        model: "m".into(),
+        ..Finished::default()
+    };
+    second.database().unwrap().record(Arc::new(only_in_second));
+    let activity = Activity::with_history(10, Arc::clone(&first));
+    let asked = AtomicUsize::new(0);
+    let page = activity
+        .on_database(|db| {
+            if asked.fetch_add(1, Ordering::Relaxed) == 0 {
+                // The reload happens between the choice and the query.
+                activity.reconfigure(10, 0, Some(Arc::clone(&second)));
+                first.close();
+            }
+            async move { db.page(ActivityQuery::default()).await }
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked.load(Ordering::Relaxed), 2);
+    assert_eq!(page.data.iter().map(|r| r.id).collect::<Vec<_>>(), [7]);
+
+    second.close();
+    let error = activity.page(ActivityQuery::default()).await.unwrap_err();
+    assert!(matches!(error, StoreError::Closed { .. }), "{error}");
+    let error = activity.stats(None).await.unwrap_err();
+    assert!(matches!(error, StoreError::Closed { .. }), "{error}");
+}
