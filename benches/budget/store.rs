@@ -40,8 +40,14 @@
 //! counted (`llamaswap_requests_total` in `/metrics`) beside the rows its writer
 //! wrote (`llamaswap_history_rows_total{outcome="written"}`) once it has caught
 //! up; the difference is what the writer dropped (a full queue) or lost (a
-//! refused batch). The rows the history holds are shown too: `store.maxRows`
-//! deletes the oldest past a million.
+//! refused batch). The rows the history holds are shown too.
+//!
+//! Both store configurations keep [`FULL_HISTORY`] rows (`store.maxRows`), so
+//! that both run with a full history, where every row written also costs the
+//! delete of the oldest, for all but the first seconds: the state a server
+//! stays in once its history has filled, and the same for both (with the
+//! default million rows the configuration measured more often would reach it
+//! first).
 //!
 //! The memory of a full capture buffer: the server's RSS after requests whose
 //! captures overflow the buffer many times, minus its RSS before them, beside
@@ -78,8 +84,18 @@ const TARGETS: [&str; 4] = [
 /// What the upstream answers.
 const ANSWER: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#;
 
+/// The rows each store configuration keeps (`store.maxRows`).
+const FULL_HISTORY: u64 = 100_000;
+
 /// The server's configuration for target `index`, its model proxied to `upstream`.
 fn config(index: usize, dir: &Path, upstream: SocketAddr) -> String {
+    configuration(index, dir, upstream, Some(FULL_HISTORY))
+}
+
+/// The configuration for target `index`; the store (when on) keeps
+/// `max_rows` rows, or llama-swap's unbounded history with `None` (it has no
+/// `store.maxRows`).
+fn configuration(index: usize, dir: &Path, upstream: SocketAddr, max_rows: Option<u64>) -> String {
     let store = matches!(index, 1 | 3);
     let captures = matches!(index, 2 | 3);
     let mut yaml = String::from("healthCheckTimeout: 60\n");
@@ -91,6 +107,9 @@ fn config(index: usize, dir: &Path, upstream: SocketAddr) -> String {
             "store:\n  path: {}\n",
             dir.join("history.db").display()
         ));
+        if let Some(rows) = max_rows {
+            yaml.push_str(&format!("  maxRows: {rows}\n"));
+        }
     }
     // The process only has to stay up: nginx answers for it.
     yaml.push_str(&format!(
@@ -169,7 +188,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
             match start_llama_swap(
                 Path::new(&binary),
                 &ls_dir,
-                &config(index, &ls_dir, upstream_addr),
+                &configuration(index, &ls_dir, upstream_addr, None),
             )
             .await
             {
@@ -566,7 +585,9 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                         Some(kept),
                         "",
                     )
-                    .note("store.maxRows (default 1 000 000) bounds it: older rows are deleted"),
+                    .note(format!(
+                        "store.maxRows: {FULL_HISTORY}, older rows are deleted"
+                    )),
                 );
                 rows.push(
                     Row::at_most(
