@@ -199,6 +199,12 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                 }
             }
         }
+        if reference.len() < 2 {
+            // One of the two alone compares nothing.
+            for (proc, _) in reference.drain(..) {
+                proc.stop().await?;
+            }
+        }
     }
     let wrk = crate::wrk::find();
     let script = crate::wrk::post_script(dir.path(), &http::chat_body("m", false))?;
