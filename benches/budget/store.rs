@@ -118,6 +118,22 @@ fn configuration(index: usize, dir: &Path, upstream: SocketAddr, max_rows: Optio
     yaml
 }
 
+/// The note of a paired figure: how many pairs (`how` they were measured)
+/// and the confidence interval of their median.
+fn pairs_note(ratios: &[f64], how: &str) -> String {
+    match crate::stats::median_interval(ratios, CONFIDENCE) {
+        Some((low, high)) => format!(
+            "median of {} pairs ({how}); {:.0}% confidence interval of the median {low:.3}-{high:.3}",
+            ratios.len(),
+            CONFIDENCE * 100.0
+        ),
+        None => format!(
+            "median of {} pairs ({how}; too few for an interval)",
+            ratios.len()
+        ),
+    }
+}
+
 /// The variable naming a llama-swap binary to measure beside the server.
 const LLAMA_SWAP_ENV: &str = "BENCH_LLAMA_SWAP";
 
@@ -386,14 +402,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
                     ("server both off ÷ llama-swap both off", 0, 2),
                 ] {
                     let ratios: Vec<f64> = ratio_of(gi, on, off).into_iter().flatten().collect();
-                    let note = match crate::stats::median_interval(&ratios, CONFIDENCE) {
-                        Some((low, high)) => format!(
-                            "median of {} pairs measured beside the server's; {:.0}% confidence interval {low:.3}-{high:.3}",
-                            ratios.len(),
-                            CONFIDENCE * 100.0
-                        ),
-                        None => format!("median of {} pairs", ratios.len()),
-                    };
+                    let note = pairs_note(&ratios, "measured beside the server's");
                     rows.push(
                         Row::info(
                             SECTION,
@@ -415,14 +424,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Res<Vec<Row>> {
         for (generator, ratios) in [("load generator", &by_loadgen), ("wrk", &by_wrk_pairs)] {
             let ratios: Vec<f64> = ratios.iter().flatten().copied().collect();
             let interval = crate::stats::median_interval(&ratios, CONFIDENCE);
-            let note = match interval {
-                Some((low, high)) => format!(
-                    "median of {} pairs (both off, both on, back to back); {:.0}% confidence interval of the median {low:.3}-{high:.3}",
-                    ratios.len(),
-                    CONFIDENCE * 100.0
-                ),
-                None => format!("median of {} pairs (too few for an interval)", ratios.len()),
-            };
+            let note = pairs_note(&ratios, "both off, both on, back to back");
             rows.push(
                 Row::at_least(
                     SECTION,
