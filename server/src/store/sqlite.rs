@@ -21,6 +21,9 @@
 //!
 //! Retention: after every [`PRUNE_EVERY`] rows written (and at start), rows
 //! beyond the newest `max_rows` and rows older than `max_age` are deleted.
+//! Queries apply the bounds themselves ([`kept_from`]), so the rows waiting
+//! for the next deletion are never shown: the history read is exactly what
+//! the bounds keep.
 //!
 //! Times and ids rise together: the writer never writes a row with a time
 //! before the last one's (a request that finished a millisecond earlier on
@@ -143,6 +146,8 @@ pub(crate) struct Sqlite {
     writer_thread: std::thread::Thread,
     /// The reading connection; `None` once closed.
     reader: Arc<Mutex<Option<Connection>>>,
+    /// The bounds queries apply (the writer deletes by the same ones).
+    retention: Mutex<Retention>,
     counters: Arc<Counters>,
     /// Rows the writer has dealt with (written, dropped or failed): a query
     /// waits for it to reach what was sent before it.
@@ -184,6 +189,7 @@ impl Sqlite {
             .map_err(fail)?;
         migrate(&mut conn).map_err(fail)?;
         prune(&conn, &retention).map_err(fail)?;
+        let bounds = Mutex::new(retention.clone());
         let last: u64 = conn
             .query_row(
                 "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'activity'), 0)",
@@ -231,6 +237,7 @@ impl Sqlite {
             writer_thread: writer.thread().clone(),
             writer: Mutex::new(Some(writer)),
             reader: Arc::new(Mutex::new(Some(reader))),
+            retention: bounds,
             counters,
             done,
             next_id: last + 1,
@@ -329,7 +336,8 @@ impl Sqlite {
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn page(&self, query: ActivityQuery) -> Result<Page<Finished>, StoreError> {
         self.caught_up().await;
-        self.read(move |conn| page(conn, &query)).await
+        let retention = self.retention();
+        self.read(move |conn| page(conn, &query, &retention)).await
     }
 
     /// Totals and histograms, of `model` or of every model.
@@ -339,7 +347,17 @@ impl Sqlite {
     /// [`StoreError::Query`] when the database cannot be read.
     pub(crate) async fn stats(&self, model: Option<String>) -> Result<ActivityStats, StoreError> {
         self.caught_up().await;
-        self.read(move |conn| stats(conn, model.as_deref())).await
+        let retention = self.retention();
+        self.read(move |conn| stats(conn, model.as_deref(), &retention))
+            .await
+    }
+
+    /// The bounds in force.
+    fn retention(&self) -> Retention {
+        self.retention
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// `work` on the reading connection, off the runtime.
@@ -367,6 +385,11 @@ impl Sqlite {
     /// (true), or after `wait` (false: it goes on in the background).
     /// Blocks: call it off the runtime.
     pub(crate) fn set_retention(&self, retention: Retention, wait: Duration) -> bool {
+        // Queries apply the new bounds at once, whatever the deletion's pace.
+        *self
+            .retention
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = retention.clone();
         let (ack, applied) = std::sync::mpsc::channel();
         // A blocking send: the writer is draining, so room comes.
         if self.rows.send(Message::Retention(retention, ack)).is_err() {
@@ -475,21 +498,27 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
 }
 
 fn prune(conn: &Connection, retention: &Retention) -> rusqlite::Result<usize> {
-    let mut deleted = 0;
+    match kept_from(conn, retention)? {
+        Some(from) => conn.execute("DELETE FROM activity WHERE id < ?1", [from]),
+        None => Ok(0),
+    }
+}
+
+/// The lowest id `retention` keeps (`None`: it bounds nothing). Ids are
+/// never reused and grow with the times: the newest `max_rows` rows are the
+/// highest ids, and the rows younger than `max_age` an id range.
+fn kept_from(conn: &Connection, retention: &Retention) -> rusqlite::Result<Option<u64>> {
+    let mut from = None;
     if retention.max_rows > 0 {
-        // Ids are never reused, and they grow: the newest rows are the
-        // highest ids.
-        deleted += conn.execute(
-            "DELETE FROM activity WHERE id <= (SELECT MAX(id) FROM activity) - ?1",
-            [retention.max_rows],
-        )?;
+        let last: Option<u64> = conn.query_row("SELECT MAX(id) FROM activity", [], |r| r.get(0))?;
+        from = last.map(|last| (last + 1).saturating_sub(retention.max_rows));
     }
     if let Some(age) = retention.max_age {
         let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
-        let keep_from = first_id_from(conn, cutoff, false)?;
-        deleted += conn.execute("DELETE FROM activity WHERE id < ?1", [keep_from])?;
+        let young = first_id_from(conn, cutoff, false)?;
+        from = Some(from.map_or(young, |from: u64| from.max(young)));
     }
-    Ok(deleted)
+    Ok(from)
 }
 
 /// The lowest id from which every row's time is at least `ms` (`after`: later
@@ -707,9 +736,13 @@ fn values(row: &Finished, time_ms: u64) -> [rusqlite::types::ToSqlOutput<'_>; IN
     ]
 }
 
-/// The WHERE clause of `query`'s filters and its arguments (the time range
-/// becomes an id range: see [`first_id_from`]).
-fn filters(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<(String, Vec<Value>)> {
+/// The WHERE clause of `query`'s filters and `retention`'s bounds, and its
+/// arguments (the time range becomes an id range: see [`first_id_from`]).
+fn filters(
+    conn: &Connection,
+    query: &ActivityQuery,
+    retention: &Retention,
+) -> rusqlite::Result<(String, Vec<Value>)> {
     let mut clauses: Vec<String> = Vec::new();
     let mut args: Vec<Value> = Vec::new();
     let mut any_of = |column: &str, values: &[String], args: &mut Vec<Value>| {
@@ -732,6 +765,7 @@ fn filters(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<(String
         .map(|ms| first_id_from(conn, ms, true))
         .transpose()?;
     for (column, op, value) in [
+        ("id", ">=", kept_from(conn, retention)?),
         ("id", ">=", from),
         ("id", "<", before),
         ("id", ">=", query.min_id),
@@ -774,8 +808,12 @@ const COLUMNS: &str = "id, ts_ms, model, req_path, resp_content_type, resp_statu
     request_id, seq, requested_priority, capped_priority, effective_priority,
     queue_ms, stream, selector, api_key, session_id";
 
-fn page(conn: &Connection, query: &ActivityQuery) -> rusqlite::Result<Page<Finished>> {
-    let (clause, args) = filters(conn, query)?;
+fn page(
+    conn: &Connection,
+    query: &ActivityQuery,
+    retention: &Retention,
+) -> rusqlite::Result<Page<Finished>> {
+    let (clause, args) = filters(conn, query, retention)?;
     let total: u64 = conn.query_row(
         &format!("SELECT COUNT(*) FROM activity{clause}"),
         params_from_iter(args.iter()),
@@ -838,12 +876,16 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Finished> {
     })
 }
 
-fn stats(conn: &Connection, model: Option<&str>) -> rusqlite::Result<ActivityStats> {
+fn stats(
+    conn: &Connection,
+    model: Option<&str>,
+    retention: &Retention,
+) -> rusqlite::Result<ActivityStats> {
     let query = ActivityQuery {
         models: model.map(str::to_owned).into_iter().collect(),
         ..ActivityQuery::default()
     };
-    let (clause, args) = filters(conn, &query)?;
+    let (clause, args) = filters(conn, &query, retention)?;
     let mut builder = StatsBuilder::default();
     let mut statement = conn.prepare(&format!(
         "SELECT COALESCE(input_tokens, 0), COALESCE(output_tokens, 0),

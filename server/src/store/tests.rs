@@ -108,10 +108,8 @@ async fn retention_keeps_the_newest_rows_and_ids_are_not_reused() {
     )
     .await
     .expect("the writer never caught up");
-    let kept = all(&history).await;
-    // Pruned after every thousand rows written: at most 100 + 999 kept.
-    assert!(kept.len() < 1100, "{} rows kept", kept.len());
-    assert_eq!(kept.last().unwrap().id, 2500);
+    let ids: Vec<u64> = all(&history).await.iter().map(|r| r.id).collect();
+    assert_eq!(ids, (2401..=2500).collect::<Vec<_>>(), "the newest 100");
     history.close();
     drop(history);
     let reopened = History::open(&settings(&path, 100)).unwrap();
@@ -152,6 +150,69 @@ async fn rows_older_than_the_maximum_age_are_deleted() {
         .map(|r| r.id)
         .collect();
     assert_eq!(ids, [2]);
+}
+
+/// Rows past the bounds wait in the file for the next deletion (every
+/// thousand rows written), but no query shows them: the page, its total and
+/// the stats are exactly what the bounds keep.
+#[tokio::test]
+async fn rows_past_the_bounds_are_never_shown_while_they_wait_for_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let bounded = StoreSettings {
+        path: Some(path.clone()),
+        retention: Retention {
+            max_rows: 3,
+            max_age: Some(Duration::from_secs(3600)),
+        },
+    };
+    let history = History::open(&bounded).unwrap();
+    let now = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap();
+    for id in 1..=6 {
+        // 1 and 2 two hours old, the rest recent.
+        let time_ms = if id <= 2 { now - 7_200_000 } else { now };
+        let r = Finished {
+            time_ms,
+            ..(*row(id)).clone()
+        };
+        history.database().unwrap().record(Arc::new(r));
+    }
+    let page = history
+        .database()
+        .unwrap()
+        .page(ActivityQuery {
+            limit: MAX_LIMIT,
+            ..ActivityQuery::default()
+        })
+        .await
+        .unwrap();
+    let ids: Vec<u64> = page.data.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [6, 5, 4], "the newest three");
+    assert_eq!(page.total, 3);
+    let stats = history.database().unwrap().stats(None).await.unwrap();
+    assert_eq!(stats.total_requests, 3);
+    let in_file = || {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.query_row("SELECT COUNT(*) FROM activity", [], |r| r.get::<_, u64>(0))
+            .unwrap()
+    };
+    assert_eq!(in_file(), 6, "not deleted yet: deletion is not per row");
+    // The next deletion leaves the file as the queries saw it.
+    let history = Arc::new(history);
+    let again = Arc::clone(&history);
+    let bounds = bounded.retention.clone();
+    assert!(
+        tokio::task::spawn_blocking(move || again.set_retention(bounds, Duration::from_secs(60)))
+            .await
+            .unwrap()
+    );
+    assert_eq!(in_file(), 3);
+    assert_eq!(ids_of(&all(&history).await), [4, 5, 6]);
+    history.close();
+}
+
+fn ids_of(rows: &[Finished]) -> Vec<u64> {
+    rows.iter().map(|r| r.id).collect()
 }
 
 /// New bounds apply to the open database: the rows handed over before are
@@ -300,6 +361,10 @@ async fn times_never_go_back_and_start_and_end_select_by_them() {
     // over with an older time is recorded at the last one's.
     let reopened = History::open(&settings(&path, 25)).unwrap();
     assert_eq!(reopened.last_ms(), at(40));
+    assert_eq!(
+        ids_between(&reopened, Some(0), Some(at(17))).await,
+        range(16, 17)
+    );
     let mut late = (*row(41)).clone();
     late.time_ms = 5;
     reopened.database().unwrap().record(Arc::new(late));
@@ -309,7 +374,8 @@ async fn times_never_go_back_and_start_and_end_select_by_them() {
     );
     assert_eq!(
         ids_between(&reopened, Some(0), Some(at(17))).await,
-        range(16, 17)
+        [17],
+        "still the newest 25"
     );
     assert_eq!(ids_between(&reopened, Some(at(40)), None).await, [40, 41]);
     assert_eq!(all(&reopened).await.last().unwrap().time_ms, at(40));
