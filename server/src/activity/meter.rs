@@ -149,8 +149,12 @@ impl<B: Body> MeteredBody<B> {
             tracked: Some(tracked),
             inner,
         };
-        // Nothing will be polled from an empty body.
-        if body.inner.is_end_stream() {
+        // Nothing will be polled from an empty body: a server does not poll
+        // one that says it holds no bytes (an upstream's `Content-Length: 0`).
+        // A switch of protocols (a websocket) lasts as long as the connection
+        // does, and so does its record.
+        let empty = body.inner.is_end_stream() || body.inner.size_hint().exact() == Some(0);
+        if empty && status != 101 {
             end(&mut body.tracked, &mut body.watch);
         }
         body

@@ -685,3 +685,91 @@ async fn a_post_naming_an_unknown_model_is_a_404_row_as_in_llama_swap_and_a_get_
     assert_eq!(page(&h, "model=nope").await["total"], 1);
     h.shutdown().await;
 }
+
+/// An upstream whose answer the prompt names: `case-<name>` picks a
+/// (status, content type, body) from `cases`. Not mockswap: these are the
+/// odd answers real upstreams send.
+async fn canned_upstream(
+    cases: &'static [(&'static str, u16, Option<&'static str>, &'static [u8])],
+) -> (u16, tokio::task::JoinHandle<()>) {
+    use axum::response::IntoResponse as _;
+    let answer = move |body: axum::body::Bytes| async move {
+        let text = String::from_utf8_lossy(&body);
+        let (_, status, content_type, bytes) = cases
+            .iter()
+            .find(|(name, ..)| text.contains(&format!("case-{name}\"")))
+            .expect("a known case");
+        let mut response =
+            (http::StatusCode::from_u16(*status).unwrap(), bytes.to_vec()).into_response();
+        response.headers_mut().remove("content-type");
+        if let Some(content_type) = content_type {
+            response
+                .headers_mut()
+                .insert("content-type", content_type.parse().unwrap());
+        }
+        response
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (port, server)
+}
+
+/// Sends each case in turn (the whole answer read) and returns its row.
+async fn rows_of_cases(
+    cases: &'static [(&'static str, u16, Option<&'static str>, &'static [u8])],
+) -> Vec<Value> {
+    let (port, upstream) = canned_upstream(cases).await;
+    let h = Harness::start_yaml(&format!(
+        "models:\n  a:\n    cmd: sleep 300\n    proxy: http://127.0.0.1:{port}\n    checkEndpoint: none\n"
+    ))
+    .await;
+    for (name, status, _, body) in cases {
+        let response = h
+            .http
+            .post(h.url("/v1/chat/completions"))
+            .json(&json!({"model": "a",
+                          "messages": [{"role": "user", "content": format!("case-{name}")}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), *status, "{name}");
+        assert_eq!(&response.bytes().await.unwrap()[..], *body, "{name}");
+    }
+    let rows = page(&h, &format!("order=asc&limit={}", cases.len())).await["data"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(rows.len(), cases.len());
+    h.shutdown().await;
+    upstream.abort();
+    rows
+}
+
+#[tokio::test]
+async fn an_answer_without_a_body_is_recorded_with_its_status_not_as_a_client_that_left() {
+    static CASES: &[(&str, u16, Option<&str>, &[u8])] = &[
+        ("500", 500, Some("application/json"), b""),
+        ("502", 502, None, b""),
+        ("599", 599, Some("text/plain"), b""),
+        ("200", 200, Some("application/json"), b""),
+    ];
+    let rows = rows_of_cases(CASES).await;
+    let errors: Vec<(&Value, &Value)> = rows
+        .iter()
+        .map(|row| (&row["error_msg"], &row["error"]))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (&json!("500 Internal Server Error"), &Value::Null),
+            (&json!("502 Bad Gateway"), &Value::Null),
+            (&json!("HTTP 599"), &Value::Null),
+            (&Value::Null, &Value::Null),
+        ],
+        "{rows:#?}"
+    );
+}
