@@ -566,11 +566,18 @@ impl Activity {
         self.changes.receiver_count() > 0
     }
 
-    fn finish(&self, mut row: Finished, capture: Option<Recorder>) {
+    /// Counts a finished request in its key's totals (every request its
+    /// key made, whether it keeps a row or not).
+    pub(super) fn finish_unmetered(&self, row: &Finished) {
         if let (Some(metrics), Some(key)) = (&self.key_totals, &row.api_key) {
             let ok = row.error.is_none() && row.status < 400;
             metrics.key_finished(key, ok, row.prompt_tokens, row.completion_tokens);
         }
+    }
+
+    /// Keeps `row` (and its capture) as the next id, and counts it.
+    pub(super) fn finish(&self, mut row: Finished, capture: Option<Recorder>) {
+        self.finish_unmetered(&row);
         let mut ring = lock(&self.finished);
         row.id = ring.next_id;
         ring.next_id += 1;

@@ -68,6 +68,28 @@ async fn a_served_request_is_kept_with_priorities_wait_and_duration() {
     assert_eq!(row.duration_ms, 1000);
     assert_eq!(row.prompt_tokens, Some(3));
     assert_eq!(row.completion_tokens, Some(10));
+    // A whole answer's time holds the prompt's too: not a generation speed
+    // (llama-swap's -1).
+    assert_eq!(row.tokens_per_second, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_without_timings_gets_its_generation_speed_from_the_stream() {
+    let activity = Arc::new(Activity::new(10));
+    let mut tracked = activity.begin("qwen", "/v1/chat/completions", "r", Priority::new(0));
+    tracked.admitted(1, 0);
+    tracked.granted();
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    tracked.answered(StatusCode::OK, true);
+    let body = MeteredBody::new(
+        Full::new(Bytes::from_static(
+            b"data: {\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":10}}\n\ndata: [DONE]\n\n",
+        )),
+        &sse_headers(),
+        tracked,
+    );
+    body.collect().await.unwrap();
+    let row = &activity.recent(1)[0];
     // 10 tokens over the 0.75 s from the grant to the end.
     let speed = row.tokens_per_second.unwrap();
     assert!((speed - 10.0 / 0.75).abs() < 1e-6, "{speed}");

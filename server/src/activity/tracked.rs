@@ -38,6 +38,8 @@ pub struct Tracked {
     completed: bool,
     /// The upstream's own time for the request, when it said.
     upstream_ms: Option<u64>,
+    /// It ends as a history row (see [`Tracked::unmetered`]).
+    metered: bool,
     /// The capture being collected, when captures are on.
     pub(super) capture: Option<Recorder>,
 }
@@ -73,6 +75,7 @@ impl Tracked {
             answered: false,
             completed: false,
             upstream_ms: None,
+            metered: true,
             capture: None,
         }
     }
@@ -203,6 +206,13 @@ impl Tracked {
         self.row.content_type = Some(self.activity.shared(value));
     }
 
+    /// It leaves no history row (nor capture) when it ends, as llama-swap
+    /// keeps none for it (see `api::paths::is_metered`): it is listed in
+    /// flight while it runs, and its key's totals count it.
+    pub fn unmetered(&mut self) {
+        self.metered = false;
+    }
+
     /// The answer's status line is ready; `stream` for an event stream.
     pub fn answered(&mut self, status: StatusCode, stream: bool) {
         self.row.status = status.as_u16();
@@ -254,7 +264,14 @@ impl Tracked {
         row.draft_tokens = usage.draft_tokens;
         row.draft_accepted = usage.draft_accepted;
         row.prompt_per_second = usage.prompt_per_second;
+        // Without the upstream's own figure, a stream's: the tokens over the
+        // time since the grant. A whole answer's time holds the prompt's too,
+        // so it gets none (llama-swap's -1).
+        let streamed = self.row.stream;
         self.row.tokens_per_second = usage.tokens_per_second.or_else(|| {
+            if !streamed {
+                return None;
+            }
             let tokens = usage.completion_tokens?;
             let since = self.granted?;
             let secs = since.elapsed().as_secs_f64();
@@ -308,7 +325,12 @@ impl Drop for Tracked {
             session_id: row.session_id.take(),
             ..*row
         };
-        self.activity.finish(row, self.capture.take());
+        let capture = self.capture.take();
+        if self.metered {
+            self.activity.finish(row, capture);
+        } else {
+            self.activity.finish_unmetered(&row);
+        }
     }
 }
 

@@ -80,8 +80,9 @@ pub(crate) enum ApiError {
         format!("capture {id} not found: captures are kept in memory within captureBuffer, the oldest dropped first")
     })]
     CaptureNotFound {
-        /// The activity row's id.
-        id: u64,
+        /// The activity row's id (as asked: llama-swap reads a negative
+        /// one, which names no row).
+        id: i64,
         /// Captures are off.
         off: bool,
     },

@@ -37,6 +37,22 @@ pub(crate) const MODEL_POST: &[&str] = &[
 /// GET endpoints whose model is in `?model=`.
 pub(crate) const MODEL_GET: &[&str] = &["/sdapi/v1/loras", "/props"];
 
+/// Whether a request keeps a history row, as llama-swap keeps one: a `POST`
+/// to one of [`MODEL_POST`] or `/v1/audio/voices`, directly or through
+/// `/upstream/<model>/` (the path after some model prefix is one of them).
+/// Health checks, other GETs and other paths through `/upstream` are in
+/// flight while they run but leave no row (a websocket keeps one: the
+/// caller adds it).
+pub(crate) fn is_metered(method: &http::Method, path: &str) -> bool {
+    let endpoint = |p: &str| MODEL_POST.contains(&p) || p == "/v1/audio/voices";
+    *method == http::Method::POST
+        && (endpoint(path)
+            || path.strip_prefix("/upstream/").is_some_and(|tail| {
+                tail.match_indices('/')
+                    .any(|(at, _)| at > 0 && endpoint(&tail[at..]))
+            }))
+}
+
 /// Whether `path` is a model endpoint: one of [`MODEL_POST`] or
 /// [`MODEL_GET`], `/v1/audio/voices`, `/upstream/...` or `/comfyui...`.
 pub(crate) fn is_model_path(path: &str) -> bool {
@@ -46,4 +62,36 @@ pub(crate) fn is_model_path(path: &str) -> bool {
         || path.starts_with("/upstream/")
         || path == "/comfyui"
         || path.starts_with("/comfyui/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    #[test]
+    fn posts_to_model_endpoints_are_metered_directly_and_through_upstream() {
+        for path in [
+            "/v1/chat/completions",
+            "/v/messages",
+            "/v1/audio/voices",
+            "/upstream/a/v1/chat/completions",
+            "/upstream/org/model/v1/embeddings",
+            "/upstream/a/completion",
+        ] {
+            assert!(is_metered(&Method::POST, path), "{path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/v1/chat/completions"),
+            (Method::GET, "/props"),
+            (Method::GET, "/upstream/a/health"),
+            (Method::POST, "/upstream/a/health"),
+            (Method::POST, "/upstream/a/v1/whatever"),
+            (Method::POST, "/upstream//v1/chat/completions"),
+            (Method::POST, "/comfyui/prompt"),
+            (Method::POST, "/v1/models"),
+        ] {
+            assert!(!is_metered(&method, path), "{method} {path}");
+        }
+    }
 }

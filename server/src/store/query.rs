@@ -250,8 +250,12 @@ impl ActivityQuery {
             Some("error") => Some(false),
             Some(_) => return Err(QueryError::new("status", "status must be ok or error")),
         };
-        out.start_ms = first("start").map(|v| timestamp("start", v)).transpose()?;
-        out.end_ms = first("end").map(|v| timestamp("end", v)).transpose()?;
+        out.start_ms = first("start")
+            .map(|v| timestamp("start", v, false))
+            .transpose()?;
+        out.end_ms = first("end")
+            .map(|v| timestamp("end", v, true))
+            .transpose()?;
         if let (Some(start), Some(end)) = (out.start_ms, out.end_ms)
             && start > end
         {
@@ -311,9 +315,14 @@ impl ActivityQuery {
                     .is_some_and(|k| self.keys.iter().any(|want| want == k)))
     }
 
-    /// Rows skipped before the page.
+    /// Rows skipped before the page, bounded by what SQLite's `OFFSET`
+    /// takes (a page that far is empty either way).
     pub(crate) fn offset(&self) -> usize {
-        self.page.saturating_sub(1).saturating_mul(self.limit)
+        const MAX_OFFSET: usize = 1 << 62;
+        self.page
+            .saturating_sub(1)
+            .saturating_mul(self.limit)
+            .min(MAX_OFFSET)
     }
 
     /// Filters, sorts and cuts `rows` (held in memory) to the page asked for.
@@ -386,15 +395,21 @@ fn band_range(bands: &Bands, name: &str) -> Option<RangeInclusive<i32>> {
     Some(from..=to)
 }
 
-fn timestamp(param: &'static str, text: &str) -> Result<u64, QueryError> {
-    let bad = || {
+/// A `start` or `end` read to the whole second, as llama-swap compares them
+/// (it keeps its rows' times in seconds): `start` from the beginning of its
+/// second, `end` (`to_end`) to the end of its, so `end=` a row's time as
+/// llama-swap prints it includes that row. A time before 1970 bounds
+/// nothing as a `start` and leaves nothing as an `end`.
+fn timestamp(param: &'static str, text: &str, to_end: bool) -> Result<u64, QueryError> {
+    let at: jiff::Timestamp = text.parse().map_err(|_| {
         QueryError::new(
             param,
             format!("invalid '{param}' timestamp, use RFC3339 format"),
         )
-    };
-    let at: jiff::Timestamp = text.parse().map_err(|_| bad())?;
-    u64::try_from(at.as_millisecond()).map_err(|_| bad())
+    })?;
+    let ms = at.as_second().saturating_mul(1000);
+    let ms = if to_end { ms.saturating_add(999) } else { ms };
+    Ok(u64::try_from(ms).unwrap_or(0))
 }
 
 fn row_id(param: &'static str, text: &str) -> Result<u64, QueryError> {
@@ -467,6 +482,18 @@ mod tests {
     }
 
     #[test]
+    fn start_and_end_cover_whole_seconds_as_llama_swaps_do() {
+        let q = parse("start=2026-12-01T00:00:00.700Z&end=2026-12-01T00:00:05.2Z").unwrap();
+        assert_eq!(q.start_ms, Some(1_796_083_200_000));
+        assert_eq!(q.end_ms, Some(1_796_083_205_999));
+        // Go's zero time and other times before 1970 are read, not refused.
+        let q = parse("start=0001-01-01T00:00:00Z").unwrap();
+        assert_eq!(q.start_ms, Some(0), "every row is after it");
+        let q = parse("end=1969-12-31T23:59:58Z").unwrap();
+        assert_eq!(q.end_ms, Some(0), "no row is before it");
+    }
+
+    #[test]
     fn good_parameters_are_read() {
         let q = parse(
             "model=a&model=b&model=&start=2026-12-01T00:00:00Z&end=2026-12-02T00:00:00%2B01:00\
@@ -475,7 +502,11 @@ mod tests {
         .unwrap();
         assert_eq!(q.models, ["a", "b"]);
         assert_eq!(q.start_ms, Some(1_796_083_200_000));
-        assert_eq!(q.end_ms, Some(1_796_166_000_000));
+        assert_eq!(
+            q.end_ms,
+            Some(1_796_166_000_999),
+            "to the end of its second"
+        );
         assert_eq!((q.min_id, q.max_id), (Some(2), Some(9)));
         assert_eq!(
             (q.limit, q.page, q.sort, q.ascending),

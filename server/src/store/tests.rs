@@ -215,6 +215,22 @@ fn ids_of(rows: &[Finished]) -> Vec<u64> {
     rows.iter().map(|r| r.id).collect()
 }
 
+#[tokio::test]
+async fn a_page_past_any_offset_is_empty_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&settings(&dir.path().join("history.db"), 0)).unwrap();
+    history.database().unwrap().record(row(1));
+    for query in [
+        "limit=999&page=10000000000000000",
+        "page=9223372036854775807",
+    ] {
+        let query = ActivityQuery::parse(Some(query), &Bands::default()).unwrap();
+        let page = history.database().unwrap().page(query).await.unwrap();
+        assert!(page.data.is_empty());
+        assert_eq!(page.total, 1);
+    }
+}
+
 /// New bounds apply to the open database: the rows handed over before are
 /// written first, then what the bounds exclude is deleted, before
 /// `set_retention` returns.

@@ -130,6 +130,15 @@ async fn bad_and_missing_capture_ids_are_told_apart() {
     let (status, body) = get(&h, "/api/captures/999").await;
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "capture_not_found");
+    // As llama-swap reads ids (Go's Atoi): a negative one names no row, one
+    // past 64 bits is not a number.
+    let (status, body) = get(&h, "/api/captures/-1").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("capture_not_found"))
+    );
+    let (status, _) = get(&h, "/api/captures/9223372036854775808").await;
+    assert_eq!(status, 400);
     h.shutdown().await;
 }
 

@@ -381,11 +381,17 @@ async fn a_rows_timestamp_is_its_completion_and_start_and_end_select_by_it() {
         (between + 1..=after).contains(&stamped),
         "{stamped} is not the completion (between {between} and {after}): {row}"
     );
+    // `start` and `end` cover whole seconds, as llama-swap's (it keeps its
+    // times in seconds): the row's second, written as llama-swap prints it,
+    // selects it from either side; the seconds around it do not.
+    let second = stamped - stamped.rem_euclid(1000);
     let since = |ms: i64| format!("start={}", rfc3339(ms));
     let until = |ms: i64| format!("end={}", rfc3339(ms));
-    assert_eq!(page(&h, &since(between + 1)).await["total"], 1);
-    assert_eq!(page(&h, &until(between)).await["total"], 0);
-    assert_eq!(page(&h, &until(after)).await["total"], 1);
+    assert_eq!(page(&h, &since(second)).await["total"], 1);
+    assert_eq!(page(&h, &since(second + 999)).await["total"], 1);
+    assert_eq!(page(&h, &since(second + 1000)).await["total"], 0);
+    assert_eq!(page(&h, &until(second)).await["total"], 1);
+    assert_eq!(page(&h, &until(second - 1)).await["total"], 0);
     h.shutdown().await;
 }
 
@@ -772,4 +778,43 @@ async fn an_answer_without_a_body_is_recorded_with_its_status_not_as_a_client_th
         ],
         "{rows:#?}"
     );
+}
+
+/// As llama-swap's: a row for each POST to a model endpoint, directly or
+/// through `/upstream/<model>/`; a health check, a GET or another path
+/// through `/upstream` keeps none (it is in flight while it runs).
+#[tokio::test]
+async fn only_posts_to_model_endpoints_keep_history_rows() {
+    let h = Harness::start(&[model("a", "")], "").await;
+    let chat = json!({"model": "a", "messages": [{"role": "user", "content": "hi"}]});
+    let calls = [
+        h.http.get(h.url("/upstream/a/health")),
+        h.http.post(h.url("/upstream/a/v1/whatever")).json(&chat),
+        h.http.get(h.url("/props?model=a")),
+        h.http
+            .post(h.url("/upstream/a/v1/chat/completions"))
+            .json(&chat),
+        h.http.post(h.url("/v1/chat/completions")).json(&chat),
+    ];
+    for call in calls {
+        let response = call.send().await.unwrap();
+        response.bytes().await.unwrap();
+    }
+    let rows = page(&h, "order=asc").await;
+    let paths: Vec<&Value> = rows["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| &row["req_path"])
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            &json!("/v1/chat/completions"),
+            &json!("/v1/chat/completions")
+        ],
+        "{rows}"
+    );
+    assert_eq!(rows["total"], 2);
+    h.shutdown().await;
 }

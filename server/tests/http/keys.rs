@@ -529,9 +529,10 @@ async fn max_priority_caps_the_key_on_upstream_and_websocket_routes_too() {
     let h = Harness::start(&[model("qa", ""), model("other", "")], KEYS).await;
     let (status, _, body) = send(
         h.http
-            .get(h.url("/upstream/qa/v1/models"))
+            .post(h.url("/upstream/qa/v1/chat/completions"))
             .bearer_auth(BATCH)
-            .header("X-Priority", "10"),
+            .header("X-Priority", "10")
+            .json(&serde_json::json!({"model": "qa", "messages": [{"role": "user", "content": "hi"}]})),
     )
     .await;
     assert_eq!(status, 200, "{body}");

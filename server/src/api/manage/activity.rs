@@ -122,12 +122,13 @@ pub(crate) async fn stats(State(state): State<AppState>, RawQuery(query): RawQue
 
 /// `GET /api/captures/{id}`: the request and response of activity row `id`
 /// (llama-swap's shape: headers by canonical name, bodies in base64); 400
-/// for an id that is not a number, 404 when no capture of it is kept.
+/// for an id that is not a 64-bit integer, 404 when no capture of it is
+/// kept (a negative id included, as in llama-swap).
 pub(crate) async fn capture(
     State(state): State<AppState>,
     id: Result<PathParam, ApiError>,
 ) -> Response {
-    let Some(id) = id.ok().and_then(|PathParam(id)| id.parse::<u64>().ok()) else {
+    let Some(asked) = id.ok().and_then(|PathParam(id)| id.parse::<i64>().ok()) else {
         return ApiError::BadParameter {
             param: "id",
             message: "invalid capture ID".to_owned(),
@@ -135,12 +136,27 @@ pub(crate) async fn capture(
         .into_response();
     };
     let Some(captures) = state.inner.activity.captures() else {
-        return ApiError::CaptureNotFound { id, off: true }.into_response();
+        return ApiError::CaptureNotFound {
+            id: asked,
+            off: true,
+        }
+        .into_response();
+    };
+    let Ok(id) = u64::try_from(asked) else {
+        return ApiError::CaptureNotFound {
+            id: asked,
+            off: false,
+        }
+        .into_response();
     };
     captures.caught_up().await;
     match captures.get(id) {
         Some(capture) => Json(capture).into_response(),
-        None => ApiError::CaptureNotFound { id, off: false }.into_response(),
+        None => ApiError::CaptureNotFound {
+            id: asked,
+            off: false,
+        }
+        .into_response(),
     }
 }
 

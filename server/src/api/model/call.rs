@@ -22,6 +22,7 @@ use crate::activity::Tracked;
 use crate::api::error::ApiError;
 use crate::api::front::request_id;
 use crate::api::front::scopes::KeyPermit;
+use crate::api::paths::is_metered;
 use crate::api::state::{AppState, ModelEntry};
 use crate::metrics::RequestOutcome;
 use crate::priority::{HeaderPriority, KeyIndex, Priority};
@@ -38,6 +39,8 @@ pub(super) struct Call {
     key: Option<KeyIndex>,
     /// Its `X-Queue-Timeout` (checked before it is scheduled).
     queue_timeout: Result<Option<Duration>, InvalidQueueTimeout>,
+    /// It keeps a history row ([`is_metered`]).
+    metered: bool,
 }
 
 impl Call {
@@ -55,6 +58,10 @@ impl Call {
             outcome: state.inner.metrics.request(header.value()),
             key,
             queue_timeout: queue_wait::requested(request.headers()),
+            // A websocket to a model is model work too (llama-swap keeps no
+            // row for one; ours is a superset).
+            metered: is_metered(request.method(), request.uri().path())
+                || crate::proxy::is_websocket_upgrade(request.method(), request.headers()),
         }
     }
 
@@ -138,6 +145,7 @@ impl Call {
                     &state,
                     self.priority,
                     self.key,
+                    self.metered,
                     self.outcome,
                     *forward,
                     permit,
@@ -170,6 +178,7 @@ impl Call {
             outcome,
             key,
             queue_timeout,
+            metered,
         } = self;
         // Unboxed here, so the box is freed before the wait.
         let Forward {
@@ -183,6 +192,9 @@ impl Call {
         // Counted until the response body ends, so a drain can wait for it.
         let token = state.track();
         let mut tracked = begin_activity(&state, &model.config.id, &outbound, priority, key);
+        if !metered {
+            tracked.unmetered();
+        }
         if let Some(selector) = selector {
             tracked.selector(selector);
         }

@@ -252,6 +252,7 @@ pub(super) async fn serve(
     state: &AppState,
     priority: Priority,
     key: Option<crate::priority::KeyIndex>,
+    metered: bool,
     mut outcome: RequestOutcome,
     forward: PeerForward,
     permit: Option<KeyPermit>,
@@ -277,6 +278,9 @@ pub(super) async fn serve(
             .activity
             .begin(&name, &outbound.path_and_query, request_id, priority);
     super::call::describe_request(state, &mut tracked, &outbound, key);
+    if !metered {
+        tracked.unmetered();
+    }
     if priority.is_capped() {
         state.inner.metrics.capped();
     }
