@@ -160,7 +160,7 @@ impl Decoder {
         self.inner = None;
     }
 
-    /// Why decoding stopped, if it did.
+    /// Why decoding stopped (the decoder's error), if it did.
     pub(crate) fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
     }
@@ -202,8 +202,7 @@ impl Decoder {
     }
 
     fn fail(&mut self, error: &std::io::Error) {
-        self.failed
-            .get_or_insert_with(|| format!("response decoding failed: {error}"));
+        self.failed.get_or_insert_with(|| error.to_string());
         self.inner = None;
     }
 }
@@ -303,7 +302,7 @@ pub(crate) mod tests {
     #[test]
     fn a_corrupt_body_stops_decoding_and_says_why() {
         let (_, failed) = decode_in_pieces(Encoding::Gzip, b"not gzip at all", 4);
-        assert!(failed.is_some_and(|f| f.contains("decoding failed")));
+        assert!(failed.is_some_and(|f| !f.is_empty()));
     }
 
     #[test]

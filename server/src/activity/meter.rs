@@ -109,13 +109,14 @@ impl<B: Body> MeteredBody<B> {
     /// gzip-, deflate-, br- or zstd-encoded), anything else only timed; a
     /// failed answer's error message is read from its body.
     pub fn new(inner: B, headers: &HeaderMap, mut tracked: Tracked) -> Self {
-        let scan = headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(is_scanned);
+        let scan = scanned_as(
+            headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        );
         let status = tracked.status();
         let failed = status >= 400;
-        let decoder = if scan || failed {
+        let decoder = if scan.is_some() || failed {
             match Encoding::of(headers) {
                 Ok(encoding) => encoding.map(Decoder::new),
                 Err(why) => {
@@ -140,7 +141,13 @@ impl<B: Body> MeteredBody<B> {
         };
         let mut body = Self {
             watch: Watch {
-                scanner: (scan && !undecodable).then(UsageScanner::new),
+                scanner: scan.filter(|_| !undecodable).map(|lines| {
+                    if lines {
+                        UsageScanner::new()
+                    } else {
+                        UsageScanner::whole_body()
+                    }
+                }),
                 decoder,
                 error_body: (failed && !undecodable).then(Vec::new),
                 status,
@@ -207,7 +214,14 @@ fn end(tracked: &mut Option<Tracked>, watch: &mut Watch) {
         .map(|s| (s.finish(), s.saw_error()))
         .unwrap_or_default();
     if let Some(failure) = watch.decoder.as_ref().and_then(Decoder::failure) {
-        tracked.error_message(failure.into());
+        // llama-swap's words, by where it fails: decompressing a 200's body
+        // for its usage, or decoding a failed answer's for its message.
+        let doing = if watch.status == 200 {
+            "decompression"
+        } else {
+            "decode"
+        };
+        tracked.error_message(format!("response {doing} failed: {failure}").into());
     }
     if let Some(kept) = watch.error_body.take() {
         tracked.error_message(error_message(watch.status, &kept));
@@ -246,25 +260,50 @@ fn error_message(status: u16, body: &[u8]) -> Box<str> {
             format!("{cut}...").into()
         }
         Some(message) => message.into(),
-        None => match http::StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-        {
+        None => match reason(status) {
             Some(reason) => format!("{status} {reason}").into(),
             None => format!("HTTP {status}").into(),
         },
     }
 }
 
-fn is_scanned(content_type: &str) -> bool {
+/// The reason phrase of `status` as llama-swap names it (Go's, where it
+/// differs from the `http` crate's).
+fn reason(status: u16) -> Option<&'static str> {
+    match status {
+        413 => Some("Request Entity Too Large"),
+        414 => Some("Request URI Too Long"),
+        416 => Some("Requested Range Not Satisfiable"),
+        _ => http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason()),
+    }
+}
+
+/// How a body of `content_type` is scanned for usage: `Some(true)` line by
+/// line (an event stream), `Some(false)` as one JSON document (JSON, and as
+/// llama-swap also reads them, plain text and a body without a type), `None`
+/// not at all (audio, images, other binary answers).
+fn scanned_as(content_type: Option<&str>) -> Option<bool> {
+    let Some(content_type) = content_type else {
+        return Some(false);
+    };
     let essence = content_type.split(';').next().unwrap_or_default().trim();
     let suffix = essence
         .len()
         .checked_sub(5)
         .and_then(|at| essence.get(at..));
-    essence.eq_ignore_ascii_case("text/event-stream")
-        || essence.eq_ignore_ascii_case("application/json")
+    if essence.eq_ignore_ascii_case("text/event-stream") {
+        Some(true)
+    } else if essence.eq_ignore_ascii_case("application/json")
+        || essence.eq_ignore_ascii_case("text/plain")
+        || essence.is_empty()
         || suffix.is_some_and(|s| s.eq_ignore_ascii_case("+json"))
+    {
+        Some(false)
+    } else {
+        None
+    }
 }
 
 impl<B> Body for MeteredBody<B>
@@ -315,7 +354,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{error_message, is_scanned};
+    use super::{error_message, scanned_as};
 
     #[test]
     fn error_messages_are_found_where_llama_swap_looks() {
@@ -338,29 +377,42 @@ mod tests {
         assert_eq!(message.chars().count(), 503);
         assert!(message.ends_with("..."));
         assert_eq!(&*error_message(599, b""), "HTTP 599");
+        // Go's reason phrases where the `http` crate's differ.
+        for (status, said) in [
+            (413, "413 Request Entity Too Large"),
+            (414, "414 Request URI Too Long"),
+            (416, "416 Requested Range Not Satisfiable"),
+            (502, "502 Bad Gateway"),
+        ] {
+            assert_eq!(&*error_message(status, b"<html>"), said);
+        }
     }
 
     #[test]
-    fn json_and_event_streams_are_scanned_whatever_their_case_and_parameters() {
-        for scanned in [
-            "text/event-stream",
-            "Text/Event-Stream; charset=utf-8",
+    fn event_streams_json_and_plain_text_are_scanned_whatever_their_case_and_parameters() {
+        for lines in ["text/event-stream", "Text/Event-Stream; charset=utf-8"] {
+            assert_eq!(scanned_as(Some(lines)), Some(true), "{lines}");
+        }
+        for whole in [
             "application/json",
             " APPLICATION/JSON ;charset=utf-8",
             "application/problem+json",
             "application/vnd.api+JSON",
+            "text/plain; charset=utf-8",
+            "",
         ] {
-            assert!(is_scanned(scanned), "{scanned}");
+            assert_eq!(scanned_as(Some(whole)), Some(false), "{whole}");
         }
+        assert_eq!(scanned_as(None), Some(false), "no content type");
         for skipped in [
-            "text/plain",
             "application/octet-stream",
+            "audio/mpeg",
+            "image/png",
             "json",
             "+jso",
-            "",
             "éjson",
         ] {
-            assert!(!is_scanned(skipped), "{skipped}");
+            assert_eq!(scanned_as(Some(skipped)), None, "{skipped}");
         }
     }
 }

@@ -17,9 +17,12 @@
 //!   (the prompt speed, over the prompt tokens not cached) and `mean_itl_ms`
 //!   (the generation speed).
 //!
-//! Only complete lines are parsed, and only lines that mention one of the
-//! keys; a line longer than [`MAX_LINE`] is not kept whole (its pieces are
-//! still scanned), so memory stays bounded whatever the upstream sends.
+//! An event stream is read line by line, a JSON body whole
+//! ([`UsageScanner::whole_body`]: a pretty-printed one puts `"usage":` and its
+//! value on different lines). Only complete lines (or the whole body) are
+//! parsed, and only those that mention one of the keys; a line or body
+//! longer than [`MAX_LINE`] is not kept whole (its pieces are still
+//! scanned), so memory stays bounded whatever the upstream sends.
 
 use std::sync::LazyLock;
 
@@ -136,6 +139,8 @@ pub struct UsageScanner {
     usage: Usage,
     vllm: VllmTimes,
     error: bool,
+    /// The body is one JSON document, not lines of events.
+    whole: bool,
 }
 
 impl UsageScanner {
@@ -144,8 +149,21 @@ impl UsageScanner {
         Self::default()
     }
 
+    /// A scanner of a body that is one JSON document (not an event stream),
+    /// read as a whole however it is split into lines.
+    pub fn whole_body() -> Self {
+        Self {
+            whole: true,
+            ..Self::default()
+        }
+    }
+
     /// Scans the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
+        if self.whole {
+            self.carry_piece(chunk);
+            return;
+        }
         // The common case of a stream: whole lines, none of them about usage.
         if self.carry.is_empty()
             && !self.overlong
@@ -172,18 +190,23 @@ impl UsageScanner {
                 self.carry = whole;
             }
         }
-        if rest.is_empty() {
-            return;
+        if !rest.is_empty() {
+            self.carry_piece(rest);
         }
+    }
+
+    /// Keeps `piece` of an unfinished line (or body) until it ends; past
+    /// [`MAX_LINE`] the pieces are scanned one by one instead.
+    fn carry_piece(&mut self, piece: &[u8]) {
         if self.overlong {
-            self.scan_line(rest);
-        } else if self.carry.len() + rest.len() > MAX_LINE {
-            let mut piece = std::mem::take(&mut self.carry);
-            piece.extend_from_slice(rest);
-            self.scan_line(&piece);
+            self.scan_line(piece);
+        } else if self.carry.len() + piece.len() > MAX_LINE {
+            let mut whole = std::mem::take(&mut self.carry);
+            whole.extend_from_slice(piece);
+            self.scan_line(&whole);
             self.overlong = true;
         } else {
-            self.carry.extend_from_slice(rest);
+            self.carry.extend_from_slice(piece);
         }
     }
 
@@ -198,6 +221,10 @@ impl UsageScanner {
         // The end of an overlong line is one more of its pieces, scanned alone
         // like the others.
         self.overlong = false;
+        if self.whole {
+            self.scan_line(chunk);
+            return;
+        }
         let mut start = 0;
         for end in memchr::memchr_iter(b'\n', chunk) {
             self.scan_line(&chunk[start..end]);
@@ -378,6 +405,25 @@ mod tests {
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":34,\"total_tokens\":46}}\n\n",
         "data: [DONE]\n\n",
     );
+
+    #[test]
+    fn a_pretty_printed_json_body_is_read_whole_however_it_is_split() {
+        let body = "{\n  \"choices\": [],\n  \"usage\":\n    {\n      \"prompt_tokens\": 12,\n      \"completion_tokens\": 34\n    }\n}\n";
+        let bytes = body.as_bytes();
+        for cut in 0..=bytes.len() {
+            let mut scanner = UsageScanner::whole_body();
+            scanner.feed(&bytes[..cut]);
+            scanner.feed_last(&bytes[cut..]);
+            let usage = scanner.finish();
+            assert_eq!(
+                (usage.prompt_tokens, usage.completion_tokens),
+                (Some(12), Some(34)),
+                "cut at {cut}"
+            );
+        }
+        // Read line by line (an event stream's way), the value is missed.
+        assert_eq!(scan(&[bytes]).prompt_tokens, None);
+    }
 
     #[test]
     fn openai_stream_usage_frame_is_read() {

@@ -818,3 +818,36 @@ async fn only_posts_to_model_endpoints_keep_history_rows() {
     assert_eq!(rows["total"], 2);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn usage_in_pretty_printed_json_and_in_json_sent_as_text_is_counted() {
+    const PRETTY: &[u8] = b"{\n  \"choices\": [],\n  \"usage\": {\n    \"prompt_tokens\": 12,\n    \"completion_tokens\": 34\n  }\n}\n";
+    const LINE: &[u8] = br#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34}}"#;
+    static CASES: &[(&str, u16, Option<&str>, &[u8])] = &[
+        ("pretty", 200, Some("application/json"), PRETTY),
+        ("text", 200, Some("text/plain; charset=utf-8"), LINE),
+        ("untyped", 200, None, LINE),
+        ("binary", 200, Some("application/octet-stream"), LINE),
+    ];
+    let rows = rows_of_cases(CASES).await;
+    let counts: Vec<(&Value, &Value)> = rows
+        .iter()
+        .map(|row| {
+            (
+                &row["tokens"]["input_tokens"],
+                &row["tokens"]["output_tokens"],
+            )
+        })
+        .collect();
+    let (twelve, thirty_four, zero) = (json!(12), json!(34), json!(0));
+    assert_eq!(
+        counts,
+        [
+            (&twelve, &thirty_four),
+            (&twelve, &thirty_four),
+            (&twelve, &thirty_four),
+            (&zero, &zero),
+        ],
+        "a binary answer is not scanned: {rows:#?}"
+    );
+}
