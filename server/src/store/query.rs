@@ -70,6 +70,19 @@ pub(crate) enum SortKey {
     Queue,
 }
 
+/// The SQL expression of a usage figure as a row shows it: the figure, else
+/// -1 when the row reported some usage, else 0 ([`Finished::reported_usage`]).
+macro_rules! shown {
+    ($column:literal) => {
+        concat!(
+            "COALESCE(",
+            $column,
+            ", CASE WHEN COALESCE(input_tokens, output_tokens, cache_tokens, draft_tokens, \
+             draft_acc_tokens, prompt_per_second, tokens_per_second) IS NULL THEN 0 ELSE -1 END)"
+        )
+    };
+}
+
 impl SortKey {
     /// Every key with its name in the query string.
     pub(crate) const ALL: [(&'static str, Self); 15] = [
@@ -98,7 +111,8 @@ impl SortKey {
     }
 
     /// The SQL expression of the column (a fixed string: user input never
-    /// reaches the query text).
+    /// reaches the query text). A figure sorts as it is shown: a row without
+    /// any usage shows 0, one with some shows -1 for a figure it lacks.
     pub(super) fn column(self) -> &'static str {
         match self {
             Self::Id => "id",
@@ -107,12 +121,12 @@ impl SortKey {
             Self::ReqPath => "req_path",
             Self::Status => "resp_status_code",
             Self::ContentType => "resp_content_type",
-            Self::Cached => "COALESCE(cache_tokens, -1)",
+            Self::Cached => shown!("cache_tokens"),
             Self::Prompt => "COALESCE(input_tokens, 0)",
             Self::Generated => "COALESCE(output_tokens, 0)",
-            Self::Drafted => "COALESCE(draft_tokens, -1)",
-            Self::PromptSpeed => "COALESCE(prompt_per_second, -1)",
-            Self::GenSpeed => "COALESCE(tokens_per_second, -1)",
+            Self::Drafted => shown!("draft_tokens"),
+            Self::PromptSpeed => shown!("prompt_per_second"),
+            Self::GenSpeed => shown!("tokens_per_second"),
             Self::Duration => "duration_ms",
             Self::Priority => "COALESCE(effective_priority, capped_priority)",
             Self::Queue => "COALESCE(queue_ms, -1)",
@@ -122,7 +136,10 @@ impl SortKey {
     /// The same order on rows in memory.
     fn compare(self, a: &Finished, b: &Finished) -> Ordering {
         let count = |n: Option<u64>, none: i128| n.map_or(none, i128::from);
-        let speed = |s: Option<f64>| s.unwrap_or(-1.0);
+        // As shown: 0 without any usage, -1 for a figure missing from some.
+        let unreported = |row: &Finished| if row.reported_usage() { -1_i32 } else { 0 };
+        let shown = |row: &Finished, n: Option<u64>| count(n, i128::from(unreported(row)));
+        let speed = |row: &Finished, s: Option<f64>| s.unwrap_or(f64::from(unreported(row)));
         match self {
             Self::Id => a.id.cmp(&b.id),
             Self::Time => a.time_ms.cmp(&b.time_ms),
@@ -130,12 +147,16 @@ impl SortKey {
             Self::ReqPath => a.path.cmp(&b.path),
             Self::Status => a.status.cmp(&b.status),
             Self::ContentType => a.content_type.cmp(&b.content_type),
-            Self::Cached => count(a.cached_tokens, -1).cmp(&count(b.cached_tokens, -1)),
+            Self::Cached => shown(a, a.cached_tokens).cmp(&shown(b, b.cached_tokens)),
             Self::Prompt => count(a.prompt_tokens, 0).cmp(&count(b.prompt_tokens, 0)),
             Self::Generated => count(a.completion_tokens, 0).cmp(&count(b.completion_tokens, 0)),
-            Self::Drafted => count(a.draft_tokens, -1).cmp(&count(b.draft_tokens, -1)),
-            Self::PromptSpeed => speed(a.prompt_per_second).total_cmp(&speed(b.prompt_per_second)),
-            Self::GenSpeed => speed(a.tokens_per_second).total_cmp(&speed(b.tokens_per_second)),
+            Self::Drafted => shown(a, a.draft_tokens).cmp(&shown(b, b.draft_tokens)),
+            Self::PromptSpeed => {
+                speed(a, a.prompt_per_second).total_cmp(&speed(b, b.prompt_per_second))
+            }
+            Self::GenSpeed => {
+                speed(a, a.tokens_per_second).total_cmp(&speed(b, b.tokens_per_second))
+            }
             Self::Duration => a.duration_ms.cmp(&b.duration_ms),
             Self::Priority => ranked_at(a).cmp(&ranked_at(b)),
             Self::Queue => count(a.queue_ms, -1).cmp(&count(b.queue_ms, -1)),

@@ -649,3 +649,60 @@ async fn queries_on_the_database_match_queries_in_memory() {
         0
     );
 }
+
+/// A usage figure sorts as the row shows it: 0 for a row without any usage,
+/// -1 for a figure missing from a row with some (llama-swap stores and sorts
+/// the figures it shows), in the database and in memory alike.
+#[tokio::test]
+async fn rows_sort_by_the_usage_figures_they_show() {
+    let none = Finished {
+        prompt_tokens: None,
+        completion_tokens: None,
+        cached_tokens: None,
+        draft_tokens: None,
+        draft_accepted: None,
+        prompt_per_second: None,
+        tokens_per_second: None,
+        ..(*row(1)).clone()
+    };
+    let some = Finished {
+        cached_tokens: None,
+        draft_tokens: None,
+        draft_accepted: None,
+        prompt_per_second: None,
+        tokens_per_second: None,
+        ..(*row(2)).clone()
+    };
+    let all = Finished {
+        cached_tokens: Some(3),
+        draft_tokens: Some(3),
+        draft_accepted: Some(1),
+        prompt_per_second: Some(5.0),
+        tokens_per_second: Some(5.0),
+        ..(*row(3)).clone()
+    };
+    let rows: Vec<Arc<Finished>> = vec![Arc::new(none), Arc::new(some), Arc::new(all)];
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&settings(&dir.path().join("h.db"), 0)).unwrap();
+    for r in &rows {
+        history.database().unwrap().record(Arc::clone(r));
+    }
+    for sort in ["cached", "drafted", "prompt_speed", "gen_speed"] {
+        let text = format!("sort={sort}&order=asc");
+        let query = ActivityQuery::parse(Some(&text), &Bands::default()).unwrap();
+        let from_db = history
+            .database()
+            .unwrap()
+            .page(query.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            ids_of(&from_db.data),
+            [2, 1, 3],
+            "{sort}: -1, 0, then 3 or 5"
+        );
+        let in_memory = query.page_of(&rows);
+        let mem: Vec<u64> = in_memory.data.iter().map(|r| r.id).collect();
+        assert_eq!(mem, [2, 1, 3], "{sort} in memory");
+    }
+}
