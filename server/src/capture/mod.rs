@@ -48,7 +48,6 @@ use memchr::memmem;
 use serde::Serialize;
 use tokio::sync::watch;
 
-#[cfg(test)]
 use recorder::Parts;
 pub(crate) use recorder::Recorder;
 
@@ -540,8 +539,9 @@ impl Worker {
 
 /// A capture as `GET /api/captures/{id}` answers it: llama-swap's
 /// `ReqRespCapture` (header names in canonical form, each with its first
-/// value; bodies base64-encoded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// value; bodies base64-encoded, `null` for a body the route's captures
+/// leave out, as llama-swap's: see [`Parts::for_path`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capture {
     /// The activity row's id.
     pub id: u64,
@@ -550,17 +550,41 @@ pub struct Capture {
     /// The request's headers, secrets redacted.
     pub req_headers: BTreeMap<String, String>,
     /// The request's body.
-    #[serde(serialize_with = "base64")]
     pub req_body: Vec<u8>,
     /// The response's headers, secrets redacted.
     pub resp_headers: BTreeMap<String, String>,
     /// The response's body as sent (decoded when the upstream encoded it).
-    #[serde(serialize_with = "base64")]
     pub resp_body: Vec<u8>,
 }
 
-fn base64<S: serde::Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+impl Serialize for Capture {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let parts = Parts::for_path(&self.req_path);
+        let mut out = serializer.serialize_struct("Capture", 6)?;
+        out.serialize_field("id", &self.id)?;
+        out.serialize_field("req_path", &self.req_path)?;
+        out.serialize_field("req_headers", &self.req_headers)?;
+        out.serialize_field(
+            "req_body",
+            &parts.req_body.then_some(Base64(&self.req_body)),
+        )?;
+        out.serialize_field("resp_headers", &self.resp_headers)?;
+        out.serialize_field(
+            "resp_body",
+            &parts.resp_body.then_some(Base64(&self.resp_body)),
+        )?;
+        out.end()
+    }
+}
+
+/// Bytes as a base64 string.
+struct Base64<'a>(&'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(self.0))
+    }
 }
 
 impl Capture {

@@ -204,6 +204,36 @@ async fn a_capture_larger_than_the_buffer_is_not_kept() {
 }
 
 #[test]
+fn a_body_the_route_leaves_out_is_null_and_a_kept_empty_one_is_empty() {
+    let capture = |path: &str| {
+        serde_json::to_value(Capture {
+            id: 1,
+            req_path: path.to_owned(),
+            req_headers: BTreeMap::new(),
+            req_body: b"in".to_vec(),
+            resp_headers: BTreeMap::new(),
+            resp_body: Vec::new(),
+        })
+        .unwrap()
+    };
+    let speech = capture("/v1/audio/speech");
+    assert_eq!(
+        (&speech["req_body"], &speech["resp_body"]),
+        (&serde_json::json!("aW4="), &serde_json::Value::Null)
+    );
+    let heard = capture("/v1/audio/transcriptions");
+    assert_eq!(
+        (&heard["req_body"], &heard["resp_body"]),
+        (&serde_json::Value::Null, &serde_json::json!(""))
+    );
+    let chat = capture("/v1/chat/completions");
+    assert_eq!(
+        (&chat["req_body"], &chat["resp_body"]),
+        (&serde_json::json!("aW4="), &serde_json::json!(""))
+    );
+}
+
+#[test]
 fn audio_and_image_routes_keep_what_llama_swap_keeps() {
     assert!(!Parts::for_path("/v1/audio/speech").resp_body);
     assert!(!Parts::for_path("/v1/audio/transcriptions").req_body);
