@@ -97,6 +97,8 @@ function isText(type) {
 }
 
 function bodyView(body, type, which) {
+  // null: this route's captures leave the body out (audio, images), as llama-swap's.
+  if (body == null) return h("p", { class: "hint" }, "(not captured on this route)");
   const raw = decode(body);
   if (!raw.length) return h("p", { class: "hint" }, "(empty)");
   const lower = (type || "").toLowerCase();
