@@ -4,8 +4,10 @@
 //! `/logs/stream/upstream` (every model's output) and `/logs/stream/<model>`
 //! (ID or alias). Streams send the history first unless `?no-history`, then
 //! live lines until the client leaves or the server drains. Any other id is
-//! 400 `unknown_log`. Proxy lines are sent as written (`[INFO] ...`), model
-//! output as `[model] line`.
+//! 400 `unknown_log`. Proxy lines are sent as written (`[INFO] ...`); model
+//! output as `[model] line` where models mix (`/logs`, `/logs/stream`,
+//! `/logs/stream/upstream`), and as written on one model's own stream, as
+//! llama-swap sends it.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -39,12 +41,15 @@ impl StreamQuery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
     Proxy,
+    /// Every model's output, each line named by its model.
     Upstream,
+    /// One model's own output.
+    Model,
 }
 
 fn render(line: &SharedLine, source: Source) -> String {
     match source {
-        Source::Proxy => format!("{}\n", line.text),
+        Source::Proxy | Source::Model => format!("{}\n", line.text),
         Source::Upstream => format!("[{}] {}\n", line.model, line.text),
     }
 }
@@ -203,11 +208,11 @@ pub(crate) async fn stream_one(
             let history = sub
                 .history
                 .into_iter()
-                .map(|l| (l, Source::Upstream))
+                .map(|l| (l, Source::Model))
                 .collect();
             let feed = Feed {
                 live: sub.live,
-                source: Source::Upstream,
+                source: Source::Model,
                 after: None,
             };
             follow(&query, history, vec![feed], draining)
