@@ -390,3 +390,24 @@ fn log_requests_true_warns_that_it_has_no_effect_and_false_loads_quietly() {
     let off = load("models:\n  a: {cmd: srv, proxy: 'http://127.0.0.1:9'}\nlogRequests: false\n");
     assert!(warnings(&off).is_empty());
 }
+
+#[test]
+fn a_model_without_a_command_loads_with_a_warning_as_in_llama_swap() {
+    let yaml = "models:\n  a:\n    proxy: http://localhost:8080\n  b:\n    cmd: |\n      # just a comment\n    proxy: http://localhost:8081\n  c:\n    cmd: srv\n    proxy: http://localhost:8082\n";
+    let loaded = load(yaml);
+    assert_eq!(
+        warnings(&loaded),
+        [
+            ("models.a.cmd".to_owned(), WarningKind::NoCommand),
+            ("models.b.cmd".to_owned(), WarningKind::NoCommand),
+        ]
+    );
+    let cmd = |id: &str| {
+        let model = loaded.config.models.iter().find(|m| m.id == id).unwrap();
+        model.cmd.clone()
+    };
+    assert_eq!(
+        (cmd("a"), cmd("b"), cmd("c")),
+        (String::new(), String::new(), "srv".to_owned())
+    );
+}

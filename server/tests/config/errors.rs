@@ -305,17 +305,6 @@ fn words_outside_their_set_list_the_accepted_ones() {
 }
 
 #[test]
-fn missing_or_comment_only_cmd_is_refused() {
-    assert_eq!(
-        issues("missing_cmd.yaml"),
-        [
-            ("models.a.cmd".into(), Reason::Missing),
-            ("models.b.cmd".into(), Reason::EmptyCommand),
-        ]
-    );
-}
-
-#[test]
 fn proxy_that_is_not_an_http_url_is_refused() {
     assert_eq!(
         only_issue("bad_proxy.yaml"),

@@ -760,6 +760,12 @@ pub enum WarningKind {
     /// The configuration names no model at all.
     #[error("no models are configured; every model request will answer 404 model_not_found")]
     NoModels,
+    /// A model without a command (none, or only comment lines): accepted as
+    /// llama-swap accepts it, and it fails each time it is asked to start.
+    #[error(
+        "no command to run: the model loads, but every request for it fails to start it (as in llama-swap)"
+    )]
+    NoCommand,
     /// A word llama-swap does not know either, which it (and this server)
     /// replaces by a default.
     #[error("{got:?} is not a known value; {used} is used")]

@@ -193,10 +193,16 @@ fn read_model(
     let mut fields = Fields::new(&expanded, path.clone(), cx)?;
     fields.take("macros");
     let cmd = match fields.take("cmd") {
+        // llama-swap loads it, and fails to start it.
+        Some((Node::Str(text), cmd_path)) if strip_comment_lines(text).trim().is_empty() => {
+            cx.warn(cmd_path, WarningKind::NoCommand);
+            Some(String::new())
+        }
         Some((node, cmd_path)) => read_command(node, &cmd_path, cx),
+        // llama-swap loads it, and fails to start it.
         None => {
-            cx.error(path.key("cmd"), Reason::Missing);
-            None
+            cx.warn(path.key("cmd"), WarningKind::NoCommand);
+            Some(String::new())
         }
     };
     let cmd_stop = fields
