@@ -112,12 +112,17 @@ pub(crate) fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
     ])
 }
 
-/// `(interface, received bytes, sent bytes)` of `/proc/net/dev`.
+/// `(interface, received bytes, sent bytes)` of `/proc/net/dev`, without
+/// the loopback interface (as llama-swap's): a proxy's own traffic to its
+/// upstreams would swamp the machine's.
 pub(crate) fn parse_net_dev(text: &str) -> Vec<(String, u64, u64)> {
     text.lines()
         .skip(2)
         .filter_map(|line| {
             let (name, rest) = line.split_once(':')?;
+            if name.trim() == "lo" {
+                return None;
+            }
             let fields: Vec<u64> = rest
                 .split_whitespace()
                 .filter_map(|f| f.parse().ok())
