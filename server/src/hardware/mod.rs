@@ -216,9 +216,13 @@ pub(crate) async fn detect() -> Option<Snapshot> {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .map(|text| cpu_from_cpuinfo(&text))
         .unwrap_or_default();
-    let (name, version) = std::fs::read_to_string("/etc/os-release")
+    let (name, mut version) = std::fs::read_to_string("/etc/os-release")
         .map(|text| os_release(&text))
         .unwrap_or_default();
+    if name.as_deref() == Some("debian") {
+        // Debian's point release ("12.11"), as llama-swap (gopsutil) reads it.
+        version = read_trimmed("/etc/debian_version").or(version);
+    }
     let kernel = read_trimmed("/proc/sys/kernel/osrelease");
     let environment = match marked_environment(kernel.as_deref()) {
         Some(marked) => marked,
@@ -286,25 +290,23 @@ pub(crate) async fn detect() -> Option<Snapshot> {
     })
 }
 
-fn architecture(raw: &'static str) -> Architecture {
-    let name = match raw {
-        "x86_64" => {
-            return Architecture {
-                name: "x86_64",
-                raw_name: None,
-            };
-        }
+/// The architecture as llama-swap reports it: named from Go's `GOARCH`
+/// (`amd64`, `arm64`, ...), with that raw name where the two differ.
+fn architecture(rust_arch: &'static str) -> Architecture {
+    let go_arch = match rust_arch {
+        "x86_64" => "amd64",
         "aarch64" => "arm64",
-        "arm" => "armv7",
         "powerpc64" => "ppc64le",
-        "riscv64" => "riscv64",
-        "s390x" => "s390x",
-        _ => "other",
+        "x86" => "386",
+        other => other,
     };
-    Architecture {
-        name,
-        raw_name: Some(raw),
-    }
+    let (name, raw_name) = match go_arch {
+        "amd64" => ("x86_64", Some(go_arch)),
+        "arm64" | "ppc64le" | "riscv64" | "s390x" => (go_arch, None),
+        "arm" => ("armv7", Some(go_arch)),
+        _ => ("other", Some(go_arch)),
+    };
+    Architecture { name, raw_name }
 }
 
 /// WSL, or a container a marker file names; `None` when there is no marker.

@@ -39,6 +39,19 @@ fn cpuinfo_gives_vendor_model_sockets_cores_and_threads() {
 }
 
 #[test]
+fn the_architecture_is_named_as_llama_swap_names_it() {
+    let named = |arch| {
+        let a = super::architecture(arch);
+        (a.name, a.raw_name)
+    };
+    assert_eq!(named("x86_64"), ("x86_64", Some("amd64")));
+    assert_eq!(named("aarch64"), ("arm64", None));
+    assert_eq!(named("riscv64"), ("riscv64", None));
+    assert_eq!(named("arm"), ("armv7", Some("arm")));
+    assert_eq!(named("mips"), ("other", Some("mips")));
+}
+
+#[test]
 fn os_release_gives_the_distribution_and_its_version() {
     let text = "PRETTY_NAME=\"Debian GNU/Linux 12\"\nID=debian\nVERSION_ID=\"12\"\n";
     assert_eq!(os_release(text), (Some("debian".into()), Some("12".into())));
