@@ -193,6 +193,8 @@ async fn events_list_selectors_with_their_targets_and_follow_profile_switches() 
     assert_eq!(switched.status(), 200);
     let profiles = events.until("profileChanged", |_| true).await;
     assert_eq!(profiles["active"], "night");
+    // As llama-swap's: the models' status follows, though none changed.
+    events.until("modelStatus", |_| true).await;
     h.shutdown().await;
 }
 

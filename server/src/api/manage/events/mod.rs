@@ -325,6 +325,9 @@ impl Subscriber {
                 }
                 self.profile.borrow_and_update();
                 self.pending.push_back(frame("profileChanged", &payload::profiles(&self.state)));
+                // Followed by the models' status, changed or not, as llama-swap's.
+                self.sent.models = None;
+                self.dirty = true;
             }
             changed = failed_changed(self.failed.as_mut()), if watching => {
                 if changed.is_err() {
