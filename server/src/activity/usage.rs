@@ -272,8 +272,12 @@ impl UsageScanner {
             self.error = true;
         }
         for start in values_after(line, &USAGE_FINDER) {
-            if let Some(Some(u)) = parse_one::<Option<UsageJson>>(&line[start..]) {
-                self.usage_object(&u);
+            match parse_one::<Option<UsageJson>>(&line[start..]) {
+                Some(Some(u)) => self.usage_object(&u),
+                // A JSON answer's `usage: null` is usage reported, as
+                // llama-swap reads it (a stream's is skipped).
+                Some(None) if self.whole => self.usage_reported(),
+                _ => {}
             }
         }
         for start in values_after(line, &TIMINGS_FINDER) {
@@ -305,6 +309,18 @@ impl UsageScanner {
         if cached.is_some() {
             usage.cached_tokens = cached;
         }
+        if self.whole {
+            self.usage_reported();
+        }
+    }
+
+    /// A JSON answer had a `usage`, whatever it held: llama-swap then counts
+    /// 0 prompt and generated tokens where it found none, and -1 for the
+    /// figures missing (a stream's `usage` without a count is skipped, as
+    /// there).
+    fn usage_reported(&mut self) {
+        self.usage.prompt_tokens.get_or_insert(0);
+        self.usage.completion_tokens.get_or_insert(0);
     }
 
     /// llama.cpp's `timings`: its counts replace what `usage` said.
@@ -423,6 +439,31 @@ mod tests {
         }
         // Read line by line (an event stream's way), the value is missed.
         assert_eq!(scan(&[bytes]).prompt_tokens, None);
+    }
+
+    #[test]
+    fn an_answers_usage_without_a_known_count_is_usage_reported_and_a_streams_is_not() {
+        for body in [
+            &br#"{"usage":null}"#[..],
+            br#"{"usage":{"total_tokens":3}}"#,
+        ] {
+            let mut scanner = UsageScanner::whole_body();
+            scanner.feed_last(body);
+            let usage = scanner.finish();
+            assert_eq!(
+                (
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    usage.cached_tokens
+                ),
+                (Some(0), Some(0), None),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let usage =
+            scan(&[b"data: {\"usage\":{\"total_tokens\":3}}\n\ndata: {\"usage\":null}\n\n"]);
+        assert_eq!(usage, Usage::default());
     }
 
     #[test]
