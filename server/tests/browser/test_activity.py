@@ -94,6 +94,15 @@ class Activity(UiTest):
         self.unload_all()
         for i in range(3):
             self.assertEqual(self.server.chat("beta", f"stats {i}", "10")[0], 200)
+        # A stream: the server measures its generation speed (a whole answer has none
+        # without the upstream's own timings, as in llama-swap).
+        status, _ = self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            body={"model": "beta", "stream": True, "messages": [{"role": "user", "content": "stats streamed"}]},
+            headers={"X-Priority": "10"},
+        )
+        self.assertEqual(status, 200)
         page = self.open("activity")
         expect(page.locator('#activity-totals [data-key="requests"] strong')).not_to_have_text("0")
         band = page.locator('#band-histograms [data-band="elevated"]')
