@@ -529,28 +529,39 @@ async fn a_failed_answer_keeps_the_upstreams_error_message() {
     assert_eq!(row.error_msg.as_deref(), Some("context too long"));
 }
 
+/// A body that does not decode is recorded in llama-swap's words: it fails
+/// decompressing a 200's body for its usage, decoding an error's for its
+/// message.
 #[tokio::test]
-async fn a_corrupt_encoded_body_is_recorded_as_undecodable() {
-    let activity = Arc::new(Activity::new(10));
-    let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
-    tracked.granted();
-    tracked.answered(StatusCode::OK, false);
-    let mut headers = json_headers();
-    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    let body = MeteredBody::new(
-        Full::new(Bytes::from_static(b"plain, not gzip")),
-        &headers,
-        tracked,
-    );
-    body.collect().await.unwrap();
-    let row = &activity.recent(1)[0];
-    assert!(
-        row.error_msg
-            .as_deref()
-            .is_some_and(|m| m.starts_with("response decompression failed: ")),
-        "{:?}",
-        row.error_msg
-    );
+async fn a_corrupt_encoded_body_is_recorded_as_undecodable_in_llama_swaps_words() {
+    for (status, words) in [
+        (StatusCode::OK, "response decompression failed: "),
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "response decode failed: ",
+        ),
+    ] {
+        let activity = Arc::new(Activity::new(10));
+        let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
+        tracked.granted();
+        tracked.answered(status, false);
+        let mut headers = json_headers();
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        let body = MeteredBody::new(
+            Full::new(Bytes::from_static(b"plain, not gzip")),
+            &headers,
+            tracked,
+        );
+        body.collect().await.unwrap();
+        let row = &activity.recent(1)[0];
+        assert!(
+            row.error_msg
+                .as_deref()
+                .is_some_and(|m| m.starts_with(words)),
+            "{status}: {:?}",
+            row.error_msg
+        );
+    }
 }
 
 #[tokio::test]
@@ -702,28 +713,4 @@ async fn a_query_on_a_database_a_reload_closed_asks_the_new_one() {
     assert!(matches!(error, StoreError::Closed { .. }), "{error}");
     let error = activity.stats(None).await.unwrap_err();
     assert!(matches!(error, StoreError::Closed { .. }), "{error}");
-}
-
-#[tokio::test]
-async fn a_corrupt_failed_answer_is_undecodable_in_llama_swaps_words() {
-    let activity = Arc::new(Activity::new(10));
-    let mut tracked = activity.begin("m", "/v1/chat/completions", "r", Priority::new(0));
-    tracked.granted();
-    tracked.answered(StatusCode::INTERNAL_SERVER_ERROR, false);
-    let mut headers = json_headers();
-    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    let body = MeteredBody::new(
-        Full::new(Bytes::from_static(b"plain, not gzip")),
-        &headers,
-        tracked,
-    );
-    body.collect().await.unwrap();
-    let row = &activity.recent(1)[0];
-    assert!(
-        row.error_msg
-            .as_deref()
-            .is_some_and(|m| m.starts_with("response decode failed: ")),
-        "{:?}",
-        row.error_msg
-    );
 }

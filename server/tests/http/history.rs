@@ -450,13 +450,7 @@ async fn encoding_upstream() -> (u16, tokio::task::JoinHandle<()>) {
         )
             .into_response()
     }
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (port, server)
+    serve_chat(axum::routing::post(answer)).await
 }
 
 #[tokio::test]
@@ -692,6 +686,17 @@ async fn a_post_naming_an_unknown_model_is_a_404_row_as_in_llama_swap_and_a_get_
     h.shutdown().await;
 }
 
+/// Serves `chat` as `/v1/chat/completions` on a free loopback port.
+async fn serve_chat(chat: axum::routing::MethodRouter) -> (u16, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new().route("/v1/chat/completions", chat);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (port, server)
+}
+
 /// An upstream whose answer the prompt names: `case-<name>` picks a
 /// (status, content type, body) from `cases`. Not mockswap: these are the
 /// odd answers real upstreams send.
@@ -715,13 +720,7 @@ async fn canned_upstream(
         }
         response
     };
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (port, server)
+    serve_chat(axum::routing::post(answer)).await
 }
 
 /// Sends each case in turn (the whole answer read) and returns its row.
