@@ -69,8 +69,8 @@ pub struct Finished {
     /// Prompt processing speed the upstream reported.
     pub prompt_per_second: Option<f64>,
     /// Generation speed: the upstream's own figure (llama.cpp `timings`,
-    /// vLLM `metrics`), else generated tokens over the time from the grant to
-    /// the end of the body.
+    /// vLLM `metrics`), else, for a stream, generated tokens over the time
+    /// from the grant to the end of the body (a whole answer has none).
     pub tokens_per_second: Option<f64>,
     /// The selector that chose the model, when the request named one.
     pub selector: Option<String>,
