@@ -546,8 +546,14 @@ impl World {
                     self.h.stop_done(id);
                 }
             }
-            Op::Exit(m) => self.h.exited(MODELS[m]),
-            Op::NotSlept(m) => self.h.s.stopped_not_slept(MODELS[m]),
+            Op::Exit(m) => {
+                self.left_ready(MODELS[m]);
+                self.h.exited(MODELS[m]);
+            }
+            Op::NotSlept(m) => {
+                self.left_ready(MODELS[m]);
+                self.h.s.stopped_not_slept(MODELS[m]);
+            }
             Op::Unload(m) => {
                 let list = m.map(|m| [MODELS[m]]);
                 let _ = self.h.unload(list.as_ref().map(|l| &l[..]));
@@ -618,6 +624,10 @@ impl World {
                         );
                         self.check_residency(model, e);
                     }
+                    // Evicted, its window is over (it stops or sleeps).
+                    for e in evict.iter().map(|s| &s.model) {
+                        self.left_ready(e);
+                    }
                     self.gone.remove(model);
                     self.evicting.insert(
                         model.clone(),
@@ -625,7 +635,13 @@ impl World {
                     );
                     self.swaps.push(model.clone());
                 }
-                Effect::Stop { id, .. } => self.stops.push(*id),
+                Effect::Stop { id, batches } => {
+                    // An unload, a TTL or a shutdown ends a window too.
+                    for stopped in batches.iter().flatten() {
+                        self.left_ready(&stopped.model);
+                    }
+                    self.stops.push(*id);
+                }
                 Effect::Status { .. } | Effect::Positions { .. } => {}
             }
         }
@@ -728,6 +744,13 @@ impl World {
                 "GPU {gpu} holds {held} bytes, more than its {usable} usable: {running:?}"
             );
         }
+    }
+
+    /// `model` is no longer ready (stopped, asleep or gone): its `minResident`
+    /// window is over, and a later start opens a new one.
+    fn left_ready(&mut self, model: &str) {
+        self.ready_at.remove(model);
+        self.served_rank.remove(model);
     }
 
     /// A swap for `target` evicts `evicted`: inside its `minResident` window
