@@ -80,10 +80,15 @@ pub struct Usage {
 
 #[derive(Deserialize)]
 struct UsageJson {
+    #[serde(default, deserialize_with = "count")]
     prompt_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     completion_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     cache_read_input_tokens: Option<u64>,
     prompt_tokens_details: Option<CachedJson>,
     input_tokens_details: Option<CachedJson>,
@@ -91,7 +96,25 @@ struct UsageJson {
 
 #[derive(Deserialize)]
 struct CachedJson {
+    #[serde(default, deserialize_with = "count")]
     cached_tokens: Option<u64>,
+}
+
+/// A count of `usage` as llama-swap reads one that is there: a whole number,
+/// a float (`12.0`: its whole part), or `null` (0). A negative one or
+/// anything else counts as absent, without losing the object's other counts.
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(match value {
+        serde_json::Value::Null => Some(0),
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| {
+            let f = n.as_f64()?;
+            // Saturating float-to-int cast of a finite, non-negative count.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            (f.is_finite() && f >= 0.0).then_some(f as u64)
+        }),
+        _ => None,
+    })
 }
 
 #[derive(Deserialize)]
@@ -464,6 +487,31 @@ mod tests {
         let usage =
             scan(&[b"data: {\"usage\":{\"total_tokens\":3}}\n\ndata: {\"usage\":null}\n\n"]);
         assert_eq!(usage, Usage::default());
+    }
+
+    #[test]
+    fn counts_are_read_as_llama_swap_reads_them_floats_and_nulls_included() {
+        let mut scanner = UsageScanner::whole_body();
+        scanner.feed_last(
+            br#"{"usage":{"prompt_tokens":12.0,"completion_tokens":34,"prompt_tokens_details":{"cached_tokens":null}}}"#,
+        );
+        let usage = scanner.finish();
+        assert_eq!(
+            (
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens
+            ),
+            (Some(12), Some(34), Some(0))
+        );
+        // A count that is no number leaves the others.
+        let usage = scan(&[
+            br#"data: {"usage":{"prompt_tokens":"x","completion_tokens":-1,"output_tokens":5}}"#,
+        ]);
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (None, Some(5))
+        );
     }
 
     #[test]
