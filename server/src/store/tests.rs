@@ -166,17 +166,8 @@ async fn rows_past_the_bounds_are_never_shown_while_they_wait_for_deletion() {
             max_age: Some(Duration::from_secs(3600)),
         },
     };
-    let history = History::open(&bounded).unwrap();
-    let now = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap();
-    for id in 1..=6 {
-        // 1 and 2 two hours old, the rest recent.
-        let time_ms = if id <= 2 { now - 7_200_000 } else { now };
-        let r = Finished {
-            time_ms,
-            ..(*row(id)).clone()
-        };
-        history.database().unwrap().record(Arc::new(r));
-    }
+    let history = Arc::new(History::open(&bounded).unwrap());
+    record_aged(&history, 6, 2);
     let page = history
         .database()
         .unwrap()
@@ -198,17 +189,32 @@ async fn rows_past_the_bounds_are_never_shown_while_they_wait_for_deletion() {
     };
     assert_eq!(in_file(), 6, "not deleted yet: deletion is not per row");
     // The next deletion leaves the file as the queries saw it.
-    let history = Arc::new(history);
-    let again = Arc::clone(&history);
-    let bounds = bounded.retention.clone();
-    assert!(
-        tokio::task::spawn_blocking(move || again.set_retention(bounds, Duration::from_secs(60)))
-            .await
-            .unwrap()
-    );
+    assert!(apply_retention(&history, bounded.retention.clone()).await);
     assert_eq!(in_file(), 3);
     assert_eq!(ids_of(&all(&history).await), [4, 5, 6]);
     history.close();
+}
+
+/// Records rows 1 to `count`, the first `old` of them two hours old and the
+/// rest stamped now.
+fn record_aged(history: &History, count: u64, old: u64) {
+    let now = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap();
+    for id in 1..=count {
+        let time_ms = if id <= old { now - 7_200_000 } else { now };
+        let r = Finished {
+            time_ms,
+            ..(*row(id)).clone()
+        };
+        history.database().unwrap().record(Arc::new(r));
+    }
+}
+
+/// `History::set_retention` off the runtime, as a reload calls it.
+async fn apply_retention(history: &Arc<History>, retention: Retention) -> bool {
+    let history = Arc::clone(history);
+    tokio::task::spawn_blocking(move || history.set_retention(retention, Duration::from_secs(60)))
+        .await
+        .unwrap()
 }
 
 fn ids_of(rows: &[Finished]) -> Vec<u64> {
@@ -239,43 +245,26 @@ async fn new_bounds_apply_to_the_open_database_after_the_rows_before_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
     let history = Arc::new(History::open(&settings(&path, 0)).unwrap());
-    let now = u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap();
-    for id in 1..=30 {
-        // 1-10 two hours old, the rest recent.
-        let time_ms = if id <= 10 { now - 7_200_000 } else { now };
-        let r = Finished {
-            time_ms,
-            ..(*row(id)).clone()
-        };
-        history.database().unwrap().record(Arc::new(r));
-    }
-    let ids = |rows: Vec<Finished>| rows.iter().map(|r| r.id).collect::<Vec<_>>();
-    let apply = |retention: Retention| {
-        let history = Arc::clone(&history);
-        tokio::task::spawn_blocking(move || {
-            history.set_retention(retention, Duration::from_secs(60))
-        })
-    };
+    record_aged(&history, 30, 10);
     let hour = Retention {
         max_rows: 0,
         max_age: Some(Duration::from_secs(3600)),
     };
-    assert!(apply(hour).await.unwrap());
-    assert_eq!(ids(all(&history).await), (11..=30).collect::<Vec<_>>());
+    assert!(apply_retention(&history, hour).await);
+    assert_eq!(ids_of(&all(&history).await), (11..=30).collect::<Vec<_>>());
     let five = Retention {
         max_rows: 5,
         max_age: None,
     };
-    assert!(apply(five).await.unwrap());
-    assert_eq!(ids(all(&history).await), (26..=30).collect::<Vec<_>>());
+    assert!(apply_retention(&history, five).await);
+    assert_eq!(ids_of(&all(&history).await), (26..=30).collect::<Vec<_>>());
     history.close();
+    let one = Retention {
+        max_rows: 1,
+        max_age: None,
+    };
     assert!(
-        !apply(Retention {
-            max_rows: 1,
-            max_age: None
-        })
-        .await
-        .unwrap(),
+        !apply_retention(&history, one).await,
         "a closed database takes no bounds"
     );
 }
