@@ -155,6 +155,26 @@ class Activity(UiTest):
         dialog.get_by_role("button", name="Close").click()
         expect(page.get_by_role("dialog")).to_have_count(0)
 
+    def test_the_capture_dialog_says_when_a_route_leaves_a_body_out(self):
+        # Speech answers are audio: as in llama-swap, their captures keep the request
+        # but not the response's body (the API says null, not "").
+        status, _ = self.server.request(
+            "POST",
+            "/v1/audio/speech",
+            body={"model": "beta", "input": "say this aloud", "voice": "alloy"},
+        )
+        self.assertEqual(status, 200)
+        page = self.open("activity")
+        row = page.locator('tr.activity-row[data-model="beta"]').first
+        row.get_by_role("button", name=re.compile(r"^View the capture of request \d+$")).click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog.get_by_role("heading")).to_contain_text("Capture of request")
+        expect(dialog.locator(".capture-path")).to_have_text("POST /v1/audio/speech")
+        expect(dialog.locator('pre[data-body="request"]')).to_contain_text('"input": "say this aloud"')
+        expect(dialog.get_by_text("(not captured on this route)")).to_have_count(1)
+        expect(dialog.locator('pre[data-body="response"]')).to_have_count(0)
+        dialog.get_by_role("button", name="Close").click()
+
     def test_the_status_filter_keeps_the_failed_requests(self):
         self.server.json("POST", "/api/models/load/gamma")
         self.server.mock("gamma", "POST", "/__mockswap/faults", {"fault": {"type": "status", "status": 500}, "times": 1})
