@@ -309,7 +309,9 @@ impl Drop for Tracked {
         self.row.duration_ms = elapsed.max(self.upstream_ms.unwrap_or(0));
         // Stamped when it is recorded, as llama-swap's rows are (the
         // in-flight entry keeps the arrival): `start` and `end` select by it.
-        self.row.time_ms = self.row.time_ms.saturating_add(elapsed);
+        // The clock is read again: arrival plus elapsed, each truncated to
+        // the millisecond, could fall up to 2 ms before the completion.
+        self.row.time_ms = unix_millis().max(self.row.time_ms);
         let row = &mut self.row;
         // Every other field is a copy; the model is shared (not the default
         // `Arc<str>`, which is not promised to be free).
