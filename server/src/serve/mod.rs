@@ -6,7 +6,9 @@
 //! 2. requests still waiting for a model answer 503 `shutting_down`, log
 //!    streams end, and every connection closes after its current response;
 //! 3. responses in flight may finish until the drain deadline, then the
-//!    remaining connections are closed;
+//!    remaining connections are closed; a connection whose client has not
+//!    taken a byte for 5 s (its socket full: a UI tab on a laptop gone to
+//!    sleep) is closed then instead of holding the shutdown to the deadline;
 //! 4. the router fails anything left and stops every upstream; the supervisor
 //!    reaps them;
 //! 5. `serve` returns.
@@ -39,11 +41,13 @@ mod idle;
 mod instance;
 pub(crate) mod listen;
 mod offload;
+mod stall;
 mod tls;
 mod watch;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -346,6 +350,8 @@ where
             Ok::<_, std::convert::Infallible>(app.call(request.map(axum::body::Body::new)).await)
         }
     });
+    let blocked = stall::Blocked::new();
+    let io = stall::Watched::new(io, Arc::clone(&blocked));
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .serve_connection(TokioIo::new(io), service)
@@ -356,7 +362,16 @@ where
         result = conn.as_mut() => result,
         () = stop.cancelled() => {
             conn.as_mut().graceful_shutdown();
-            conn.await
+            tokio::select! {
+                result = conn.as_mut() => result,
+                () = blocked.stalled(stall::STALLED_AFTER) => {
+                    tracing::info!(
+                        %peer,
+                        "the client stopped reading while the server drains; its connection is closed"
+                    );
+                    return;
+                }
+            }
         }
     };
     if let Err(error) = result {

@@ -3,7 +3,9 @@
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::support::{Harness, LIMIT, ModelSpec, model, wait_exit};
+use crate::support::{
+    Harness, LIMIT, ModelSpec, model, read_until_seen, stalled_request, wait_exit,
+};
 
 async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
     tokio::time::timeout(LIMIT, handle).await.unwrap().unwrap()
@@ -357,6 +359,32 @@ async fn a_reload_of_the_same_configuration_serves_in_flight_and_new_requests_wi
     let (status, body) = finish(new).await;
     assert_eq!(status, 200, "{body}");
     h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_shutdown_closes_a_response_whose_client_stopped_reading_before_the_drain_deadline() {
+    // A drain deadline beyond the harness's wait: only closing the stalled
+    // connection lets the shutdown finish in time.
+    let options = llama_swap_server::ServeOptions::default().drain_deadline(LIMIT * 4);
+    let h = Harness::start_with(&[model("a", "")], "", options).await;
+    // A streamed chat whose answer (one frame per word of the message, some
+    // 30 MB) cannot fit in the socket buffers of a client with a 4 KiB
+    // receive window that stops reading after the headers.
+    let words = "w ".repeat(200_000);
+    let body = format!(
+        r#"{{"model":"a","stream":true,"messages":[{{"role":"user","content":"{words}"}}]}}"#
+    );
+    let address = h.base.trim_start_matches("http://");
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stalled = stalled_request(&h, request.as_bytes()).await;
+    read_until_seen(&mut stalled, "200 OK").await;
+    // Fails with "serve did not return after shutdown" when the server
+    // waits for the drain deadline.
+    h.shutdown().await;
+    drop(stalled);
 }
 
 #[tokio::test]

@@ -100,7 +100,12 @@ impl Harness {
 
     /// Starts a server for a complete YAML document (no mockswap models).
     pub(crate) async fn start_yaml(yaml: &str) -> Self {
-        Self::launch(yaml, BTreeMap::new(), ServeOptions::default())
+        Self::start_yaml_with(yaml, ServeOptions::default()).await
+    }
+
+    /// As [`start_yaml`](Self::start_yaml) with serve options.
+    pub(crate) async fn start_yaml_with(yaml: &str, options: ServeOptions) -> Self {
+        Self::launch(yaml, BTreeMap::new(), options)
     }
 
     fn launch(yaml: &str, ports: BTreeMap<String, u16>, options: ServeOptions) -> Self {
@@ -454,4 +459,48 @@ impl ServerEvents {
             }
         }
     }
+}
+
+/// Connects and asks for `path` with a tiny receive window, then reads nothing.
+pub(crate) async fn stalled_reader(h: &Harness, path: &str) -> tokio::net::TcpStream {
+    let address = h.base.trim_start_matches("http://");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    stalled_request(h, request.as_bytes()).await
+}
+
+/// Connects with a tiny receive window and sends `request` (a whole HTTP/1.1
+/// request), then reads nothing.
+pub(crate) async fn stalled_request(h: &Harness, request: &[u8]) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt as _;
+    let address = h.base.trim_start_matches("http://");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address.parse().unwrap()).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    stream
+}
+
+/// Reads `stream` until `needle` appears; returns how many bytes came.
+pub(crate) async fn read_until_seen(stream: &mut tokio::net::TcpStream, needle: &str) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let found = tokio::time::timeout(LIMIT, async {
+        loop {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the stream ended before {needle:?}");
+            seen.extend_from_slice(&chunk[..n]);
+            // Only the tail can complete the needle; keep the search cheap.
+            let from = seen.len().saturating_sub(n + needle.len());
+            if seen[from..]
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no {needle:?} in {} bytes", seen.len());
+    seen.len()
 }

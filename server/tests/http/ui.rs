@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{Harness, LIMIT, model};
+use crate::support::{Harness, LIMIT, model, read_until_seen, stalled_reader};
 
 /// Reads `/api/events` one event at a time.
 pub(crate) struct Events {
@@ -850,44 +850,6 @@ async fn a_load_test_needs_the_api_key_and_its_requests_carry_the_keys_cap() {
     assert_eq!(row["requested_priority"], 10);
     assert_eq!(row["capped_priority"], 0, "{row}");
     h.shutdown().await;
-}
-
-/// Connects and asks for `path` with a tiny receive window, then reads nothing.
-async fn stalled_reader(h: &Harness, path: &str) -> tokio::net::TcpStream {
-    let address = h.base.trim_start_matches("http://").to_owned();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stream = socket.connect(address.parse().unwrap()).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    stream
-}
-
-/// Reads `stream` until `needle` appears; returns how many bytes came.
-async fn read_until_seen(stream: &mut tokio::net::TcpStream, needle: &str) -> usize {
-    use tokio::io::AsyncReadExt;
-    let mut seen = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let found = tokio::time::timeout(LIMIT, async {
-        loop {
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the stream ended before {needle:?}");
-            seen.extend_from_slice(&chunk[..n]);
-            // Only the tail can complete the needle; keep the search cheap.
-            let from = seen.len().saturating_sub(n + needle.len());
-            if seen[from..]
-                .windows(needle.len())
-                .any(|w| w == needle.as_bytes())
-            {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(found.is_ok(), "no {needle:?} in {} bytes", seen.len());
-    seen.len()
 }
 
 #[tokio::test]
