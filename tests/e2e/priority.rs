@@ -265,11 +265,12 @@ async fn retry_after_503_keeps_the_priority() {
     let stack = Stack::start(&gated(&["a", "b"]), "").await;
     let client = stack.client();
     let busy = occupy(&stack, "a").await;
-    // One retry, at least a second later (jitter scales the backoff by 0.5..1),
-    // so the test sees the first attempt leave the queue before the retry joins it.
+    // One retry, at least 3 s later (jitter scales the backoff by 0.5..1),
+    // so the test sees the first attempt leave the queue before the retry
+    // joins it, even on a loaded machine.
     let retry = RetryPolicy::default()
         .with_max_retries(1)
-        .with_backoff(Duration::from_secs(2), Duration::from_secs(2));
+        .with_backoff(Duration::from_secs(6), Duration::from_secs(6));
     let call = spawn_chat_with(
         client,
         "b",
@@ -313,7 +314,7 @@ async fn a_call_with_a_queue_timeout_gives_up_at_it_and_is_not_retried() {
     // with queue_timeout; the server says not to retry a bound the caller
     // chose, and the SDK's default policy (which retries 503) does not.
     let bounded =
-        CallOptions::with_priority(Priority::Elevated).queue_timeout(Duration::from_secs(1));
+        CallOptions::with_priority(Priority::Elevated).queue_timeout(Duration::from_secs(4));
     let call = spawn_chat_with(client, "b", bounded);
     let waiting = stack.wait_queue_len(1).await;
     assert_eq!(

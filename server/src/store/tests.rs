@@ -562,6 +562,9 @@ async fn queries_on_the_database_match_queries_in_memory() {
     for id in 1..=120 {
         history.database().unwrap().record(row(id));
     }
+    // Written before the first query, whatever the machine's load (a query
+    // waits for them 2 s at most).
+    history.database().unwrap().settled().await;
     // The ring holds the same rows (ids assigned in the same order).
     let rows: Vec<_> = (1..=120).map(row).collect();
     let bands = Bands::default();

@@ -338,7 +338,8 @@ fn crashing_mockswap(yaml: &'static str) -> ModelSpec {
 
 #[tokio::test]
 async fn a_failed_model_is_a_model_state_everywhere_until_its_window_has_passed() {
-    let h = Harness::start(&[crashing_mockswap("maxRestarts: 1\nrestartWindow: 3")], "").await;
+    // A window long enough for a loaded machine to look everywhere in it.
+    let h = Harness::start(&[crashing_mockswap("maxRestarts: 1\nrestartWindow: 8")], "").await;
     let mut events = Events::connect(&h, None).await;
     events
         .until("modelStatus", |m| status_row(m, "x")["state"] == "stopped")
@@ -370,11 +371,11 @@ async fn a_failed_model_is_a_model_state_everywhere_until_its_window_has_passed(
         "{failure}"
     );
     assert_eq!(failure["failures"], 1, "{failure}");
-    assert_eq!(failure["window_s"], 3, "{failure}");
+    assert_eq!(failure["window_s"], 8, "{failure}");
     let failed_at = failure["failed_at_ms"].as_u64().unwrap();
     assert_eq!(
         failure["retry_at_ms"].as_u64().unwrap(),
-        failed_at + 3000,
+        failed_at + 8000,
         "{failure}"
     );
 
@@ -415,7 +416,7 @@ async fn a_failed_model_is_a_model_state_everywhere_until_its_window_has_passed(
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis()
-            >= u128::from(failed_at + 3000)
+            >= u128::from(failed_at + 8000)
     );
     assert_eq!(running_row(&h, "x").await, None);
     let metrics = h.metrics().await;

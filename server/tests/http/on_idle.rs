@@ -7,7 +7,7 @@ use crate::support::{Harness, model};
 async fn default_model_is_loaded_back_once_no_request_has_arrived_for_a_while() {
     let h = Harness::start(
         &[model("chat", ""), model("batch", "")],
-        "hooks:\n  on_idle: {after: 1, preload: [chat]}\n",
+        "hooks:\n  on_idle: {after: 3, preload: [chat]}\n",
     )
     .await;
     // The batch job's model takes the only place (one model at a time).
@@ -15,8 +15,8 @@ async fn default_model_is_loaded_back_once_no_request_has_arrived_for_a_while() 
     assert_eq!(response.status(), 200);
     assert_eq!(h.running().await, vec!["batch"]);
 
-    // A second later nothing has arrived: chat is loaded back, evicting the
-    // idle batch model.
+    // Three seconds later nothing has arrived: chat is loaded back, evicting
+    // the idle batch model.
     h.wait_for(|h| async move { (h.running().await == vec!["chat"]).then_some(()) })
         .await;
     let journal = h.journal("chat").await.expect("chat runs");
@@ -35,11 +35,12 @@ async fn default_model_is_loaded_back_once_no_request_has_arrived_for_a_while() 
 
 #[tokio::test]
 async fn a_request_that_outlasts_the_spell_is_never_cut_and_the_preload_waits_for_the_next_quiet() {
-    // batch answers after 4 s, twice the quiet spell: the spell passes while
-    // it runs, and the preload must neither fire nor cut it.
+    // batch answers after 8 s, twice the quiet spell: the spell passes while
+    // it runs, and the preload must neither fire nor cut it. (A spell of
+    // 4 s leaves a loaded machine time to look before the next one ends.)
     let h = Harness::start(
-        &[model("chat", ""), model("batch", "--latency 4s")],
-        "hooks:\n  on_idle: {after: 2, preload: [chat]}\n",
+        &[model("chat", ""), model("batch", "--latency 8s")],
+        "hooks:\n  on_idle: {after: 4, preload: [chat]}\n",
     )
     .await;
     let response = h.chat("batch", None, false).send().await.unwrap();

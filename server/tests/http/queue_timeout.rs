@@ -252,7 +252,8 @@ async fn a_waiter_of_each_band_leaves_at_its_timeout_and_none_preempts_the_busy_
     // Low, Normal and Elevated, each bounded: all wait behind a's request
     // (no preemption: the drain fence holds even an Elevated swap), in rank
     // order, and each leaves at its own deadline with 503.
-    let waiters: Vec<_> = [("-10", "4"), ("0", "3"), ("10", "2")]
+    // Bounds long enough for a loaded machine to see all three waiting.
+    let waiters: Vec<_> = [("-10", "8"), ("0", "7"), ("10", "6")]
         .into_iter()
         .map(|(priority, timeout)| {
             h.spawn(

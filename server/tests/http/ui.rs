@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use crate::support::{Harness, LIMIT, model, read_until_seen, stalled_reader};
 
@@ -469,26 +468,21 @@ async fn the_load_endpoint_answers_once_the_model_is_ready() {
 #[tokio::test]
 async fn a_stalled_event_subscriber_never_holds_up_requests() {
     let h = Harness::start(&[model("a", "")], "").await;
-    // A subscriber that sends its request and never reads a byte.
-    let address = h.base.trim_start_matches("http://").to_owned();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    // A small window, so the server's writes to it block early.
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(address.parse().unwrap()).await.unwrap();
-    stalled
-        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let work = async {
-        for _ in 0..600 {
+    // A subscriber that sends its request and never reads a byte, with a
+    // small window, so the server's writes to it block early.
+    let stalled = stalled_reader(&h, "/api/events").await;
+    // Each request is bounded on its own: a slow machine makes the 600 slow
+    // together, a request held up by the reader hangs.
+    for _ in 0..600 {
+        let request = async {
             let response = h.chat("a", None, true).send().await.unwrap();
             assert_eq!(response.status(), 200);
             assert!(response.text().await.unwrap().contains("[DONE]"));
-        }
-    };
-    tokio::time::timeout(LIMIT, work)
-        .await
-        .expect("requests were held up by a reader that does not read");
+        };
+        tokio::time::timeout(LIMIT, request)
+            .await
+            .expect("a request was held up by a reader that does not read");
+    }
     // And the reader can still connect afresh and see the newest rows.
     let mut events = Events::connect(&h, None).await;
     events.until("activity", |row| row["id"] == 600).await;

@@ -73,6 +73,8 @@ async fn mockswap_upstream_starts_passes_its_health_check_and_stops() {
     let pid = sup.status("m").unwrap().pid.unwrap();
     assert_eq!(health_status(&spec).await, Some(200));
     let port = spec.proxy.rsplit(':').next().unwrap();
+    // Its health check can pass before the line reaches the log ring.
+    wait_for_output(&sup, "m", "listening on").await;
     let first = sup.logs().history("m").unwrap();
     let first = first
         .iter()
@@ -88,7 +90,8 @@ async fn mockswap_upstream_starts_passes_its_health_check_and_stops() {
 
 #[tokio::test]
 async fn slow_loading_upstream_is_ready_only_once_healthy() {
-    let spec = mock_spec("m", "--load-time 2s");
+    // Loading long enough for a loaded machine to see it loading.
+    let spec = mock_spec("m", "--load-time 5s");
     let (sup, _events) = Supervisor::new(vec![spec.clone()], 100);
 
     let start = tokio::spawn(sup.ensure_ready("m"));
@@ -248,7 +251,9 @@ async fn upstream_ignoring_sigterm_is_killed_after_the_grace_period() {
     within("ready", sup.ensure_ready("m")).await.unwrap();
     let pid = sup.status("m").unwrap().pid.unwrap();
 
-    within("stop", sup.stop("m", Duration::from_millis(300))).await;
+    // A grace long enough for a loaded machine to schedule mockswap and let
+    // it log the refusal before the SIGKILL.
+    within("stop", sup.stop("m", Duration::from_secs(2))).await;
     assert_eq!(sup.status("m").unwrap().state, ProcessState::Stopped);
     assert_gone(pid);
     // It did get the SIGTERM and refused it; SIGKILL ended it.
