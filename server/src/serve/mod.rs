@@ -6,9 +6,11 @@
 //! 2. requests still waiting for a model answer 503 `shutting_down`, log
 //!    streams end, and every connection closes after its current response;
 //! 3. responses in flight may finish until the drain deadline, then the
-//!    remaining connections are closed; a connection whose client has not
-//!    taken a byte for 5 s (its socket full: a UI tab on a laptop gone to
-//!    sleep) is closed then instead of holding the shutdown to the deadline;
+//!    remaining connections are closed; a connection whose socket has not
+//!    accepted a write for 5 s (its client stopped reading, or reads so slowly
+//!    that the kernel does not call the socket writable: a UI tab on a laptop
+//!    gone to sleep) is closed then instead of holding the shutdown to the
+//!    deadline;
 //! 4. the router fails anything left and stops every upstream; the supervisor
 //!    reaps them;
 //! 5. `serve` returns.
@@ -312,35 +314,45 @@ async fn connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "TCP_NODELAY not set");
     }
+    // The socket itself is watched, under TLS too: rustls takes what hyper
+    // writes into its own buffer even when the socket is full.
+    let blocked = stall::Blocked::new();
+    let stream = stall::Watched::new(stream, Arc::clone(&blocked));
     match tls {
-        None => serve_io(stream, peer, apps, stop).await,
+        None => serve_io(stream, peer, apps, stop, &blocked).await,
         // Boxed: the handshake's and the TLS stream's state (several KiB)
         // would otherwise be reserved in every plain connection's task too.
-        Some(tls) => Box::pin(tls_connection(stream, peer, tls, apps, stop)).await,
+        Some(tls) => Box::pin(tls_connection(stream, peer, tls, apps, stop, &blocked)).await,
     }
 }
 
 /// [`connection`] after a TLS handshake.
 async fn tls_connection(
-    stream: tokio::net::TcpStream,
+    stream: stall::Watched<tokio::net::TcpStream>,
     peer: SocketAddr,
     tls: TlsFiles,
     apps: latest::Receiver<App>,
     stop: CancellationToken,
+    blocked: &stall::Blocked,
 ) {
     let handshake = tokio::select! {
         () = stop.cancelled() => return,
         done = tokio::time::timeout(TLS_HANDSHAKE_LIMIT, tls.acceptor().accept(stream)) => done,
     };
     match handshake {
-        Ok(Ok(stream)) => serve_io(stream, peer, apps, stop).await,
+        Ok(Ok(stream)) => serve_io(stream, peer, apps, stop, blocked).await,
         Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
     }
 }
 
-async fn serve_io<I>(io: I, peer: SocketAddr, apps: latest::Receiver<App>, stop: CancellationToken)
-where
+async fn serve_io<I>(
+    io: I,
+    peer: SocketAddr,
+    apps: latest::Receiver<App>,
+    stop: CancellationToken,
+    blocked: &stall::Blocked,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
@@ -350,8 +362,6 @@ where
             Ok::<_, std::convert::Infallible>(app.call(request.map(axum::body::Body::new)).await)
         }
     });
-    let blocked = stall::Blocked::new();
-    let io = stall::Watched::new(io, Arc::clone(&blocked));
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .serve_connection(TokioIo::new(io), service)

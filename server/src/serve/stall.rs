@@ -122,7 +122,6 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // A TLS stream writes its buffered records here.
         let poll = Pin::new(&mut self.io).poll_flush(cx);
         self.blocked.note(&poll);
         poll
