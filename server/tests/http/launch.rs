@@ -4,14 +4,15 @@
 //! (and renewed by a reload).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::Server;
-use crate::support::{LIMIT, ServerEvents, config_yaml, free_port, model};
+use crate::support::{
+    LIMIT, ServerEvents, config_yaml, free_port, model, self_signed, tls_connector,
+};
 
 async fn model_ids(base: &str) -> Vec<String> {
     let body: serde_json::Value = reqwest::get(format!("{base}/v1/models"))
@@ -168,23 +169,6 @@ async fn config_dir_is_merged_after_config_and_watched_for_new_files() {
     server.terminate().await;
 }
 
-/// A self-signed certificate for `localhost` and 127.0.0.1, as PEM files.
-fn certificate(
-    dir: &Path,
-) -> (
-    std::path::PathBuf,
-    std::path::PathBuf,
-    CertificateDer<'static>,
-) {
-    let made =
-        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    write(&cert, &made.cert.pem());
-    write(&key, &made.signing_key.serialize_pem());
-    (cert, key, made.cert.der().clone())
-}
-
 /// `GET /health` over TLS trusting only `trusted`; the status line and the
 /// certificate the server presented.
 async fn https_health(addr: &str, trusted: &CertificateDer<'static>) -> (String, Vec<u8>) {
@@ -197,16 +181,7 @@ async fn https_health_unbounded(
     addr: &str,
     trusted: &CertificateDer<'static>,
 ) -> (String, Vec<u8>) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(trusted.clone()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let connector = tls_connector(trusted);
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut tls = connector
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
@@ -228,7 +203,7 @@ async fn https_health_unbounded(
 async fn start_https(dir: &Path) -> (Server, String, std::path::PathBuf, CertificateDer<'static>) {
     let file = dir.join("config.yaml");
     write(&file, &models_file("a"));
-    let (cert, key, first) = certificate(dir);
+    let (cert, key, first) = self_signed(dir);
     let server = Server::start_args(&[
         "-config",
         file.to_str().unwrap(),
@@ -253,7 +228,7 @@ async fn tls_flags_serve_https_and_a_reload_rereads_the_certificate() {
     assert_eq!(presented, first.to_vec());
 
     // Renewed on disk, picked up by SIGHUP without a restart.
-    let (_, _, second) = certificate(dir.path());
+    let (_, _, second) = self_signed(dir.path());
     server.signal(Signal::SIGHUP);
     server.wait_log("TLS certificate reloaded").await;
     let (status, presented) = https_health(&addr, &second).await;
@@ -292,7 +267,7 @@ async fn one_tls_flag_without_the_other_is_a_command_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.yaml");
     write(&file, &models_file("a"));
-    let (cert, key, _) = certificate(dir.path());
+    let (cert, key, _) = self_signed(dir.path());
     for (flag, path, missing) in [
         ("-tls-cert-file", &cert, "--tls-key-file"),
         ("-tls-key-file", &key, "--tls-cert-file"),

@@ -4,7 +4,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::support::{
-    Harness, LIMIT, ModelSpec, model, read_until_seen, stalled_request, wait_exit,
+    Harness, LIMIT, ModelSpec, model, read_until_seen, self_signed, stalled_request, tls_connector,
+    wait_exit,
 };
 
 async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
@@ -367,18 +368,7 @@ async fn a_shutdown_closes_a_response_whose_client_stopped_reading_before_the_dr
     // connection lets the shutdown finish in time.
     let options = llama_swap_server::ServeOptions::default().drain_deadline(LIMIT * 4);
     let h = Harness::start_with(&[model("a", "")], "", options).await;
-    // A streamed chat whose answer (one frame per word of the message, some
-    // 30 MB) cannot fit in the socket buffers of a client with a 4 KiB
-    // receive window that stops reading after the headers.
-    let words = "w ".repeat(200_000);
-    let body = format!(
-        r#"{{"model":"a","stream":true,"messages":[{{"role":"user","content":"{words}"}}]}}"#
-    );
-    let address = h.base.trim_start_matches("http://");
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = long_streamed_chat(&h);
     let mut stalled = stalled_request(&h, request.as_bytes()).await;
     read_until_seen(&mut stalled, "200 OK").await;
     // Fails with "serve did not return after shutdown" when the server
@@ -394,6 +384,71 @@ async fn a_shutdown_closes_a_response_whose_client_stopped_reading_before_the_dr
     .await
     .expect("the socket was left open");
     read.expect("the socket's end");
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("[DONE]"),
+        "the answer was sent whole ({} bytes)",
+        rest.len()
+    );
+}
+
+/// A streamed chat whose answer (one frame per word of the message, some
+/// 30 MB) cannot fit in the socket buffers of a client with a 4 KiB receive
+/// window that stops reading after the headers: a whole HTTP/1.1 request.
+fn long_streamed_chat(h: &Harness) -> String {
+    let words = "w ".repeat(200_000);
+    let body = format!(
+        r#"{{"model":"a","stream":true,"messages":[{{"role":"user","content":"{words}"}}]}}"#
+    );
+    let address = h.base.trim_start_matches("http://");
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn a_shutdown_closes_an_https_response_whose_client_stopped_reading_before_the_drain_deadline()
+ {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key, trusted) = self_signed(dir.path());
+    let tls = llama_swap_server::TlsFiles::load(&cert, &key).unwrap();
+    // A drain deadline beyond the harness's wait, as above: only closing the
+    // stalled connection (its socket, under TLS) lets the shutdown finish.
+    let options = llama_swap_server::ServeOptions::default()
+        .drain_deadline(LIMIT * 4)
+        .tls(tls);
+    let h = Harness::start_with(&[model("a", "")], "", options).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let address = h.base.trim_start_matches("http://").parse().unwrap();
+    let tcp = socket.connect(address).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut stalled = tls_connector(&trusted).connect(name, tcp).await.unwrap();
+    stalled
+        .write_all(long_streamed_chat(&h).as_bytes())
+        .await
+        .unwrap();
+    read_until_seen(&mut stalled, "200 OK").await;
+    // Fails with "serve did not return after shutdown" when the server
+    // waits for the drain deadline.
+    h.shutdown().await;
+    // What the buffers held comes, then the connection's end (cut, so
+    // without TLS's close_notify), without the end of the answer.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(
+        LIMIT,
+        tokio::io::AsyncReadExt::read_to_end(&mut stalled, &mut rest),
+    )
+    .await
+    .expect("the socket was left open");
+    if let Err(error) = read {
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::UnexpectedEof,
+            "not the connection's end: {error}"
+        );
+    }
     assert!(
         !String::from_utf8_lossy(&rest).contains("[DONE]"),
         "the answer was sent whole ({} bytes)",

@@ -481,7 +481,10 @@ pub(crate) async fn stalled_request(h: &Harness, request: &[u8]) -> tokio::net::
 }
 
 /// Reads `stream` until `needle` appears; returns how many bytes came.
-pub(crate) async fn read_until_seen(stream: &mut tokio::net::TcpStream, needle: &str) -> usize {
+pub(crate) async fn read_until_seen(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    needle: &str,
+) -> usize {
     use tokio::io::AsyncReadExt;
     let mut seen = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -503,4 +506,38 @@ pub(crate) async fn read_until_seen(stream: &mut tokio::net::TcpStream, needle: 
     .await;
     assert!(found.is_ok(), "no {needle:?} in {} bytes", seen.len());
     seen.len()
+}
+
+/// A fresh self-signed certificate for `localhost` and `127.0.0.1`, written
+/// to `dir` as `cert.pem` and `key.pem`: their paths and the certificate.
+pub(crate) fn self_signed(
+    dir: &std::path::Path,
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    rustls::pki_types::CertificateDer<'static>,
+) {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    (cert, key, made.cert.der().clone())
+}
+
+/// A TLS client that trusts only `trusted`, for `localhost`.
+pub(crate) fn tls_connector(
+    trusted: &rustls::pki_types::CertificateDer<'static>,
+) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted.clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
 }
