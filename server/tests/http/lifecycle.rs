@@ -4,8 +4,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::support::{
-    Harness, LIMIT, ModelSpec, model, read_until_seen, self_signed, stalled_request, tls_connector,
-    wait_exit,
+    Harness, LIMIT, ModelSpec, model, read_until_seen, self_signed, small_window, stalled_request,
+    tls_connector, wait_exit,
 };
 
 async fn finish(handle: tokio::task::JoinHandle<(u16, String)>) -> (u16, String) {
@@ -430,10 +430,7 @@ async fn a_shutdown_closes_an_https_response_whose_client_stopped_reading_before
         .drain_deadline(LIMIT * 4)
         .tls(tls);
     let h = Harness::start_with(&[model("a", "")], "", options).await;
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let address = h.base.trim_start_matches("http://").parse().unwrap();
-    let tcp = socket.connect(address).await.unwrap();
+    let tcp = small_window(&h).await;
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let mut stalled = tls_connector(&trusted).connect(name, tcp).await.unwrap();
     stalled

@@ -472,12 +472,17 @@ pub(crate) async fn stalled_reader(h: &Harness, path: &str) -> tokio::net::TcpSt
 /// request), then reads nothing.
 pub(crate) async fn stalled_request(h: &Harness, request: &[u8]) -> tokio::net::TcpStream {
     use tokio::io::AsyncWriteExt as _;
+    let mut stream = small_window(h).await;
+    stream.write_all(request).await.unwrap();
+    stream
+}
+
+/// A connection to the server with a 4 KiB receive window.
+pub(crate) async fn small_window(h: &Harness) -> tokio::net::TcpStream {
     let address = h.base.trim_start_matches("http://");
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
-    let mut stream = socket.connect(address.parse().unwrap()).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    stream
+    socket.connect(address.parse().unwrap()).await.unwrap()
 }
 
 /// Reads `stream` until `needle` appears; returns how many bytes came.
